@@ -1,0 +1,87 @@
+"""Typed `key=value` arguments for `get_config(arg)` and config validation.
+
+A config file is `configs/<name>.py` with `get_config(arg=None)`. The launcher passes the
+text after the colon (`configs/stompp.py:depth=8,order=reverse`) as `arg`. `parse_arg`
+turns it into a ConfigDict typed by the defaults the config declares, so a typo or an
+unknown key fails loudly instead of silently training the default.
+"""
+from __future__ import annotations
+
+import ml_collections
+
+_TRUE = ("true", "1", "yes")
+_FALSE = ("false", "0", "no")
+
+
+def _cast(key: str, text: str, default):
+  if isinstance(default, bool):  # before int: bool is an int subclass
+    low = text.lower()
+    if low in _TRUE:
+      return True
+    if low in _FALSE:
+      return False
+    raise ValueError(f"config arg {key!r}: expected true/false, got {text!r}")
+  if isinstance(default, int):
+    try:
+      return int(text)
+    except ValueError:
+      raise ValueError(f"config arg {key!r}: expected an int, got {text!r}") from None
+  if isinstance(default, float):
+    try:
+      return float(text)
+    except ValueError:
+      raise ValueError(f"config arg {key!r}: expected a float, got {text!r}") from None
+  if isinstance(default, (tuple, list)):
+    # Tuples are written with '+' because ',' separates arguments: depths=2+4+8.
+    item = default[0] if default else ""
+    return tuple(_cast(key, t, item) for t in text.split("+") if t)
+  return text
+
+
+def parse_arg(arg: str | None, **defaults) -> ml_collections.ConfigDict:
+  """Parses 'k1=v1,k2=v2' into a ConfigDict typed by `defaults`.
+
+  Every key must appear in `defaults`; the error names the unknown key and lists the
+  known ones. A bare key `smoke` means `smoke=true` for boolean defaults.
+  """
+  out = dict(defaults)
+  for item in (arg or "").split(","):
+    item = item.strip()
+    if not item:
+      continue
+    key, sep, text = item.partition("=")
+    key = key.strip()
+    if key not in defaults:
+      raise ValueError(
+          f"unknown config arg {key!r}; known args: {', '.join(sorted(defaults))}")
+    if not sep:
+      if not isinstance(defaults[key], bool):
+        raise ValueError(f"config arg {key!r} needs a value ({key}=...)")
+      text = "true"
+    out[key] = _cast(key, text.strip(), defaults[key])
+  return ml_collections.ConfigDict(out)
+
+
+def lock(config: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
+  """Locks the structure so that a later `config.unknwon = 1` raises, naming the key."""
+  config.lock()
+  return config
+
+
+def override(config: ml_collections.ConfigDict, overrides: dict) -> ml_collections.ConfigDict:
+  """Returns a copy with dotted-key overrides applied ('optim.lr': 0.1).
+
+  Used by studies to derive variants; an unknown dotted key raises naming the key.
+  """
+  new = ml_collections.ConfigDict(config.to_dict())
+  for dotted, value in overrides.items():
+    node = new
+    *parents, leaf = dotted.split(".")
+    for p in parents:
+      if p not in node:
+        raise KeyError(f"unknown config key {dotted!r} (no {p!r})")
+      node = node[p]
+    if leaf not in node:
+      raise KeyError(f"unknown config key {dotted!r}")
+    node[leaf] = value
+  return new

@@ -1,0 +1,105 @@
+"""Metrics as JSON lines in the workdir, progress on stdout, and the NaN guard.
+
+Only process 0 writes files, so a multi-host run produces one `metrics.jsonl`. The
+writer takes host values (floats, ints, numpy scalars); the training loop fetches a
+step's metrics only after the next step has been dispatched, so the device never waits
+for the host.
+"""
+from __future__ import annotations
+
+import json
+import os
+import time
+
+import jax
+import numpy as np
+
+
+def is_writer() -> bool:
+  return jax.process_index() == 0
+
+
+def _to_builtin(v):
+  if isinstance(v, (np.ndarray, jax.Array)):
+    v = np.asarray(v)
+    return v.item() if v.size == 1 else v.tolist()
+  if isinstance(v, (np.floating, np.integer)):
+    return v.item()
+  return v
+
+
+def write_config(workdir: str, config) -> None:
+  """Writes `config.json` (the resolved config) into the workdir, on process 0."""
+  if not is_writer():
+    return
+  os.makedirs(workdir, exist_ok=True)
+  d = config.to_dict() if hasattr(config, "to_dict") else dict(config)
+  tmp = os.path.join(workdir, "config.json.tmp")
+  with open(tmp, "w") as f:
+    json.dump(d, f, indent=2, sort_keys=True, default=str)
+  os.replace(tmp, os.path.join(workdir, "config.json"))
+
+
+def check_finite(step: int, metrics: dict) -> None:
+  """Raises FloatingPointError naming the step and the offending metrics."""
+  bad = []
+  for k, v in metrics.items():
+    arr = np.asarray(v)
+    if arr.dtype.kind == "f" and not np.all(np.isfinite(arr)):
+      bad.append(k)
+  if bad:
+    raise FloatingPointError(
+        f"non-finite {', '.join(sorted(bad))} at step {step}: "
+        + ", ".join(f"{k}={_to_builtin(metrics[k])}" for k in sorted(bad)))
+
+
+class MetricsWriter:
+  """Appends `{"step": s, "split": ..., **metrics}` lines to `workdir/metrics.jsonl`."""
+
+  def __init__(self, workdir: str | None, total_steps: int | None = None,
+               verbose: bool = True):
+    self.path = os.path.join(workdir, "metrics.jsonl") if workdir else None
+    if self.path and is_writer():
+      os.makedirs(workdir, exist_ok=True)
+    self.total_steps = total_steps
+    self.verbose = verbose and is_writer()
+    self._t0 = None
+    self._s0 = None
+
+  def write(self, step: int, metrics: dict, split: str = "train") -> None:
+    row = {"step": int(step), "split": split}
+    row.update({k: _to_builtin(v) for k, v in metrics.items()})
+    if split == "train":
+      row.update(self._progress(step))
+    if self.path and is_writer():
+      with open(self.path, "a") as f:
+        f.write(json.dumps(row) + "\n")
+    if self.verbose:
+      shown = " ".join(
+          f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}"
+          for k, v in row.items() if k not in ("step", "split"))
+      print(f"[{split} {step}] {shown}", flush=True)
+
+  def _progress(self, step: int) -> dict:
+    now = time.perf_counter()
+    if self._t0 is None:
+      self._t0, self._s0 = now, step
+      return {}
+    rate = (step - self._s0) / max(now - self._t0, 1e-9)
+    out = {"steps_per_s": rate}
+    if self.total_steps is not None and rate > 0:
+      out["eta_s"] = max(self.total_steps - step, 0) / rate
+    return out
+
+
+def read_metrics(workdir: str, split: str | None = None) -> list[dict]:
+  """Reads back `metrics.jsonl` (for tests, studies and notebooks)."""
+  path = os.path.join(workdir, "metrics.jsonl")
+  rows = []
+  with open(path) as f:
+    for line in f:
+      row = json.loads(line)
+      if split is None or row.get("split") == split:
+        rows.append(row)
+  return rows
+

@@ -1,0 +1,20 @@
+"""Flags shared by the launchers: --config, --workdir and multi-host start."""
+from absl import flags
+from ml_collections import config_flags
+
+from jaxpapers.core import mesh
+
+CONFIG = config_flags.DEFINE_config_file(
+    "config", None, "configs/<name>.py[:key=value,...]", lock_config=True)
+WORKDIR = flags.DEFINE_string("workdir", None, "Directory for every output of the run.")
+COORDINATOR = flags.DEFINE_string(
+    "coordinator_address", None, "host:port of process 0 for a multi-process run.")
+NUM_PROCESSES = flags.DEFINE_integer("num_processes", None, "Processes in the run.")
+PROCESS_ID = flags.DEFINE_integer("process_id", None, "This process's index.")
+flags.mark_flags_as_required(["config", "workdir"])
+
+
+def start():
+  """Joins a multi-process run when coordinator flags (or the cluster env) say so."""
+  mesh.initialize_distributed(COORDINATOR.value, NUM_PROCESSES.value, PROCESS_ID.value)
+  return CONFIG.value, WORKDIR.value

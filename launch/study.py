@@ -1,0 +1,24 @@
+"""Runs a paper's declared study: python launch/study.py --config=configs/<name>.py:study=NAME --workdir=DIR.
+
+The study writes its markdown table (and plot) into the workdir; the paper README keeps
+the latest one with this command and the commit.
+"""
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from absl import app  # noqa: E402
+
+import _common  # noqa: E402
+from jaxpapers.core import experiment  # noqa: E402
+
+
+def main(argv):
+  del argv
+  config, workdir = _common.start()
+  experiment.load(config, "run_study")(config, workdir)
+
+
+if __name__ == "__main__":
+  app.run(main)

@@ -1,0 +1,44 @@
+"""jaxpapers: JAX implementations of NeurIPS 2026 papers in one functional codebase."""
+import setuptools
+
+# Bounds are the versions installed and tested together here (Python 3.11, CPU);
+# the upper bounds stop at the next minor release we have not tested.
+INSTALL_REQUIRES = [
+    "jax>=0.10.2,<0.11",
+    "jaxlib>=0.10.2,<0.11",
+    "flax>=0.12.8,<0.13",
+    "optax>=0.2.8,<0.3",
+    "orbax-checkpoint>=0.12.8,<0.13",
+    "chex>=0.1.92,<0.2",
+    "ml-collections>=1.1.0,<1.2",
+    "tensorflow-datasets>=4.9.10,<4.10",
+    "absl-py>=2.5.1,<2.6",
+    "numpy>=2.4,<2.5",
+    "scipy>=1.17,<1.18",
+    "scikit-learn>=1.9,<1.10",
+    "matplotlib>=3.11,<3.12",
+]
+
+EXTRAS_REQUIRE = {
+    # Test-only: the runner, parallel workers and the headless notebook executor.
+    "test": [
+        "pytest>=9.0,<9.1",
+        "pytest-xdist>=3.8,<3.9",
+        "nbformat>=5.11,<5.12",
+        "nbclient>=0.11,<0.12",
+        "ipykernel>=7.4,<7.5",
+    ],
+    # PyTorch eager reference for launch/benchmark.py (a local CPU wheel here).
+    "torch": ["torch==2.13.0"],
+}
+
+setuptools.setup(
+    name="jaxpapers",
+    version="0.1.0",
+    description="JAX-first implementations of NeurIPS 2026 papers",
+    license="Apache-2.0",
+    python_requires=">=3.11,<3.13",
+    packages=setuptools.find_packages(include=["jaxpapers", "jaxpapers.*"]),
+    install_requires=INSTALL_REQUIRES,
+    extras_require=EXTRAS_REQUIRE,
+)

@@ -1,0 +1,18 @@
+"""Test setup: 8 forced CPU devices (so sharding code really runs) and strict ranks."""
+import os
+import sys
+
+# Must be set before JAX initializes its backend.
+os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "")
+                           + " --xla_force_host_platform_device_count=8").strip()
+os.environ.setdefault("JAX_PLATFORMS", "cpu")
+# Notebooks executed by the tests read this to pick their tiny setting.
+os.environ["JAXPAPERS_SMOKE"] = "1"
+
+import jax  # noqa: E402
+
+jax.config.update("jax_numpy_rank_promotion", "raise")
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if ROOT not in sys.path:
+  sys.path.insert(0, ROOT)

@@ -1,0 +1,25 @@
+"""Executes every notebook in colabs/ headlessly on its tiny setting (JAXPAPERS_SMOKE=1)."""
+import glob
+import os
+
+import nbformat
+import pytest
+from nbclient import NotebookClient
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+NOTEBOOKS = sorted(glob.glob(os.path.join(ROOT, "colabs", "*.ipynb")))
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS,
+                         ids=[os.path.basename(p)[:-6] for p in NOTEBOOKS])
+def test_notebook_runs(path, tmp_path):
+  nb = nbformat.read(path, as_version=4)
+  env_path = os.environ.get("PYTHONPATH", "")
+  os.environ["PYTHONPATH"] = ROOT + (os.pathsep + env_path if env_path else "")
+  os.environ["JAXPAPERS_SMOKE"] = "1"
+  client = NotebookClient(nb, timeout=600, kernel_name="python3",
+                          resources={"metadata": {"path": str(tmp_path)}})
+  client.execute()
+  errors = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])
+            if o.get("output_type") == "error"]
+  assert not errors

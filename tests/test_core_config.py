@@ -1,0 +1,39 @@
+"""Typed config arguments: types, strict booleans, named unknown keys."""
+import pytest
+
+from jaxpapers.core import config as config_lib
+
+
+def test_types_are_taken_from_defaults():
+  c = config_lib.parse_arg("depth=8,lr=0.5,order=reverse,smoke=true,widths=1+2",
+                           depth=4, lr=0.1, order="forward", smoke=False, widths=(3,))
+  assert (c.depth, c.lr, c.order, c.smoke, c.widths) == (8, 0.5, "reverse", True, (1, 2))
+  assert isinstance(c.lr, float)
+
+
+def test_bare_boolean_key_means_true():
+  assert config_lib.parse_arg("smoke", smoke=False).smoke is True
+
+
+@pytest.mark.parametrize("text", ["True1", "maybe", "2"])
+def test_booleans_are_strict(text):
+  with pytest.raises(ValueError, match="true/false"):
+    config_lib.parse_arg(f"smoke={text}", smoke=False)
+
+
+def test_unknown_key_is_named():
+  with pytest.raises(ValueError, match="'dpeth'.*known args: depth"):
+    config_lib.parse_arg("dpeth=3", depth=4)
+
+
+def test_bad_int_is_named():
+  with pytest.raises(ValueError, match="'depth'"):
+    config_lib.parse_arg("depth=four", depth=4)
+
+
+def test_override_rejects_unknown_dotted_key():
+  c = config_lib.parse_arg("", a=1)
+  c.optim = config_lib.parse_arg("", lr=0.1)
+  assert config_lib.override(c, {"optim.lr": 0.5}).optim.lr == 0.5
+  with pytest.raises(KeyError, match="optim.lrr"):
+    config_lib.override(c, {"optim.lrr": 0.5})
