@@ -1,5 +1,6 @@
 """Flags shared by the launchers: --config, --workdir and multi-host start."""
 from absl import flags
+from absl import logging
 from ml_collections import config_flags
 
 from jaxpapers.core import mesh
@@ -16,5 +17,7 @@ flags.mark_flags_as_required(["config", "workdir"])
 
 def start():
   """Joins a multi-process run when coordinator flags (or the cluster env) say so."""
+  # Orbax logs every checkpoint phase at INFO; keep stdout for our progress lines.
+  logging.set_verbosity(logging.WARNING)
   mesh.initialize_distributed(COORDINATOR.value, NUM_PROCESSES.value, PROCESS_ID.value)
   return CONFIG.value, WORKDIR.value

@@ -28,7 +28,8 @@ class Checkpointer:
     directory = os.path.abspath(os.path.join(workdir, "checkpoints"))
     self.manager = ocp.CheckpointManager(
         directory,
-        options=ocp.CheckpointManagerOptions(max_to_keep=keep, create=True))
+        options=ocp.CheckpointManagerOptions(
+            max_to_keep=keep, create=True, cleanup_tmp_directories=True))
 
   def latest_step(self) -> int | None:
     return self.manager.latest_step()

@@ -1,0 +1,93 @@
+"""StoMPP: Stochastic Masked Partial Progressive Binarization (arXiv 2601.22660).
+
+BNNs trained from scratch: clipped weights and activations are replaced by hard binary
+ones layer by layer from input to output, with stochastic partial masks and soft refresh.
+
+Train (default: binary ResNet-18 layout at width 16, StoMPP STE-free, forward order, on
+scikit-learn's bundled digits; about 2-3 minutes on 2 CPU cores, test accuracy ~0.9):
+  python launch/train.py --config=configs/stompp.py --workdir=/tmp/stompp
+Variants: --config=configs/stompp.py:model=resnet50,rule=ste,order=reverse,data=fashion_mnist
+Smoke (seconds): --config=configs/stompp.py:smoke
+Study (rule x order x depth, 3 seeds vmapped, Fashion-MNIST where installed):
+  python launch/study.py --config=configs/stompp.py:study=depth --workdir=/tmp/stompp_study
+Benchmark (JAX step vs PyTorch eager when torch is installed):
+  python launch/benchmark.py --config=configs/stompp.py:model=mlp --workdir=/tmp/stompp_bench
+"""
+import ml_collections
+
+from jaxpapers.core import config as config_lib
+
+
+def get_config(arg=None):
+  arg = config_lib.parse_arg(
+      arg, smoke=False, seed=0, study="depth",
+      model="resnet18", depth=4, width=16, first_real=True, last_real=True,
+      rule="stompp", order="forward", binary_acts=True,
+      refresh_every=50, refresh_frac=0.1, start=0.0, end=0.8, ramp="linear",
+      data="digits", data_path="", steps=600, batch_size=128, lr=3e-3,
+      seeds=3, study_steps=1500, study_depths=(2, 4, 8))
+  c = ml_collections.ConfigDict()
+  c.experiment = "jaxpapers.papers.stompp.experiment"
+  c.seed = arg.seed
+  c.mesh = [("data", -1)]  # data parallel over every device
+
+  c.model = ml_collections.ConfigDict()
+  c.model.name = arg.model  # mlp | cnn | resnet18 | resnet34 | resnet50
+  c.model.depth = arg.depth  # binary hidden layers (mlp, cnn); resnets use their layout
+  c.model.width = arg.width  # hidden width (mlp) / base channels (cnn, resnet)
+  c.model.first_real = arg.first_real  # real-valued stem (XNOR/Bi-Real convention)
+  c.model.last_real = arg.last_real  # real-valued classifier
+
+  c.binarize = ml_collections.ConfigDict()
+  c.binarize.rule = arg.rule  # ste | stompp (STE-free) | stompp_ste | fp
+  c.binarize.order = arg.order  # forward | reverse | all
+  c.binarize.binary_acts = arg.binary_acts  # False: binary weights, real activations
+  c.binarize.start = arg.start  # binarization window start (fraction of training)
+  c.binarize.end = arg.end  # every entry committed from here on
+  c.binarize.ramp = arg.ramp  # per-layer ramp of the committed fraction: linear | cosine
+  c.binarize.refresh_every = arg.refresh_every  # soft refresh period in steps (0: never)
+  c.binarize.refresh_frac = arg.refresh_frac  # fraction of entries re-drawn per refresh
+
+  c.data = ml_collections.ConfigDict()
+  c.data.name = arg.data  # digits | fashion_mnist | auto | tfds:cifar10 | ...
+  c.data.path = arg.data_path  # IDX directory or TFDS data_dir ('' = default)
+
+  c.optim = ml_collections.ConfigDict()
+  c.optim.lr = arg.lr  # AdamW peak learning rate
+  c.optim.warmup_frac = 0.05
+  c.optim.weight_decay = 0.0  # decay would pull latent weights through zero
+
+  c.train = ml_collections.ConfigDict()
+  c.train.steps = arg.steps
+  c.train.batch_size = arg.batch_size  # global batch, split over processes and devices
+  c.train.log_every = 50
+  c.train.eval_every = 200
+  c.train.checkpoint_every = 200
+  c.train.keep_checkpoints = 2
+
+  c.eval = ml_collections.ConfigDict()
+  c.eval.batch_size = 512
+
+  c.study = ml_collections.ConfigDict()
+  c.study.name = arg.study  # depth: rule x order x depth on the binary MLP
+  c.study.seeds = arg.seeds  # vmapped
+  c.study.steps = arg.study_steps
+  c.study.depths = arg.study_depths
+  c.study.data = "auto"
+
+  if arg.smoke:  # the MLP keeps the smoke run to seconds; tests cover the ResNets' shapes
+    c.model.name = "mlp"
+    c.model.width = min(arg.width, 8)
+    c.model.depth = min(arg.depth, 2)
+    c.train.steps = 6
+    c.train.batch_size = 16
+    c.train.log_every = 2
+    c.train.eval_every = 3
+    c.train.checkpoint_every = 3
+    c.eval.batch_size = 64
+    c.binarize.refresh_every = 2
+    c.study.seeds = 2
+    c.study.steps = 20
+    c.study.depths = (1, 2)
+    c.study.data = "digits"
+  return c

@@ -1,0 +1,118 @@
+"""The generic supervised loop: init -> jitted step -> periodic eval -> checkpoints.
+
+A paper supplies a `Task` of pure functions; the loop owns everything else: the mesh,
+sharded batches built per process from (seed, step), one jit of the step with the state
+donated, `fold_in(rng, step)` randomness, metrics read one step late (so the host never
+stalls the device), the NaN/inf guard naming the step, orbax checkpoints and automatic
+resume from the workdir. Non-supervised papers write their own `train_and_evaluate` and
+reuse the pieces (config, metrics, checkpoint, mesh) directly.
+
+Config fields read: seed, mesh, train.{steps, batch_size, log_every, eval_every,
+checkpoint_every, keep_checkpoints}, eval.batch_size.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable, Iterable
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxpapers.core import checkpoint as checkpoint_lib
+from jaxpapers.core import mesh as mesh_lib
+from jaxpapers.core import metrics as metrics_lib
+
+
+@dataclasses.dataclass(frozen=True)
+class Task:
+  """What a paper provides to the supervised loop (all pure, all jittable).
+
+  init(rng) -> state pytree.
+  train_step(state, batch, rng, step) -> (state, metrics); metrics must include the
+    scalars 'loss' and 'grad_norm' so the NaN guard sees both the loss and the gradients.
+  eval_step(state, batch) -> dict of sums over the rows where batch['mask'] is 1, with
+    'count' = number of real rows; the loop divides every other entry by the total count.
+  train_batch(step, rows) -> numpy batch: the process-local `rows` of the global batch at
+    `step`, a pure function of (seed, step).
+  eval_batches(rows) -> iterable of numpy batches (with 'mask') over the evaluation set.
+  """
+  init: Callable[[jax.Array], Any]
+  train_step: Callable[..., tuple]
+  eval_step: Callable[[Any, dict], dict]
+  train_batch: Callable[[int, slice], dict]
+  eval_batches: Callable[[slice], Iterable[dict]]
+
+
+def evaluate(task: Task, state, mesh, eval_fn, batch_size: int) -> dict:
+  rows = mesh_lib.local_batch_slice(batch_size)
+  totals = None
+  for batch in task.eval_batches(rows):
+    sums = eval_fn(state, mesh_lib.shard_batch(mesh, batch))
+    totals = sums if totals is None else jax.tree.map(jnp.add, totals, sums)
+  totals = jax.device_get(totals)
+  count = float(totals.pop("count"))
+  return {k: float(v) / count for k, v in totals.items()}
+
+
+def train(config, workdir: str, task: Task, on_eval: Callable | None = None):
+  """Runs (or resumes) training; returns (final state, final eval metrics)."""
+  metrics_lib.write_config(workdir, config)
+  mesh = mesh_lib.make_mesh(config.mesh)
+  repl = mesh_lib.replicated(mesh)
+  data_sharding = mesh_lib.batch_sharding(mesh)
+  rng = jax.random.PRNGKey(config.seed)
+  init_rng, step_rng = jax.random.split(rng)
+
+  # Parameters replicated over the data axis; papers with large models can pass
+  # sharding rules here later without touching the step.
+  state = jax.jit(task.init, out_shardings=repl)(init_rng)
+  ckpt = checkpoint_lib.Checkpointer(workdir, keep=config.train.keep_checkpoints)
+  state, start = ckpt.restore_or(state)
+
+  def step_fn(state, batch, step):
+    return task.train_step(state, batch, jax.random.fold_in(step_rng, step), step)
+
+  step_fn = jax.jit(step_fn, donate_argnums=0,
+                    in_shardings=(repl, data_sharding, repl),
+                    out_shardings=(repl, repl))
+  eval_fn = jax.jit(task.eval_step, in_shardings=(repl, data_sharding),
+                    out_shardings=repl)
+
+  total = config.train.steps
+  writer = metrics_lib.MetricsWriter(workdir, total_steps=total)
+  rows = mesh_lib.local_batch_slice(config.train.batch_size)
+  eval_bs = config.eval.batch_size
+
+  def report(step, m):
+    m = jax.device_get(m)
+    metrics_lib.check_finite(step, m)
+    if step % config.train.log_every == 0 or step == total:
+      writer.write(step, {k: v for k, v in m.items()})
+
+  pending = None
+  final_eval = None
+  if start:
+    print(f"resumed from step {start} in {workdir}", flush=True)
+  for step in range(start + 1, total + 1):
+    batch = mesh_lib.shard_batch(mesh, task.train_batch(step - 1, rows))
+    state, m = step_fn(state, batch, jnp.asarray(step - 1, jnp.int32))
+    if pending is not None:  # read the previous step's metrics after dispatching this one
+      report(*pending)
+    pending = (step, m)
+    if step % config.train.eval_every == 0 or step == total:
+      report(*pending)
+      pending = None
+      final_eval = evaluate(task, state, mesh, eval_fn, eval_bs)
+      writer.write(step, final_eval, split="test")
+      if on_eval is not None:
+        on_eval(step, state, final_eval)
+    if step % config.train.checkpoint_every == 0 or step == total:
+      ckpt.save(step, state)
+  if pending is not None:
+    report(*pending)
+  if final_eval is None:  # resumed at the end: evaluate the restored state
+    final_eval = evaluate(task, state, mesh, eval_fn, eval_bs)
+    writer.write(total, final_eval, split="test")
+  ckpt.close()
+  return state, final_eval

@@ -1,0 +1,1 @@
+"""StoMPP: Stochastic Masked Partial Progressive Binarization (arXiv 2601.22660)."""

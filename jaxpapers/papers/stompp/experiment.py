@@ -1,0 +1,75 @@
+"""StoMPP: Stochastic Masked Partial Progressive Binarization (arXiv 2601.22660).
+
+Launcher entries: `train_and_evaluate` runs the core supervised loop (mesh, checkpoints,
+exact resume) on one configured network; `run_study` runs the rule x order x depth study
+vmapped over seeds (see study.py); `benchmark` times the train step (see benchmark.py).
+"""
+from __future__ import annotations
+
+import os
+
+import jax
+import jax.numpy as jnp
+
+from jaxpapers.core import loop
+from jaxpapers.data import sources
+from jaxpapers.papers.stompp import model as model_lib
+from jaxpapers.papers.stompp import train_lib
+
+
+def load_data(config):
+  name = config.data.name
+  if name == "auto":  # Fashion-MNIST where installed, the bundled digits otherwise
+    name = "fashion_mnist" if os.path.isdir(
+        config.data.path or sources.FASHION_MNIST_DIR) else "digits"
+  return sources.load(name, config.data.path)
+
+
+def make_task(config, ds):
+  model = model_lib.build(config, ds.num_classes)
+  optimizer = train_lib.make_optimizer(config)
+  train_step, eval_step = train_lib.bind(config, model, optimizer)
+  return model, loop.Task(
+      init=lambda rng: train_lib.init_state(config, model, optimizer, ds.input_shape, rng),
+      train_step=train_step,
+      eval_step=eval_step,
+      train_batch=lambda step, rows: sources.train_batch(
+          ds, config.seed, step, config.train.batch_size, rows),
+      eval_batches=lambda rows: sources.eval_batches(ds, config.eval.batch_size, rows),
+  )
+
+
+def committed_fraction(config, model, state, step: int) -> float:
+  """Fraction of all binarizable entries committed by the mask at `step`."""
+  progress = train_lib.progress_at(config, model.num_binary, step)
+  total = committed = 0.0
+  for name in model_lib.binary_layer_names(model.num_binary):
+    for ranks in state["ranks"].get(name, {}).values():
+      p = progress[int(name[3:])]
+      committed += float(jnp.floor(p * ranks.size))
+      total += ranks.size
+  return committed / max(total, 1.0)
+
+
+def train_and_evaluate(config, workdir: str):
+  ds = load_data(config)
+  model, task = make_task(config, ds)
+  print(f"StoMPP: {config.model.name} depth={config.model.get('depth')} "
+        f"binary layers={model.num_binary} rule={config.binarize.rule} "
+        f"order={config.binarize.order} data={ds.name} devices={jax.device_count()}",
+        flush=True)
+  state, final = loop.train(config, workdir, task)
+  frac = committed_fraction(config, model, jax.device_get(state), config.train.steps)
+  print(f"final test accuracy (fully committed binary network, hard signs only): "
+        f"{final['accuracy']:.4f}  [committed fraction {frac:.3f}]", flush=True)
+  return state, final
+
+
+def run_study(config, workdir: str):
+  from jaxpapers.papers.stompp import study
+  return study.run(config, workdir)
+
+
+def benchmark(config, workdir: str):
+  from jaxpapers.papers.stompp import benchmark as bench
+  return bench.run(config, workdir)
