@@ -1,0 +1,214 @@
+"""Perturbed S-EG / S-OGDA (abstract 19): training entry, the rate study and the benchmark.
+
+`train_and_evaluate` runs one configured method on one problem over all horizons and
+seeds as a single jitted program and writes the last-iterate and averaged-iterate gaps
+per horizon to metrics.jsonl. `run_study` does that for the four methods on the
+constrained problems (horizons 1e2..1e6, >= 20 seeds), fits the log-log slope of the
+last-iterate gap with a confidence interval across seeds, runs the unconstrained
+almost-sure experiment with decaying single-timescale steps, and writes the table and a
+log-log plot into the workdir. `benchmark` times the vmapped JAX program against a plain
+NumPy loop of the same algorithm. There are no checkpoints: one program runs for at most
+a minute or two and is deterministic given the config, so a rerun reproduces it.
+"""
+from __future__ import annotations
+
+import functools
+import os
+import time
+import zlib
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxpapers.core import metrics as metrics_lib
+from jaxpapers.core import study as study_lib
+from jaxpapers.papers.perturbed_eg import analysis, gaps, methods, problems
+from jaxpapers.papers.perturbed_eg import reference_numpy, schedules
+
+PATHS = ["jaxpapers/papers/perturbed_eg", "configs/perturbed_eg.py"]
+
+
+def build_problem(config, name: str | None = None):
+  p = config.problem
+  return problems.make(name or p.name, p.n, p.m, seed=p.instance_seed, rank=p.rank)
+
+
+@functools.partial(jax.jit, static_argnames=("spec",))
+def _metric_grid(spec, data, xs, ys):
+  return jax.vmap(jax.vmap(jax.vmap(functools.partial(gaps.metric, spec, data))))(xs, ys)
+
+
+@jax.jit
+def _anchor_distance(data, xs, ys):
+  ax, ay = gaps.anchor_projection(data)
+  lift = lambda a: a.reshape((1,) * (xs.ndim - 1) + a.shape)  # noqa: E731
+  return jnp.sqrt(((xs - lift(ax)) ** 2).sum(-1) + ((ys - lift(ay)) ** 2).sum(-1))
+
+
+def _by_horizon(plan: methods.Plan, grid, group: int) -> tuple[np.ndarray, np.ndarray]:
+  """(lanes, slots, seeds) slot values of one variant -> (sorted T, values (H, seeds))."""
+  mask = plan.slot_group == group
+  steps = plan.slot_steps[mask]
+  order = np.argsort(steps)
+  return steps[order], np.asarray(grid)[mask][order]
+
+
+def run_methods(config, spec, data, keys, horizons, seed: int | None = None,
+                vanilla_t_max: int | None = None) -> dict:
+  """Runs methods `keys` (one algorithm) on one problem as one program.
+
+  Constrained problems use the horizon schedule: one run per (method, T) with constants
+  fixed by T, all packed into lanes of length max(horizons) (vanilla runs only up to
+  `vanilla_t_max`). The unconstrained one uses the anytime schedule, one lane per
+  method, checkpointed at `horizons`. Returns {key: {"steps", "last" (H, seeds),
+  "avg" (H, seeds), ...}, "_program": timing}.
+  """
+  algorithms = {schedules.lookup(k)[1] for k in keys}
+  if len(algorithms) != 1:
+    raise ValueError(f"methods {keys} mix algorithms {algorithms}; run them separately")
+  sched, block, seeds = config.schedule, config.run.block, config.run.seeds
+  free = spec.x_set == "free"
+  if free:
+    plan = methods.merge([schedules.anytime_plan(k, sched, spec.lipschitz, max(horizons),
+                                                 horizons, block) for k in keys])
+  else:
+    runs = []
+    for g, k in enumerate(keys):
+      perturbed = schedules.lookup(k)[2]
+      hz = [t for t in horizons if perturbed or vanilla_t_max is None or t <= vanilla_t_max]
+      runs += schedules.horizon_runs(sched, spec.lipschitz, perturbed, hz, group=g)
+    plan = methods.horizon_plan(runs, block)
+  method = methods.Method(algorithms.pop(), config.noise.sigma, t0=sched.t0)
+  rng = jax.random.fold_in(jax.random.key(config.seed if seed is None else seed),
+                           zlib.crc32(spec.name.encode()) % (2**31))
+  t0 = time.perf_counter()
+  snaps = methods.run_plan(spec, method, data, plan, rng, seeds, block)
+  jax.block_until_ready(snaps)
+  seconds = time.perf_counter() - t0
+  last = np.asarray(_metric_grid(spec, data, snaps.x, snaps.y))
+  avg = np.asarray(_metric_grid(spec, data, snaps.avg_x, snaps.avg_y))
+  out = {}
+  for g, k in enumerate(keys):
+    steps, lv = _by_horizon(plan, last, g)
+    res = {"label": schedules.lookup(k)[0], "steps": steps, "last": lv,
+           "avg": _by_horizon(plan, avg, g)[1], "seconds": seconds}
+    if free:
+      res["to_anchor"] = _by_horizon(plan, _anchor_distance(data, snaps.x, snaps.y), g)[1]
+    out[k] = res
+  useful = (len(keys) * max(horizons) if free else
+            int(sum(r[1] for r in runs))) * seeds
+  out["_program"] = {"seconds": seconds, "useful_seed_steps": useful,
+                     "lane_seed_steps": int(plan.eta.size * block * seeds)}
+  return out
+
+
+def train_and_evaluate(config, workdir: str) -> dict:
+  """One method, one problem, all horizons x seeds in one program; writes metrics."""
+  metrics_lib.write_config(workdir, config)
+  spec, data = build_problem(config)
+  horizons = list(config.run.horizons)
+  out = run_methods(config, spec, data, [config.method.name], horizons)
+  res, program = out[config.method.name], out["_program"]
+  writer = metrics_lib.MetricsWriter(workdir, total_steps=max(horizons))
+  for t, last, avg in zip(res["steps"], res["last"], res["avg"]):
+    row = {"last_median": float(np.median(last)), "last_mean": float(last.mean()),
+           "last_max": float(last.max()), "avg_median": float(np.median(avg))}
+    metrics_lib.check_finite(int(t), row)
+    writer.write(int(t), row, split="eval")
+  slope, lo, hi = analysis.slope_ci(res["steps"], res["last"])
+  summary = {"slope_last": slope, "slope_lo": lo, "slope_hi": hi,
+             "seconds": program["seconds"], "seed_iterations_per_s":
+             program["useful_seed_steps"] / program["seconds"]}
+  writer.write(int(max(horizons)), summary, split="summary")
+  return summary
+
+
+def _row(problem, res, claim):
+  slope, lo, hi = analysis.slope_ci(res["steps"], res["last"])
+  aslope, _, _ = analysis.slope_ci(res["steps"], res["avg"])
+  t = res["steps"]
+  return {"problem": problem, "method": res["label"], "T range": f"{t[0]:.0e}-{t[-1]:.0e}",
+          "last-iterate slope": slope, "95% CI": f"[{lo:.3f}, {hi:.3f}]",
+          f"median gap @T_min": float(np.median(res["last"][0])),
+          f"median gap @T_max": float(np.median(res["last"][-1])),
+          "avg-iterate slope": aslope, "claim": claim, "program s": res["seconds"]}
+
+
+def run_study(config, workdir: str) -> list[dict]:
+  """The rate study: table `perturbed_eg_study.md` and plot `perturbed_eg_study.png`."""
+  metrics_lib.write_config(workdir, config)
+  commit = study_lib.git_commit(paths=PATHS)  # the code that runs, before any edits
+  st = config.study
+  writer = metrics_lib.MetricsWriter(workdir)
+  rows, panels = [], {}
+  claims = {"seg": "no convergence", "sogda": "no convergence",
+            "pseg": "~ -1/4 (< -1/7)", "psogda": "~ -1/4 (< -1/7)",
+            "dseg": "converges (prior, two timescales)"}
+  horizons = list(config.run.horizons)
+  for name in st.problems:
+    spec, data = build_problem(config, name)
+    free = spec.x_set == "free"
+    keys = list(st.free_methods if free else st.methods)
+    groups = {}  # one program per algorithm: its variants are lanes of that program
+    for k in keys:
+      groups.setdefault(schedules.lookup(k)[1], []).append(k)
+    results = {}
+    for group in groups.values():
+      out = run_methods(config, spec, data, group, horizons,
+                        vanilla_t_max=st.vanilla_t_max)
+      results.update({k: out[k] for k in group})
+    panel = {}
+    for key in keys:
+      res = results[key]
+      claim = ("a.s. convergence, one timescale" if free and key in ("pseg", "psogda")
+               else claims[key])
+      row = _row(name, res, claim)
+      if free:
+        row["max over seeds @T_max"] = float(res["last"][-1].max())
+        row["to z0's projection @T_max"] = float(np.median(res["to_anchor"][-1]))
+      rows.append(row)
+      writer.write(len(rows), {k: v for k, v in row.items() if isinstance(v, float)},
+                   split=f"study/{name}/{key}")
+      panel[res["label"]] = (res["steps"], res["last"])
+      if key == "pseg" and not free:
+        panel["perturbed S-EG (avg)"] = (res["steps"], res["avg"])
+    metric = "distance to solutions" if free else "last-iterate gap"
+    panels[f"{name}: {metric}"] = panel
+  header = (f"Perturbed S-EG / S-OGDA rate study (commit {commit}); seeds={config.run.seeds}, "
+            f"sigma={config.noise.sigma}, eps={config.schedule.eps}, "
+            f"exponents (eta, mu) = {schedules.exponents(config.schedule)}")
+  columns = ["problem", "method", "T range", "last-iterate slope", "95% CI",
+             "median gap @T_min", "median gap @T_max", "avg-iterate slope", "claim",
+             "max over seeds @T_max", "to z0's projection @T_max", "program s"]
+  md = study_lib.write_table(workdir, "perturbed_eg_study", rows, columns, header)
+  analysis.plot(os.path.join(workdir, "perturbed_eg_study.png"), panels,
+                title=f"median and 10-90% band over {config.run.seeds} seeds")
+  print(md)
+  return rows
+
+
+def benchmark(config, workdir: str) -> dict:
+  """Seed-iterations/s of the vmapped JAX study program vs a NumPy loop of the same."""
+  metrics_lib.write_config(workdir, config)
+  spec, data = build_problem(config)
+  horizons = list(config.run.horizons)
+  key = config.method.name
+  run_methods(config, spec, data, [key], horizons)  # compile
+  out = run_methods(config, spec, data, [key], horizons, seed=config.seed + 1)
+  res, program = out[key], out["_program"]
+  jax_rate = program["useful_seed_steps"] / program["seconds"]
+  np_rates = reference_numpy.rates(spec, data, config, key, steps=config.bench.numpy_steps)
+  out = {"problem": spec.name, "method": res["label"], "seeds": config.run.seeds,
+         "useful_seed_iterations": program["useful_seed_steps"],
+         "computed_seed_iterations": program["lane_seed_steps"],
+         "jax_seconds": program["seconds"],
+         "jax_seed_iterations_per_s": jax_rate,
+         "numpy_single_run_iterations_per_s": np_rates["single"],
+         "numpy_batched_seed_iterations_per_s": np_rates["batched"],
+         "speedup_vs_numpy_single": jax_rate / np_rates["single"],
+         "speedup_vs_numpy_batched": jax_rate / np_rates["batched"],
+         "note": "shared 2-core CPU; timings are noisy"}
+  metrics_lib.MetricsWriter(workdir).write(0, {k: v for k, v in out.items()
+                                               if isinstance(v, float)}, split="benchmark")
+  return out
