@@ -1,0 +1,1 @@
+"""Online identification of linear-in-parameter systems under parameter drift (abstract 11)."""

@@ -1,0 +1,99 @@
+"""Online identification under parameter drift: launcher entry points.
+
+`train_and_evaluate` runs every estimator on the same drifting streams at one horizon
+(3 drift kinds x seeds in one vmapped scan) and logs the cumulative dynamic regret;
+`run_study` is the regret-vs-T study of the README; `benchmark` times the vmapped scan.
+"""
+from __future__ import annotations
+
+import os
+import time
+
+import jax
+import numpy as np
+
+from jaxpapers.core import bench
+from jaxpapers.core import metrics as metrics_lib
+from jaxpapers.core import study as study_lib
+from jaxpapers.papers.drift_ident import drift
+from jaxpapers.papers.drift_ident import estimators
+from jaxpapers.papers.drift_ident import simulate
+
+PATHS = ["jaxpapers/papers/drift_ident", "configs/drift_ident.py",
+         "tests/test_drift_ident.py", "colabs/drift_ident.ipynb"]
+
+
+def grid(config, betas, noises, seeds):
+  """Flat (seed, kind, beta, noise) lists of the full cross product."""
+  kinds = [drift.kind_index(k) for k in config.drift.kinds]
+  rows = [(config.seed + s, k, b, n) for b in betas for n in noises for k in kinds
+          for s in range(seeds)]
+  return [list(c) for c in zip(*rows)]
+
+
+def train_and_evaluate(config, workdir):
+  metrics_lib.write_config(workdir, config)
+  horizon = config.run.horizon
+  seeds, kinds, betas, noises = grid(config, [config.drift.beta], [config.system.noise],
+                                     config.run.seeds)
+  t0 = time.perf_counter()
+  out = simulate.run_batch(config.system, config.steps, horizon, config.run.records,
+                           seeds, kinds, betas, noises, config.drift.scale)
+  elapsed = time.perf_counter() - t0
+  writer = metrics_lib.MetricsWriter(workdir, total_steps=horizon, verbose=False)
+  kinds = np.asarray(kinds)
+  for i, t in enumerate(out["t"][0]):
+    row = {}
+    for j, m in enumerate(estimators.METHODS):
+      row[f"regret/{m}"] = float(out["pseudo"][:, i, j].mean())
+      row[f"realised_regret/{m}"] = float(out["regret"][:, i, j].mean())
+      row[f"error/{m}"] = float(np.linalg.norm(
+          out["theta"][:, i, j] - out["theta_star"][:, i], axis=-1).mean())
+    row["variation"] = float(out["variation"][:, i].mean())
+    row["vhat"] = float(out["vhat"][:, i].mean())
+    row["eta_adaptive"] = float(out["eta"][:, i].mean())
+    row["eta_oracle"] = float(out["eta_oracle"].mean())
+    metrics_lib.check_finite(int(t), row)
+    writer.write(int(t), row)
+  final = {}
+  for k, name in enumerate(config.drift.kinds):
+    sel = kinds == k
+    for j, m in enumerate(estimators.METHODS):
+      final[f"{name}/regret/{m}"] = float(out["pseudo"][sel, -1, j].mean())
+    final[f"{name}/vhat_over_v"] = float(
+        (out["vhat"][sel, -1] / out["variation"][sel, -1]).mean())
+  final["steps_per_s"] = len(seeds) * horizon / elapsed  # includes compilation
+  writer.write(horizon, final, split="eval")
+  print(" ".join(f"{k}={v:.4g}" for k, v in final.items()), flush=True)
+  return final
+
+
+def run_study(config, workdir):
+  from jaxpapers.papers.drift_ident import study  # heavier: matplotlib
+  if config.study.name != "regret":
+    raise ValueError(f"unknown study {config.study.name!r}; declared: regret")
+  metrics_lib.write_config(workdir, config)
+  return study.run(config, workdir, commit=study_lib.git_commit(PATHS))
+
+
+def benchmark(config, workdir):
+  """Steps/s of the jitted, vmapped scan (all six estimators + the data stream)."""
+  del workdir
+  horizon, batch = config.bench.horizon, config.bench.batch
+  fn = simulate.batch_fn(config.system, config.steps, horizon, 10, config.drift.scale)
+  kinds = [drift.kind_index(config.drift.kinds[i % len(config.drift.kinds)])
+           for i in range(batch)]
+  args = (np.arange(batch, dtype=np.int32), np.asarray(kinds, np.int32),
+          np.full((batch,), config.drift.beta, np.float32),
+          np.full((batch,), config.system.noise, np.float32))
+  t0 = time.perf_counter()
+  jax.block_until_ready(fn(*args))
+  first = time.perf_counter() - t0
+  sec = bench.time_call(fn, *args, warmup=1, iters=1, min_time=3.0)
+  return dict(system=config.system.name, horizon=horizon, batch=batch,
+              estimators=len(estimators.METHODS),
+              compile_and_first_call_s=first, seconds_per_call=sec,
+              run_steps_per_s=batch * horizon / sec,
+              estimator_updates_per_s=batch * horizon * len(estimators.METHODS) / sec,
+              device=str(jax.devices()[0].platform),
+              note="shared 2-core CPU; timings are noisy")
