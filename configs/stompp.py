@@ -25,7 +25,7 @@ def get_config(arg=None):
       rule="stompp", order="forward", binary_acts=True,
       refresh_every=50, refresh_frac=0.1, start=0.0, end=0.8, ramp="linear",
       data="digits", data_path="", steps=600, batch_size=128, lr=3e-3,
-      seeds=3, study_steps=1500, study_depths=(2, 4, 8))
+      seeds=3, study_steps=1500, study_depths=(2, 4, 8), study_width=256)
   c = ml_collections.ConfigDict()
   c.experiment = "jaxpapers.papers.stompp.experiment"
   c.seed = arg.seed
@@ -72,7 +72,8 @@ def get_config(arg=None):
   c.study.name = arg.study  # depth: rule x order x depth on the binary MLP
   c.study.seeds = arg.seeds  # vmapped
   c.study.steps = arg.study_steps
-  c.study.depths = arg.study_depths
+  c.study.depths = arg.study_depths  # binary hidden layers of the MLP
+  c.study.width = arg.study_width
   c.study.data = "auto"
 
   if arg.smoke:  # the MLP keeps the smoke run to seconds; tests cover the ResNets' shapes
@@ -89,5 +90,6 @@ def get_config(arg=None):
     c.study.seeds = 2
     c.study.steps = 20
     c.study.depths = (1, 2)
+    c.study.width = 16
     c.study.data = "digits"
   return c
