@@ -1,0 +1,52 @@
+"""LPR: Layer Precision Reduction for autoencoder-based anomaly detection -- classical baselines.
+
+The shallow unsupervised detectors of the comparison, with library defaults as in ADBench:
+Isolation Forest, LOF and One-class SVM from scikit-learn, KNN (distance to the k-th
+nearest training point, Ramaswamy et al. 2000) with scikit-learn's NearestNeighbors, and
+ECOD / COPOD from PyOD (falling back to nothing if PyOD is absent: they are then skipped
+and the table says so). All are fit on the (unlabeled, contaminated) training split and
+score the test split; higher = more anomalous.
+"""
+from __future__ import annotations
+
+import numpy as np
+from sklearn import ensemble, neighbors, svm
+
+NAMES = ("iforest", "lof", "ocsvm", "knn", "ecod", "copod")
+
+
+def _knn(x_tr, x_te, k=5):
+  nn = neighbors.NearestNeighbors(n_neighbors=k).fit(x_tr)
+  return nn.kneighbors(x_te)[0][:, -1]
+
+
+def score(name: str, x_tr: np.ndarray, x_te: np.ndarray, seed: int = 0) -> np.ndarray:
+  """Test-split anomaly scores of one classical detector."""
+  if name == "iforest":
+    m = ensemble.IsolationForest(n_estimators=100, random_state=seed).fit(x_tr)
+    return -m.score_samples(x_te)
+  if name == "lof":
+    m = neighbors.LocalOutlierFactor(n_neighbors=20, novelty=True).fit(x_tr)
+    return -m.score_samples(x_te)
+  if name == "ocsvm":
+    m = svm.OneClassSVM(kernel="rbf", gamma="scale", nu=0.5).fit(x_tr)
+    return -m.score_samples(x_te)
+  if name == "knn":
+    return _knn(x_tr, x_te)
+  if name in ("ecod", "copod"):
+    try:
+      from pyod.models import copod, ecod  # pylint: disable=g-import-not-at-top
+    except ImportError as e:
+      raise ImportError(f"{name} needs PyOD: pip install pyod==3.6.7") from e
+    m = (ecod.ECOD() if name == "ecod" else copod.COPOD()).fit(x_tr)
+    return m.decision_function(x_te)
+  raise ValueError(f"unknown classical detector {name!r}; expected one of {NAMES}")
+
+
+def available() -> tuple:
+  """The classical detectors that can run here (ECOD/COPOD need PyOD)."""
+  try:
+    import pyod  # pylint: disable=g-import-not-at-top,unused-import
+    return NAMES
+  except ImportError:
+    return NAMES[:4]

@@ -1,0 +1,112 @@
+"""LPR: Layer Precision Reduction for autoencoder-based anomaly detection -- the networks.
+
+Tabular MLP networks for the deep detectors the paper applies LPR to (Sec. "deep AD
+models"): a plain autoencoder, a variational autoencoder (Kingma & Welling 2014), a
+denoising autoencoder (Vincent et al. 2008; the corruption lives in the loss, see
+`detectors.py`), a memory-augmented autoencoder (MemAE, Gong et al. 2019: attention over
+a learned memory with hard shrinkage), the bias-free Deep SVDD / Deep SAD feature map
+(Ruff et al. 2018/2020) and a supervised MLP classifier. Layer names are stable
+(`encoder/Dense_i`, `decoder/Dense_i`, `memory`) so LPR's path regex can pick layers.
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+
+
+class MLP(nn.Module):
+  """Dense layers with ReLU between them (none after the last)."""
+  features: Sequence[int]
+  use_bias: bool = True
+
+  @nn.compact
+  def __call__(self, x):
+    for i, f in enumerate(self.features):
+      x = nn.Dense(f, use_bias=self.use_bias, name=f"Dense_{i}")(x)
+      if i < len(self.features) - 1:
+        x = nn.relu(x)
+    return x
+
+
+class AutoEncoder(nn.Module):
+  """d -> hidden... -> latent -> reversed(hidden)... -> d (PyOD/ADBench AE layout)."""
+  dim: int
+  hidden: Sequence[int]
+  latent: int
+
+  def setup(self):
+    self.encoder = MLP(tuple(self.hidden) + (self.latent,))
+    self.decoder = MLP(tuple(reversed(self.hidden)) + (self.dim,))
+
+  def __call__(self, x):
+    # ReLU on the code too: the encoder is a stack of ReLU layers in PyOD's AutoEncoder.
+    return self.decoder(nn.relu(self.encoder(x)))
+
+
+class VAE(nn.Module):
+  """Gaussian encoder q(z|x) = N(mu, diag(exp(logvar))), Gaussian decoder mean."""
+  dim: int
+  hidden: Sequence[int]
+  latent: int
+
+  def setup(self):
+    self.encoder = MLP(tuple(self.hidden) + (2 * self.latent,))
+    self.decoder = MLP(tuple(reversed(self.hidden)) + (self.dim,))
+
+  def encode(self, x):
+    h = self.encoder(x)
+    return h[..., :self.latent], h[..., self.latent:]
+
+  def __call__(self, x, rng=None):
+    mu, logvar = self.encode(x)
+    logvar = jnp.clip(logvar, -10.0, 10.0)
+    z = mu if rng is None else mu + jnp.exp(0.5 * logvar) * jax.random.normal(rng, mu.shape)
+    return self.decoder(z), mu, logvar
+
+
+class MemAE(nn.Module):
+  """Memory-augmented AE: the code is replaced by a sparse convex mix of memory items.
+
+  Attention w = softmax(z M^T) over `mem_size` items, hard-shrunk to zero below
+  `shrink` (Gong et al. 2019, eq. 7) and renormalized, so anomalies must be rebuilt from
+  prototypes of normal data.
+  """
+  dim: int
+  hidden: Sequence[int]
+  latent: int
+  mem_size: int = 50
+  shrink: float = 0.02  # ~1/mem_size, the paper's threshold range [1/N, 3/N]
+
+  def setup(self):
+    self.encoder = MLP(tuple(self.hidden) + (self.latent,))
+    self.decoder = MLP(tuple(reversed(self.hidden)) + (self.dim,))
+    self.memory = self.param("memory", nn.initializers.normal(1.0 / self.latent ** 0.5),
+                             (self.mem_size, self.latent))
+
+  def __call__(self, x):
+    z = self.encoder(x)
+    att = jax.nn.softmax(z @ self.memory.T, axis=-1)
+    # Continuous hard shrinkage: relu(w - l) * w / (|w - l| + eps).
+    att = nn.relu(att - self.shrink) * att / (jnp.abs(att - self.shrink) + 1e-12)
+    att = att / (jnp.sum(jnp.abs(att), axis=-1, keepdims=True) + 1e-12)
+    return self.decoder(att @ self.memory), att
+
+
+def build(kind: str, dim: int, hidden: Sequence[int], latent: int, mem_size: int = 50):
+  """The network of a detector kind (see `detectors.KINDS`)."""
+  hidden = tuple(hidden)
+  if kind in ("ae", "dae"):
+    return AutoEncoder(dim, hidden, latent)
+  if kind == "vae":
+    return VAE(dim, hidden, latent)
+  if kind == "memae":
+    return MemAE(dim, hidden, latent, mem_size=mem_size, shrink=1.0 / mem_size)
+  if kind in ("deepsvdd", "deepsad"):
+    # No biases: a bias lets Deep SVDD map everything onto c (Ruff et al. 2018, Prop. 2).
+    return MLP(hidden + (latent,), use_bias=False)
+  if kind == "mlp":
+    return MLP(hidden + (1,))
+  raise ValueError(f"unknown detector kind {kind!r}")

@@ -1,0 +1,209 @@
+"""Tests for lpr: quantizer properties, the LPR transform, AUROC, datasets, detectors."""
+import os
+
+import chex
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from sklearn import metrics
+
+from jaxpapers.papers.lpr import classical
+from jaxpapers.papers.lpr import datasets as data_lib
+from jaxpapers.papers.lpr import detectors
+from jaxpapers.papers.lpr import models
+from jaxpapers.papers.lpr import quantize
+
+W = jax.random.normal(jax.random.key(0), (64, 32)) * 0.7
+
+
+@pytest.mark.parametrize("bits", [2, 3, 4, 8])
+def test_fixed_point_on_grid_in_range_and_idempotent(bits):
+  q = quantize.quantize(W, bits, "fixed", int_bits=1)
+  step = 2.0 ** -(bits - 2)
+  k = np.asarray(q) / step
+  np.testing.assert_allclose(k, np.round(k), atol=1e-5)        # on the grid
+  assert len(np.unique(np.asarray(q))) <= 2 ** bits            # bit width respected
+  assert q.min() >= -2.0 and q.max() <= 2.0 - step             # representable range
+  np.testing.assert_array_equal(quantize.quantize(q, bits, "fixed"), q)  # idempotent
+  inside = np.abs(np.asarray(W)) < 2.0 - step
+  assert np.abs(np.asarray(q - W))[inside].max() <= step / 2 + 1e-6  # round to nearest
+
+
+@pytest.mark.parametrize("bits", [1, 2, 4, 7])
+def test_mantissa_keeps_bits_and_exponent(bits):
+  q = np.asarray(quantize.quantize(W, bits, "mantissa"))
+  m, e = np.frexp(q)
+  scaled = m * 2.0 ** (bits + 1)
+  np.testing.assert_allclose(scaled, np.round(scaled), atol=1e-4)  # bits mantissa bits
+  w = np.asarray(W)
+  assert np.all(np.abs(q - w) <= np.abs(w) * 2.0 ** -(bits + 1) + 1e-7)  # rel. error
+  np.testing.assert_array_equal(quantize.quantize(jnp.asarray(q), bits, "mantissa"), q)
+  assert np.all(np.sign(q) == np.sign(w))
+
+
+def test_ste_gradient_is_identity_and_forward_is_quantized():
+  f = lambda w: jnp.sum(quantize.quantize_ste(w, 3, "fixed") * jnp.arange(32.0)[None, :])
+  g = jax.grad(f)(W)
+  np.testing.assert_allclose(g, jnp.broadcast_to(jnp.arange(32.0)[None, :], W.shape))
+  np.testing.assert_allclose(quantize.quantize_ste(W, 3, "fixed"),
+                             quantize.quantize(W, 3, "fixed"))
+
+
+def test_bits_zero_is_off_and_high_bits_match_full_precision():
+  net = models.build("ae", 10, (16, 8), 4)
+  x = jax.random.normal(jax.random.key(1), (20, 10))
+  params = net.init(jax.random.key(2), x)
+  spec = quantize.LPRSpec()
+  lpr = jax.jit(quantize.apply_lpr, static_argnums=2)
+  apply = jax.jit(net.apply)
+  full = apply(params, x)
+  chex.assert_trees_all_equal(lpr(params, 0.0, spec), params)
+  np.testing.assert_allclose(apply(lpr(params, 24.0, spec), x), full, atol=1e-5)
+  np.testing.assert_allclose(
+      apply(lpr(params, 23.0, quantize.LPRSpec(mode="mantissa")), x), full, atol=1e-6)
+  # Low precision really changes the function.
+  assert np.abs(np.asarray(apply(lpr(params, 3.0, spec), x) - full)).max() > 1e-2
+
+
+def test_layer_regex_selects_only_matching_parameters():
+  net = models.build("memae", 10, (16, 8), 4, mem_size=5)
+  params = net.init(jax.random.key(0), jnp.zeros((2, 10)))
+  spec = quantize.LPRSpec(layers=r"^decoder/")
+  sel = spec.selected(params)
+  assert sel and all(s.startswith("decoder/") for s in sel)
+  q = jax.jit(quantize.apply_lpr, static_argnums=2)(params, 2.0, spec)
+  np.testing.assert_array_equal(q["params"]["encoder"]["Dense_0"]["kernel"],
+                                params["params"]["encoder"]["Dense_0"]["kernel"])
+  np.testing.assert_array_equal(q["params"]["memory"], params["params"]["memory"])
+  assert not np.array_equal(q["params"]["decoder"]["Dense_0"]["kernel"],
+                            params["params"]["decoder"]["Dense_0"]["kernel"])
+  with pytest.raises(ValueError, match="mode"):
+    quantize.LPRSpec(mode="int")
+
+
+def test_auroc_matches_sklearn_with_ties_and_mask():
+  rng = np.random.default_rng(0)
+  y = (rng.uniform(size=300) < 0.2).astype(np.int32)
+  s = np.round(rng.normal(size=300) + y, 1).astype(np.float32)  # many ties
+  ours = float(detectors.auroc(jnp.asarray(s), jnp.asarray(y)))
+  assert abs(ours - metrics.roc_auc_score(y, s)) < 1e-6
+  # Padding rows (mask 0) with arbitrary scores/labels does not change the value.
+  sp = np.concatenate([s, rng.normal(size=50).astype(np.float32)])
+  yp = np.concatenate([y, np.ones(50, np.int32)])
+  mask = np.concatenate([np.ones(300), np.zeros(50)]).astype(np.float32)
+  padded = float(detectors.auroc(jnp.asarray(sp), jnp.asarray(yp), jnp.asarray(mask)))
+  assert abs(padded - ours) < 1e-6
+
+
+@pytest.mark.parametrize("name,n,d,n_anom", [("wbc", 378, 30, 21), ("wine", 129, 13, 10),
+                                             ("optdigits", 1668, 64, 49)])
+def test_sklearn_sets_have_odds_shapes_and_no_leakage(name, n, d, n_anom):
+  ds = data_lib.load(name, seed=0)
+  assert ds.x_train.shape[1] == ds.x_test.shape[1] == d
+  assert ds.x_train.shape[0] + ds.x_test.shape[0] == n
+  assert ds.y_train.sum() + ds.y_test.sum() == n_anom
+  assert abs(ds.y_train.mean() - ds.y_test.mean()) < 0.05  # stratified
+  # Standardized with training statistics only.
+  np.testing.assert_allclose(ds.x_train.mean(0), 0, atol=1e-4)
+  assert not np.allclose(ds.x_test.mean(0), 0, atol=1e-4)
+  # No row appears in both splits.
+  tr = {r.tobytes() for r in ds.x_train}
+  assert not any(r.tobytes() in tr for r in ds.x_test)
+
+
+@pytest.mark.parametrize("kind", data_lib.SYNTHETIC_SETS)
+def test_synthetic_sets_shape_and_ratio(kind):
+  rng = np.random.default_rng(0)
+  base = rng.normal(size=(300, 5)) @ rng.normal(size=(5, 5))
+  x, y = data_lib.synthetic(kind, base, 380, 20, rng, max_components=2)
+  assert x.shape == (400, 5) and y.sum() == 20
+  xa, xn = x[y == 1], x[y == 0]
+  if kind in ("global", "clustered", "local"):  # anomalies lie farther from the normals
+    c = xn.mean(0)
+    assert (np.linalg.norm(xa - c, axis=1).mean() > np.linalg.norm(xn - c, axis=1).mean())
+  if kind == "dependency":  # same marginals, lost correlations
+    cn = np.abs(np.corrcoef(xn, rowvar=False) - np.eye(5)).max()
+    ca = np.abs(np.corrcoef(xa, rowvar=False) - np.eye(5)).max()
+    assert cn > ca
+
+
+def test_npz_loader_and_missing_files(tmp_path):
+  rng = np.random.default_rng(0)
+  x = rng.normal(size=(200, 4))
+  y = (rng.uniform(size=200) < 0.1).astype(np.int64)
+  np.savez(tmp_path / "toy.npz", X=x, y=y)
+  ds = data_lib.load("npz:toy", npz_dir=str(tmp_path))
+  assert ds.x_train.shape == (140, 4) and ds.x_test.shape == (60, 4)
+  assert ds.y_train.sum() + ds.y_test.sum() == y.sum()
+  with pytest.raises(FileNotFoundError, match="ADBench"):
+    data_lib.load("npz:nothere", npz_dir=str(tmp_path))
+  with pytest.raises(FileNotFoundError, match="apt-get download r-cran-mlbench"):
+    data_lib._read_rda(str(tmp_path), "Glass")
+
+
+def test_semi_labels_only_mark_training_anomalies():
+  y = np.array([0] * 80 + [1] * 20)
+  s = data_lib.semi_labels(y, 0.1)
+  assert s.sum() == 2 and np.all(y[s == 1] == 1)
+
+
+def test_every_detector_trains_with_and_without_lpr():
+  rng = np.random.default_rng(0)
+  xs = [rng.normal(size=(60, 5)), rng.normal(size=(40, 3))]
+  sets = []
+  for i, x in enumerate(xs):
+    y = np.zeros(len(x), np.int32)
+    y[:6] = 1
+    x[:6] += 4.0  # easy global anomalies
+    sets.append(data_lib.split(f"toy{i}", x, y, 0.5, 0))
+  for kind in detectors.KINDS:
+    cfg = detectors.DetectorConfig(kind=kind, hidden=(8,), latent=3, mem_size=4, steps=60,
+                                   batch=16, lr=1e-2)
+    stacked = detectors.pad_stack(sets, [s.y_train for s in sets])
+    out = detectors.fit(cfg, stacked, [0, 0, 1, 1], [0, 0, 0, 0], [0, 3, 0, 3], 0)
+    assert out["scores"].shape == (4, 30) and out["losses"].shape == (4, 60)
+    assert np.all(np.isfinite(out["losses"])) and np.all(np.isfinite(out["auroc"]))
+    # The LPR run differs from the full-precision run with the same seed.
+    assert not np.allclose(out["scores"][0], out["scores"][1])
+    if kind in ("ae", "mlp"):
+      assert float(out["auroc"].mean()) > 0.7, kind
+
+
+def test_padded_features_change_nothing():
+  """A 3-feature AE zero-padded to 7 features equals the unpadded AE on the real ones."""
+  rng = np.random.default_rng(1)
+  x3 = jnp.asarray(rng.normal(size=(16, 3)), jnp.float32)
+  x7 = jnp.pad(x3, ((0, 0), (0, 4)))
+  fmask7 = jnp.asarray([1.0] * 3 + [0.0] * 4)
+  cfg = detectors.DetectorConfig(kind="ae", hidden=(8,), latent=2)
+  small, wide = detectors.Detector(cfg, 3), detectors.Detector(cfg, 7)
+  key = jax.random.key(0)
+  p7, aux = jax.jit(wide.init)(key, x7, jnp.ones(16), fmask7, 0.0)
+  # Garbage in the padded input rows of the first layer must not matter either.
+  k0 = p7["params"]["encoder"]["Dense_0"]["kernel"]
+  p7["params"]["encoder"]["Dense_0"]["kernel"] = k0.at[3:].set(5.0)
+  p3 = jax.tree.map(lambda a: a, p7)
+  p3["params"]["encoder"]["Dense_0"]["kernel"] = k0[:3]
+  last = p7["params"]["decoder"]["Dense_1"]
+  p3["params"]["decoder"]["Dense_1"] = {"kernel": last["kernel"][:, :3], "bias": last["bias"][:3]}
+  for bits in (0.0, 2.0):
+    l7 = jax.jit(wide.loss)(p7, aux, x7, jnp.zeros(16), fmask7, key, bits)
+    l3 = jax.jit(small.loss)(p3, aux, x3, jnp.zeros(16), jnp.ones(3), key, bits)
+    np.testing.assert_allclose(l7, l3, rtol=1e-5)
+  g = jax.jit(jax.grad(wide.loss))(p7, aux, x7, jnp.zeros(16), fmask7, key, 2.0)
+  np.testing.assert_array_equal(g["params"]["encoder"]["Dense_0"]["kernel"][3:], 0.0)
+  np.testing.assert_array_equal(g["params"]["decoder"]["Dense_1"]["kernel"][:, 3:], 0.0)
+  # The init rescales the first layer to the real fan-in (lecun: std 1/sqrt(3)).
+  k_init = np.asarray(k0[:3])
+  assert 0.3 < k_init.std() < 0.9
+
+
+def test_classical_baselines_score_outliers_higher():
+  rng = np.random.default_rng(0)
+  x_tr = rng.normal(size=(200, 4))
+  x_te = np.concatenate([rng.normal(size=(50, 4)), rng.normal(size=(5, 4)) + 6])
+  y = np.r_[np.zeros(50), np.ones(5)]
+  for name in classical.available():
+    s = classical.score(name, x_tr, x_te)
+    assert metrics.roc_auc_score(y, s) > 0.9, name
