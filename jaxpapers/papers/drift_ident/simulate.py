@@ -12,6 +12,8 @@ Runs are vmapped over seeds, drift kinds and V_T growth exponents by the caller.
 """
 from __future__ import annotations
 
+import json
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -92,11 +94,23 @@ def run(system, horizon: int, n_records: int, rng, kind, variation, noise, hp):
   return records
 
 
+_CACHE = {}
+
+
 def batch_fn(system, steps, horizon: int, n_records: int, scale: float):
   """A jitted function of flat arrays (seed, kind, beta, noise) -> stacked records.
 
   V_T = scale * T^beta; every run is independent, so the batch is one vmapped scan.
+  Cached by value so that repeated calls (notebook, study) reuse the compiled program.
   """
+  key = (json.dumps(system.to_dict(), sort_keys=True),
+         json.dumps(steps.to_dict(), sort_keys=True), horizon, n_records, scale)
+  if key not in _CACHE:
+    _CACHE[key] = _batch_fn(system, steps, horizon, n_records, scale)
+  return _CACHE[key]
+
+
+def _batch_fn(system, steps, horizon, n_records, scale):
   def one(seed, kind, beta, noise):
     variation = drift.target_variation(horizon, beta, scale)
     hp = make_hp(system, steps, variation, horizon, noise)
