@@ -139,6 +139,7 @@ def run_study(config, workdir: str) -> list[dict]:
   """The rate study: table `perturbed_eg_study.md` and plot `perturbed_eg_study.png`."""
   metrics_lib.write_config(workdir, config)
   commit = study_lib.git_commit(paths=PATHS)  # the code that runs, before any edits
+  start = time.perf_counter()
   st = config.study
   writer = metrics_lib.MetricsWriter(workdir)
   rows, panels = [], {}
@@ -177,7 +178,9 @@ def run_study(config, workdir: str) -> list[dict]:
     panels[f"{name}: {metric}"] = panel
   header = (f"Perturbed S-EG / S-OGDA rate study (commit {commit}); seeds={config.run.seeds}, "
             f"sigma={config.noise.sigma}, eps={config.schedule.eps}, "
-            f"exponents (eta, mu) = {schedules.exponents(config.schedule)}")
+            f"exponents (eta, mu) = {schedules.exponents(config.schedule)}; "
+            f"wall {time.perf_counter() - start:.0f} s. For bilinear_free the 'gap' "
+            "columns are distances to the solution set (one decaying run, checkpoints t).")
   columns = ["problem", "method", "T range", "last-iterate slope", "95% CI",
              "median gap @T_min", "median gap @T_max", "avg-iterate slope", "claim",
              "max over seeds @T_max", "to z0's projection @T_max", "program s"]

@@ -12,17 +12,18 @@ vanilla methods are mu = 0. Step sizes are gamma_t = eta_t (single timescale) un
 two-timescale baseline asks otherwise.
 
 Runner. Iterations are a `lax.scan` over blocks of `block` steps (Gaussian noise drawn
-for a whole block at once from fold_in(key, block), which is much cheaper than one draw
-per step), nested in a scan over blocks; independent runs are `vmap`ped over lanes x
-seeds. A *plan* gives per block and lane the base step sizes, mu, whether the lane
-restarts from z0 at that block, and which output slot (if any) receives its iterate at
-the block's end. Two plans cover the paper's two regimes:
-  * horizon plan: one run per horizon T with constants eta_T, mu_T fixed by T (the
-    theory's choice). Horizons are packed first-fit-decreasing into lanes whose total
-    length is at most T_max, so 1e2..1e6 costs one scan of 1e6 steps over ~2 lanes
-    instead of sum(T) sequential steps or n_horizons * T_max masked steps;
-  * anytime plan: one run whose steps decay in t (eta_t = eta (1 + t/t0)^-a, etc.),
-    snapshotted at log-spaced checkpoints (the single-timescale almost-sure regime).
+for a whole block at once from fold_in(key, block), much cheaper than one draw per
+step), nested in a scan over blocks; independent runs are `vmap`ped over lanes x seeds.
+A *plan* gives per block and lane the step sizes, mu, whether the lane restarts from z0
+at that block, and which output slot (if any) receives its iterate at the block's end.
+Two plans cover the paper's two regimes:
+  * horizon plan: one run per (variant, horizon T) with constants eta_T, mu_T fixed by T
+    (the theory's choice). Runs are packed first-fit-decreasing into lanes of length
+    T_max, so the doubling grid 125..1.024e6 (sum ~ 2 T_max) of one variant costs two
+    lanes of one scan of T_max steps, instead of sum(T) sequential steps or
+    n_horizons * T_max masked steps; vanilla and perturbed variants share the program;
+  * anytime plan: one run per variant whose steps decay in t (eta_t = eta (1 + t/t0)^-a,
+    etc.), snapshotted at checkpoints (the single-timescale almost-sure regime).
 """
 from __future__ import annotations
 

@@ -27,7 +27,7 @@ def simplex(v, radius: float = 1.0):
   if d > 128:
     u = jnp.flip(jnp.sort(v, axis=-1), axis=-1)
     sums = jnp.cumsum(u, axis=-1)
-    counts = jnp.arange(1, d + 1, dtype=v.dtype)
+    counts = jnp.broadcast_to(jnp.arange(1, d + 1, dtype=v.dtype), sums.shape)
   else:
     above = (v[..., None, :] >= v[..., :, None]).astype(v.dtype)  # [j, i]: v_i >= v_j
     sums = jnp.sum(above * v[..., None, :], axis=-1)
