@@ -14,12 +14,13 @@ with three step rules:
             (eta = 2D/(G sqrt W)) and then in the window W* = (D T / V_T)^{2/3},
             gives R_T <= 3 G D^{2/3} T^{2/3} V_T^{1/3};
   adaptive  the same formula with V_T / T replaced by a residual-based running estimate
-            (see README): blocks of W steps; in block k the residual proxy is
-            P_k = eta_k || sum_{t in B_k} Phi_t^T r_t ||, the net displacement the
-            residuals push the estimate through in that block. Its noise-free
-            counterpart S_k = eta_k || sum_{t in B_k} Phi_t^T Phi_t (theta*_t - theta_t) ||
-            is the local prediction-error signal. After block k,
-            Vhat_k = sum_{j<=k} P_j and eta_{k+1} = (2D/G)(Vhat_k / (D t_k))^{1/3}.
+            (README, "Residual-based adaptive step"): blocks of
+            W_k = c_W (2D/(G eta_k))^2 steps with eta_k constant inside; the residual
+            proxy P_k (`block_proxy`) estimates how far theta* moved in block k from
+            the residuals against the block-frozen estimate (debiased half-block
+            difference); its noise-free counterpart S_k is the local prediction-error
+            signal. After block k, Vhat_k = D + sum_{j<=k} P_j and
+            eta_{k+1} = (2D/G)(Vhat_k / (D t_k))^{1/3}.
 All steps are capped at eta_max (the LMS stability limit for the regressor scale).
 
 Baselines: restarted OGD (Besbes, Gur & Zeevi 2015: batches of Delta = (D T/V_T)^{2/3}
