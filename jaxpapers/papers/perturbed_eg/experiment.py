@@ -126,13 +126,17 @@ def train_and_evaluate(config, workdir: str) -> dict:
 
 def _row(problem, res, claim):
   slope, lo, hi = analysis.slope_ci(res["steps"], res["last"])
+  per_seed = analysis.loglog_slopes(res["steps"], res["last"])
   aslope, _, _ = analysis.slope_ci(res["steps"], res["avg"])
   t = res["steps"]
   return {"problem": problem, "method": res["label"], "T range": f"{t[0]:.0e}-{t[-1]:.0e}",
           "last-iterate slope": slope, "95% CI": f"[{lo:.3f}, {hi:.3f}]",
           f"median gap @T_min": float(np.median(res["last"][0])),
           f"median gap @T_max": float(np.median(res["last"][-1])),
-          "avg-iterate slope": aslope, "claim": claim, "program s": res["seconds"]}
+          "avg-iterate slope": aslope, "claim": claim,
+          # How many seeds' own fitted slope is negative (convergence along each seed).
+          "seeds with slope < 0": f"{int((per_seed < 0).sum())}/{per_seed.size}",
+          "program s": res["seconds"]}
 
 
 def run_study(config, workdir: str) -> list[dict]:
@@ -167,6 +171,7 @@ def run_study(config, workdir: str) -> list[dict]:
       row = _row(name, res, claim)
       if free:
         row["max over seeds @T_max"] = float(res["last"][-1].max())
+        row["min over seeds @T_min"] = float(res["last"][0].min())
         row["to z0's projection @T_max"] = float(np.median(res["to_anchor"][-1]))
       rows.append(row)
       writer.write(len(rows), {k: v for k, v in row.items() if isinstance(v, float)},
@@ -183,7 +188,8 @@ def run_study(config, workdir: str) -> list[dict]:
             "columns are distances to the solution set (one decaying run, checkpoints t).")
   columns = ["problem", "method", "T range", "last-iterate slope", "95% CI",
              "median gap @T_min", "median gap @T_max", "avg-iterate slope", "claim",
-             "max over seeds @T_max", "to z0's projection @T_max", "program s"]
+             "seeds with slope < 0", "min over seeds @T_min", "max over seeds @T_max",
+             "to z0's projection @T_max", "program s"]
   md = study_lib.write_table(workdir, "perturbed_eg_study", rows, columns, header)
   analysis.plot(os.path.join(workdir, "perturbed_eg_study.png"), panels,
                 title=f"median and 10-90% band over {config.run.seeds} seeds")
