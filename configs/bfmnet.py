@@ -1,0 +1,97 @@
+"""BFMNet: truthful budget-feasible procurement mechanisms learned as menus (abstract 8).
+
+Train BFMNet (self-bid-independent posted-price menus + the ex-post budget
+transformation) and the RegretNet-style baseline on one market, then evaluate them with
+Singer's proportional share and Chen-Gravin-Lu RANDOM-SM:
+
+  python launch/train.py --config=configs/bfmnet.py:n=10,valuation=additive --workdir=/tmp/bfm
+  python launch/study.py --config=configs/bfmnet.py --workdir=/tmp/bfm_study
+  python launch/benchmark.py --config=configs/bfmnet.py:n=50 --workdir=/tmp/bfm_bench
+
+Expected (2 shared CPU cores): the train run takes ~1 min; BFMNet has exactly zero
+regret, budget and IR violations; its value/optimum beats Singer's proportional share on
+additive markets (see jaxpapers/papers/bfmnet/README.md for the measured table). The
+study (n = 5, 10, 20, 50 x additive/submodular x uniform/bimodal costs) takes ~10 min.
+"""
+from ml_collections import ConfigDict
+
+from jaxpapers.core import config as config_lib
+
+
+def get_config(arg=None):
+  arg = config_lib.parse_arg(arg, smoke=False, seed=0, study="main", n=10,
+                             valuation="additive", cost_dist="uniform", steps=400,
+                             baseline=True)
+  config = ConfigDict()
+  config.experiment = "jaxpapers.papers.bfmnet.experiment"
+  config.seed = arg.seed
+
+  config.market = ConfigDict()
+  config.market.n = arg.n                          # number of sellers
+  config.market.valuation = arg.valuation          # additive | submodular (coverage)
+  config.market.cost_dist = arg.cost_dist          # uniform | beta | bimodal, costs in [0, 1]
+  config.market.budget_per_seller = 0.1            # B = 0.1 n: ~1/4 of sellers affordable
+
+  config.model = ConfigDict()
+  config.model.hidden = 32                         # embedding width
+  config.model.channels = 16                       # monotone bid channels
+  config.model.monotone = 8                        # monotone-MLP outputs mixed by gates
+  config.model.tau = 0.05                          # sigmoid temperature of the relaxation
+
+  config.baseline = ConfigDict()
+  config.baseline.train = arg.baseline             # also train the RegretNet baseline
+  config.baseline.hidden = 32
+  config.baseline.rho = 1.0                        # augmented-Lagrangian step / penalty
+  config.baseline.train_grid = 5                   # grid misreports per seller per step
+
+  config.optim = ConfigDict()
+  config.optim.steps = arg.steps
+  config.optim.batch = 64                          # instances per step (vmapped)
+  config.optim.lr = 3e-3
+  config.optim.clip = 1.0
+  config.optim.log_every = 50                      # steps per jitted lax.scan chunk
+
+  config.eval = ConfigDict()
+  config.eval.instances = 256                      # for value / violations
+  config.eval.regret_instances = 16                # exhaustive misreport search
+  config.eval.regret_grid = 21                     # misreports per seller on [0, 1]
+  config.eval.milp_time_limit = 1.0                # seconds per optimum MILP
+  config.eval.timing = True                        # time inference of every mechanism
+  config.eval.classical = True                     # also evaluate Singer / CGL
+
+  config.study = ConfigDict()
+  config.study.name = arg.study                    # main
+  config.study.ns = (5, 10, 20, 50)
+  config.study.valuations = ("additive", "submodular")
+  config.study.cost_dists = ("uniform", "bimodal")
+  # Per n (shared, contended 2-core CPU budget of ~10-15 min for the whole study):
+  config.study.steps = (200, 200, 150, 100)        # training steps
+  config.study.batch = (32, 32, 16, 8)             # instances per step
+  config.study.eval_instances = (128, 128, 64, 32)
+  config.study.regret_instances = (8, 8, 4, 2)     # x n sellers x 21 misreports each
+
+  if arg.smoke:
+    config.market.n = min(arg.n, 5)
+    config.optim.steps = 10
+    config.optim.batch = 8
+    config.optim.log_every = 5
+    config.model.hidden = 8
+    config.model.channels = 4
+    config.model.monotone = 4
+    config.baseline.hidden = 8
+    config.eval.instances = 8
+    config.eval.regret_instances = 0               # the misreport audit is in the tests
+    config.eval.regret_grid = 5
+    config.eval.timing = False
+    # The smoke run (< 15 s incl. compilation) trains and audits BFMNet only; the
+    # baselines have their own tests in tests/test_bfmnet.py.
+    config.eval.classical = False
+    config.baseline.train = False
+    config.study.ns = (4, 5)
+    config.study.valuations = ("additive",)
+    config.study.cost_dists = ("uniform",)
+    config.study.steps = (5, 5)
+    config.study.batch = (8, 8)
+    config.study.eval_instances = (8, 8)
+    config.study.regret_instances = (2, 2)
+  return config

@@ -1,0 +1,104 @@
+"""BFMNet: truthful budget-feasible procurement menus -- classical baselines.
+
+* Singer (FOCS 2010), proportional share for additive valuations: sort sellers by
+  v_i / b_i, keep the longest prefix with b_k <= B v_k / v(S_k), pay threshold prices.
+* Chen, Gravin and Lu (SODA 2011), RANDOM-SM for submodular valuations: with probability
+  2/5 buy only i* = argmax_i v({i}) at posted price B; otherwise run GREEDY-SM with budget
+  B/2: repeatedly take the seller of largest marginal value per bid and stop at the first
+  one with b_k > (B/2) m_k(S_{k-1}) / v(S_{k-1} + k); pay threshold prices. For additive v
+  GREEDY-SM(B) is exactly Singer's rule, so both share `greedy_ps`.
+
+Threshold payments are exact, not bisected. Run the greedy on the others N \\ {i},
+giving picks j_1, j_2, ... with prefixes T_{r-1}; seller i would be picked at step r if
+b_i <= A_r = b_{j_r} m_i(T_{r-1}) / m_{j_r}(T_{r-1}) and would pass the stopping rule if
+b_i <= C_r = share * m_i(T_{r-1}) / v(T_{r-1} + i). C_r decreases in r (submodularity), so
+i wins iff b_i <= max_{r <= k'+1} min(A_r, C_r), where k' is where the others' run stops:
+that maximum is i's threshold, and winners are paid it.
+"""
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+_TINY = 1e-12
+
+
+def _marginals(market, covered_U):
+  return market["cover"] @ (market["weights"] * (1.0 - covered_U))
+
+
+def greedy_ps(market, bids_N, share, excluded_N=None):
+  """Greedy proportional-share allocation. Returns a trace of the run for thresholds.
+
+  trace: picked_R (index or -1), active_R (the step is reached), marg_R (picked seller's
+  marginal), covered_RxU (coverage before the step); plus win_N.
+  """
+  n, u = market["cover"].shape
+  excluded = jnp.zeros((n,), bool) if excluded_N is None else excluded_N
+
+  def step(carry, _):
+    sel, covered, running = carry
+    marg = _marginals(market, covered)
+    avail = ~sel & ~excluded
+    ratio = jnp.where(avail, marg / jnp.maximum(bids_N, _TINY), -jnp.inf)
+    j = jnp.argmax(ratio)
+    has = avail[j]
+    new_cov = jnp.maximum(covered, market["cover"][j])
+    v_new = jnp.sum(market["weights"] * new_cov)
+    ok = running & has & (bids_N[j] <= share * marg[j] / jnp.maximum(v_new, _TINY))
+    trace = {"picked": jnp.where(has, j, -1), "active": running, "marg": marg[j],
+             "covered": covered}
+    sel = sel | ((jnp.arange(n) == j) & ok)
+    covered = jnp.where(ok, new_cov, covered)
+    return (sel, covered, running & ok), trace
+
+  init = (jnp.zeros((n,), bool), jnp.zeros((u,)), jnp.asarray(True))
+  (sel, _, _), trace = jax.lax.scan(step, init, None, length=n)
+  return sel, trace
+
+
+def threshold(market, bids_N, share, i):
+  """Seller i's threshold bid for greedy_ps (sup of the bids with which i wins)."""
+  n = bids_N.shape[0]
+  _, tr = greedy_ps(market, bids_N, share, excluded_N=jnp.arange(n) == i)
+  cover_i = market["cover"][i]
+  m_i = (1.0 - tr["covered"]) @ (market["weights"] * cover_i)
+  v_prev = tr["covered"] @ market["weights"]
+  b_j = jnp.where(tr["picked"] >= 0, bids_N[jnp.maximum(tr["picked"], 0)], jnp.inf)
+  a = jnp.where((tr["picked"] >= 0) & (tr["marg"] > 0),
+                b_j * m_i / jnp.maximum(tr["marg"], _TINY), jnp.inf)
+  c = share * m_i / jnp.maximum(v_prev + m_i, _TINY)
+  per_step = jnp.where(tr["active"], jnp.minimum(a, c), 0.0)
+  return jnp.max(per_step)
+
+
+def greedy_ps_mechanism(market, bids_N, share):
+  """(win_N, pay_N) of greedy proportional share with exact threshold payments."""
+  sel, _ = greedy_ps(market, bids_N, share)
+  thr = jax.vmap(lambda i: threshold(market, bids_N, share, i))(
+      jnp.arange(bids_N.shape[0]))
+  win = sel.astype(jnp.float32)
+  return win, thr * win
+
+
+def singer(market, bids_N):
+  """Singer's proportional-share mechanism (additive): greedy_ps with the full budget."""
+  return greedy_ps_mechanism(market, bids_N, market["budget"])
+
+
+def cgl_random_sm(market, bids_N, p_top: float = 0.4):
+  """Chen-Gravin-Lu RANDOM-SM as the distribution over its two branches.
+
+  Returns the expected allocation/payment and each branch's (win, pay): with probability
+  p_top i* = argmax v({i}) is offered the posted price B, otherwise GREEDY-SM(B/2).
+  Both branches are universally truthful and budget feasible ex post.
+  """
+  v1 = market["cover"] @ market["weights"]
+  top = jnp.argmax(v1)
+  n = bids_N.shape[0]
+  top_win = ((jnp.arange(n) == top) & (bids_N <= market["budget"])).astype(jnp.float32)
+  top_pay = top_win * market["budget"]
+  g_win, g_pay = greedy_ps_mechanism(market, bids_N, 0.5 * market["budget"])
+  x = p_top * top_win + (1 - p_top) * g_win
+  p = p_top * top_pay + (1 - p_top) * g_pay
+  return x, p, {"top": (top_win, top_pay), "greedy": (g_win, g_pay)}

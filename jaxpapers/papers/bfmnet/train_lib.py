@@ -1,0 +1,138 @@
+"""BFMNet: truthful budget-feasible procurement menus -- training of BFMNet and RegretNet.
+
+Both learners maximise the buyer's expected value over instances drawn from the market
+distribution (markets.py), with truthful bids (BFMNet is exactly DSIC, and RegretNet is
+trained towards it). The discrete allocation is relaxed for gradients:
+  * BFMNet: acceptance 1[b <= t] -> sigmoid((t - b) / tau), both inside the budget
+    transformation and for the final sale, and v(S) -> its multilinear extension F(q).
+  * RegretNet: allocations are already lotteries; value F(x), and an augmented
+    Lagrangian on regret and budget violation (multipliers updated every step).
+A training step is a pure function (state, step) -> (state, metrics) with instances
+drawn from fold_in(rng, step) and vmapped over the batch; `run_chunk` scans it.
+"""
+from __future__ import annotations
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import optax
+
+from jaxpapers.papers.bfmnet import markets as markets_lib
+from jaxpapers.papers.bfmnet import mechanism
+from jaxpapers.papers.bfmnet import menus
+from jaxpapers.papers.bfmnet import regretnet as regretnet_lib
+
+
+def make_optimizer(cfg):
+  sched = optax.cosine_decay_schedule(cfg.optim.lr, cfg.optim.steps, alpha=0.1)
+  # flatten: one update for the whole parameter vector keeps the compiled step small.
+  return optax.flatten(optax.chain(optax.clip_by_global_norm(cfg.optim.clip),
+                                   optax.adam(sched)))
+
+
+def _sample(cfg, rng, ids):
+  return markets_lib.sample_markets(rng, cfg.optim.batch, cfg.market.n, ids,
+                                    cfg.market.budget_per_seller)
+
+
+def bfm_instance(model, params, market, tau):
+  """Relaxed value and diagnostics of BFMNet on one instance with truthful bids."""
+  raw = menus.raw_price_fn(model, params, market)
+  costs = market["costs"]
+  t, t0, cap = mechanism.prices(raw, market["budget"], costs, tau)
+  q = jax.nn.sigmoid((t - costs) / tau)
+  return {"value": markets_lib.multilinear(market, q) / jnp.sum(market["weights"]),
+          "binding": jnp.mean((cap < t0).astype(jnp.float32)),
+          "soft_spend": jnp.sum(q * t) / market["budget"]}
+
+
+def bfm_loss(params, model, markets, tau):
+  out = jax.vmap(lambda m: bfm_instance(model, params, m, tau))(markets)
+  out = jax.tree.map(jnp.mean, out)
+  return -out["value"], out
+
+
+def regretnet_instance(model, params, market, rng, grid_G):
+  z, pair = markets_lib.features(market)
+  n = market["costs"].shape[0]
+  out_fn = lambda bids: model.apply({"params": params}, z, pair, bids)
+  rand = jax.random.uniform(rng, (n, 3)) * markets_lib.COST_MAX
+  mis = jnp.concatenate([jnp.broadcast_to(grid_G[None], (n, grid_G.shape[0])), rand], 1)
+  rgt, (x, p) = regretnet_lib.regret(out_fn, market["costs"], mis)
+  return {"value": markets_lib.multilinear(market, x) / jnp.sum(market["weights"]),
+          "regret": jnp.mean(rgt),
+          "budget_violation": jnp.maximum(jnp.sum(p) - market["budget"], 0.0)
+                              / market["budget"]}
+
+
+def regretnet_loss(params, model, markets, rng, lam, rho, grid_G):
+  rngs = jax.random.split(rng, markets["costs"].shape[0])
+  out = jax.vmap(lambda m, r: regretnet_instance(model, params, m, r, grid_G))(markets, rngs)
+  out = jax.tree.map(jnp.mean, out)
+  loss = (-out["value"] + lam[0] * out["regret"] + lam[1] * out["budget_violation"]
+          + 0.5 * rho * (out["regret"] ** 2 + out["budget_violation"] ** 2))
+  return loss, out
+
+
+def init_state(cfg, kind: str, rng):
+  n = cfg.market.n
+  if kind == "bfmnet":
+    model = menus.MenuNet(cfg.model.hidden, cfg.model.channels, cfg.model.monotone)
+    params = menus.init_params(rng, model, n)
+  else:
+    model = regretnet_lib.RegretNet(cfg.baseline.hidden)
+    params = regretnet_lib.init_params(rng, model, n)
+  opt = make_optimizer(cfg)
+  state = {"params": params, "opt": opt.init(params), "lam": jnp.zeros((2,))}
+  return model, opt, state
+
+
+def make_step(cfg, kind: str, model, opt):
+  """(state, step, ids) -> (state, metrics), pure; instances from fold_in(seed, step).
+
+  `ids` = markets.cell_ids(valuation, dist) picks the market distribution, so the same
+  compiled step trains every (valuation, distribution) cell of one n under vmap.
+  """
+  base = jax.random.PRNGKey(cfg.seed + (0 if kind == "bfmnet" else 7919))
+  grid = jnp.linspace(0.0, markets_lib.COST_MAX, cfg.baseline.train_grid)
+
+  def step(state, i, ids):
+    rng = jax.random.fold_in(base, i)
+    r_data, r_mis = jax.random.split(rng)
+    mk = _sample(cfg, r_data, ids)
+    if kind == "bfmnet":
+      (loss, out), grads = jax.value_and_grad(bfm_loss, has_aux=True)(
+          state["params"], model, mk, cfg.model.tau)
+      lam = state["lam"]
+    else:
+      (loss, out), grads = jax.value_and_grad(regretnet_loss, has_aux=True)(
+          state["params"], model, mk, r_mis, state["lam"], cfg.baseline.rho, grid)
+      lam = state["lam"] + cfg.baseline.rho * jnp.stack(
+          [out["regret"], out["budget_violation"]])
+    updates, opt_state = opt.update(grads, state["opt"], state["params"])
+    params = optax.apply_updates(state["params"], updates)
+    metrics = dict(out, loss=loss, grad_norm=optax.tree.norm(grads))
+    return {"params": params, "opt": opt_state, "lam": lam}, metrics
+
+  return step
+
+
+def make_chunk(step_fn, length: int):
+  """Jitted scan of `length` steps from `start`, vmapped over cells (leading axis of the
+  state and of ids_Cx2); returns the new states and each cell's mean metrics."""
+  def one_cell(state, start, ids):
+    state, ms = jax.lax.scan(lambda s, i: step_fn(s, i, ids), state,
+                             start + jnp.arange(length))
+    return state, jax.tree.map(jnp.mean, ms)
+
+  @functools.partial(jax.jit, donate_argnums=0)
+  def chunk(states, start, ids_Cx2):
+    return jax.vmap(one_cell, in_axes=(0, None, 0))(states, start, ids_Cx2)
+  return chunk
+
+
+def init_states(cfg, kind: str, rng, cells: int):
+  """The same initialisation replicated for every cell (independent copies)."""
+  model, opt, state = init_state(cfg, kind, rng)
+  return model, opt, jax.tree.map(lambda x: jnp.stack([x] * cells), state)

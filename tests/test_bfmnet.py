@@ -1,0 +1,237 @@
+"""BFMNet (abstract 8): exact DSIC / IR / budget feasibility, baselines, relaxation, smoke."""
+import importlib.util
+import itertools
+import os
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from jaxpapers.core import metrics as metrics_lib
+from jaxpapers.papers.bfmnet import classical
+from jaxpapers.papers.bfmnet import evaluate
+from jaxpapers.papers.bfmnet import experiment
+from jaxpapers.papers.bfmnet import markets
+from jaxpapers.papers.bfmnet import mechanism
+from jaxpapers.papers.bfmnet import menus
+from jaxpapers.papers.bfmnet import regretnet
+from jaxpapers.papers.bfmnet import train_lib
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+N = 5
+GRID = jnp.linspace(0.0, 1.0, 21)
+
+
+def _config(arg="smoke=true"):
+  spec = importlib.util.spec_from_file_location("bfm_cfg", os.path.join(ROOT, "configs/bfmnet.py"))
+  module = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(module)
+  return module.get_config(arg)
+
+
+def _net(seed, offset):
+  # Different offsets give raw menus from far below to far above the budget, so the
+  # transformation is exercised both when it binds and when it does not.
+  model = menus.MenuNet(hidden=8, channels=4, monotone=4, offset=offset)
+  return model, menus.init_params(jax.random.PRNGKey(seed), model, N)
+
+
+def _markets(seed, valuation, batch=6, dist="uniform"):
+  return markets.sample_markets(jax.random.PRNGKey(seed), batch, N,
+                                markets.cell_ids(valuation, dist), 0.1)
+
+
+@pytest.fixture(scope="module", params=[("additive", -6.0), ("submodular", 0.0)],
+                ids=["additive-overpriced", "submodular-default"])
+def setting(request):
+  valuation, offset = request.param
+  model, params = _net(3, offset)
+  return valuation, model, params, evaluate.bfmnet_mechanism(model, params)
+
+
+def test_price_ignores_own_bid_bitwise(setting):
+  valuation, model, params, mech = setting
+  mk = jax.tree.map(lambda x: x[0], _markets(0, valuation))
+  raw = menus.raw_price_fn(model, params, mk)
+  bids = mk["costs"]
+
+  @jax.jit
+  def all_prices(b_i_values):
+    def for_i(i):
+      return jax.vmap(lambda b: mechanism.price_one(raw, mk["budget"], jnp.where(
+          jnp.arange(N) == i, b, bids), i)[0])(b_i_values)
+    return jax.vmap(for_i)(jnp.arange(N))
+  t = np.asarray(all_prices(GRID))              # (seller, misreport)
+  assert np.all(t == t[:, :1]), "a seller's price moved with its own bid"
+  assert np.all(t >= 0)
+
+
+def test_no_gain_from_any_misreport_on_grid(setting):
+  valuation, _, _, mech = setting
+  mk = _markets(1, valuation, batch=4)
+  r = np.asarray(jax.jit(lambda m: evaluate.regrets(mech, m, GRID))(mk))
+  assert r.shape == (4, N)
+  assert r.max() <= 1e-7
+
+
+def test_budget_ir_and_payments_on_random_bid_profiles(setting):
+  valuation, model, params, mech = setting
+  mk = _markets(2, valuation, batch=32)
+  bids = jax.random.uniform(jax.random.PRNGKey(9), (32, N))   # arbitrary, not truthful
+
+  @jax.jit
+  def run(m, b):
+    x, pay, _, spend = jax.vmap(mech.full)(m, b)
+    raw = evaluate.raw_menu_mechanism(model, params)
+    return x, pay, spend, jax.vmap(raw.full)(m, b)[3]
+  x, pay, spend, raw_spend = map(np.asarray, run(mk, bids))
+  budget = np.asarray(mk["budget"])
+  assert np.all(spend <= budget * (1 + 1e-6)), "budget violated"
+  assert np.all(pay[x == 1] >= np.asarray(bids)[x == 1]), "a winner was paid below its bid"
+  assert np.all(pay[x == 0] == 0), "a loser was paid"
+  assert np.all(pay >= 0)
+  if valuation == "additive":  # the over-priced net: raw menus overspend, so the map binds
+    assert np.any(raw_spend > budget)
+    assert np.any(x == 1), "the transformation should not simply shut the market"
+
+
+def test_raw_prices_monotone_in_other_bids():
+  model, params = _net(4, 0.0)
+  mk = jax.tree.map(lambda x: x[0], _markets(3, "submodular"))
+  raw = menus.raw_price_fn(model, params, mk)
+  base = jax.random.uniform(jax.random.PRNGKey(1), (N,))
+  prof = jnp.stack([base.at[1].set(b) for b in GRID])       # vary seller 1's bid
+  t0 = np.asarray(raw(prof))
+  others = [i for i in range(N) if i != 1]
+  assert np.all(np.diff(t0[:, others], axis=0) >= -1e-7)
+  assert np.any(np.diff(t0[:, others], axis=0) > 0), "prices should react to other bids"
+  assert np.all(t0[:, 1] == t0[0, 1])
+
+
+def test_feasible_menus_left_unchanged_infeasible_ones_cut():
+  budget = jnp.asarray(1.0)
+  bids = jnp.asarray([0.1, 0.15, 0.05, 0.19, 0.9])
+  # Feasible at every profile: prices <= B / n whatever the others bid.
+  feasible = lambda b: 0.2 * jax.nn.sigmoid(jnp.sum(b, axis=1, keepdims=True) - b)
+  t, t0, _ = mechanism.prices(feasible, budget, bids)
+  np.testing.assert_array_equal(np.asarray(t), np.asarray(t0))
+  # Every seller offered the whole budget: only one could be paid.
+  greedy = lambda b: jnp.ones_like(b) * budget
+  t, t0, cap = mechanism.prices(greedy, budget, bids)
+  win = bids <= t
+  assert float(jnp.sum(t * win)) <= 1.0 + 1e-7
+  assert np.all(np.asarray(t) < np.asarray(t0))
+
+
+def test_singer_hand_example():
+  # Additive values (4, 3, 2), bids 1, B = 3. Prefix rule: 1 <= 3*4/4, 1 <= 3*3/7,
+  # 1 > 3*2/9 -> winners {0, 1}. Thresholds (others' order by b/v, max over positions of
+  # min(rank bound, proportional bound)): seller 0: max(4/3, min(2, 12/7), 4/3) = 12/7;
+  # seller 1: max(3/4, min(3/2, 9/7), 1) = 9/7. They exhaust B exactly.
+  mk = {"costs": jnp.ones(3), "weights": jnp.asarray([4.0, 3.0, 2.0]), "cover": jnp.eye(3),
+        "budget": jnp.asarray(3.0)}
+  x, p = classical.singer(mk, jnp.ones(3))
+  np.testing.assert_array_equal(np.asarray(x), [1, 1, 0])
+  np.testing.assert_allclose(np.asarray(p), [12 / 7, 9 / 7, 0], rtol=1e-6)
+
+
+def test_cgl_hand_example():
+  # Coverage: s0 = {0, 1}, s1 = {1, 2}, s2 = {2}; weights (2, 1, 1); bids (1, .5, .2); B = 4.
+  # GREEDY-SM(B/2 = 2) takes s2 (ratio 5), then s0 (3/1; 1 <= 2*3/4), then stops at s1.
+  # Thresholds: s0 = max(min(.6, 2), min(1.5, 1.5), 1) = 1.5, s2 = max(.25, 0, 0) = .25.
+  # i* = s0 (v = 3) is offered B = 4 with probability 2/5.
+  cover = jnp.asarray([[1, 1, 0], [0, 1, 1], [0, 0, 1]], jnp.float32)
+  mk = {"costs": jnp.zeros(3), "weights": jnp.asarray([2.0, 1.0, 1.0]), "cover": cover,
+        "budget": jnp.asarray(4.0)}
+  bids = jnp.asarray([1.0, 0.5, 0.2])
+  x, p, br = classical.cgl_random_sm(mk, bids)
+  np.testing.assert_array_equal(np.asarray(br["greedy"][0]), [1, 0, 1])
+  np.testing.assert_allclose(np.asarray(br["greedy"][1]), [1.5, 0, 0.25], rtol=1e-6)
+  np.testing.assert_allclose(np.asarray(x), [1.0, 0.0, 0.6], rtol=1e-6)
+  np.testing.assert_allclose(np.asarray(p), [0.4 * 4 + 0.6 * 1.5, 0.0, 0.15], rtol=1e-6)
+
+
+@pytest.mark.parametrize("valuation", ["additive", "submodular"])
+def test_classical_thresholds_consistent_and_budget_feasible(valuation):
+  mk = _markets(5, valuation, batch=16, dist="bimodal")
+  share = mk["budget"] * (1.0 if valuation == "additive" else 0.5)
+
+  @jax.jit
+  def run(m, s):
+    def one(mm, ss):
+      sel, _ = classical.greedy_ps(mm, mm["costs"], ss)
+      thr = jax.vmap(lambda i: classical.threshold(mm, mm["costs"], ss, i))(jnp.arange(N))
+      return sel, thr
+    return jax.vmap(one)(m, s)
+  sel, thr = map(np.asarray, run(mk, share))
+  costs = np.asarray(mk["costs"])
+  np.testing.assert_array_equal(sel, costs <= thr)           # winners = below threshold
+  spend = (thr * sel).sum(1)
+  assert np.all(spend <= np.asarray(share) * (1 + 1e-6))     # Singer / CGL feasibility
+  if valuation == "submodular":  # exact thresholds => no gain from any grid misreport
+    mech = evaluate.cgl_mechanism()
+    r = np.asarray(jax.jit(lambda m: evaluate.regrets(mech, m, GRID))(
+        jax.tree.map(lambda a: a[:2], mk)))
+    assert r.max() <= 1e-5
+
+
+def test_optimum_matches_brute_force():
+  for valuation in ("additive", "submodular"):
+    mk = jax.tree.map(lambda x: x[0], _markets(6, valuation, batch=1))
+    val, ok = markets.optimum(mk)
+    cover, w = np.asarray(mk["cover"]), np.asarray(mk["weights"])
+    costs, budget = np.asarray(mk["costs"]), float(mk["budget"])
+    best = 0.0
+    for subset in itertools.product([0, 1], repeat=N):
+      s = np.asarray(subset, bool)
+      if costs[s].sum() <= budget and s.any():
+        best = max(best, float((w * cover[s].max(0)).sum()))
+    assert ok
+    assert abs(val - best) <= 1e-5 * max(best, 1.0)
+
+
+def test_multilinear_relaxation_matches_value_at_vertices():
+  mk = jax.tree.map(lambda x: x[0], _markets(7, "submodular", batch=1))
+  s = jnp.asarray([1, 0, 1, 1, 0], jnp.float32)
+  assert float(markets.multilinear(mk, s)) == pytest.approx(float(markets.value(mk, s)), 1e-6)
+  # Expected coverage is strictly between the extremes for a fractional point.
+  half = markets.multilinear(mk, 0.5 * jnp.ones(N))
+  assert 0 < float(half) < float(markets.value(mk, jnp.ones(N)))
+
+
+def test_regret_search_finds_known_gain():
+  # Pay-your-bid at a 0.5 reserve: a seller with cost 0.2 gains 0.3 by bidding 0.5.
+  costs = jnp.asarray([0.2, 0.7, 0.4])
+  out_fn = lambda b: ((b <= 0.5).astype(jnp.float32), b * (b <= 0.5))
+  rgt, _ = regretnet.regret(out_fn, costs, jnp.broadcast_to(GRID[None], (3, GRID.shape[0])))
+  np.testing.assert_allclose(np.asarray(rgt), [0.3, 0.0, 0.1], atol=1e-6)
+
+
+def test_regretnet_ir_shapes_and_training_steps():
+  cfg = _config()
+  model, opt, states = train_lib.init_states(cfg, "regretnet", jax.random.PRNGKey(0), 2)
+  chunk = train_lib.make_chunk(train_lib.make_step(cfg, "regretnet", model, opt), 3)
+  ids = jnp.stack([markets.cell_ids("additive", "uniform"),
+                   markets.cell_ids("submodular", "bimodal")])
+  states, m = chunk(states, jnp.asarray(0), ids)
+  metrics_lib.check_finite(3, m)
+  assert m["regret"].shape == (2,) and np.all(np.asarray(m["regret"]) >= 0)
+  assert np.all(np.asarray(states["lam"]) >= 0)
+  state = jax.tree.map(lambda x: x[0], states)
+  mk = jax.tree.map(lambda x: x[0], _markets(8, "additive"))
+  z, pair = markets.features(mk)
+  bids = jax.random.uniform(jax.random.PRNGKey(2), (7, N))
+  x, p = model.apply({"params": state["params"]}, z, pair, bids)
+  assert x.shape == p.shape == (7, N)
+  assert np.all(np.asarray(p) >= np.asarray(x * bids) - 1e-7)   # IR by construction
+
+
+def test_smoke_run_trains_and_audits(tmp_path):
+  cfg = _config()
+  res = experiment.train_and_evaluate(cfg, str(tmp_path))
+  rows = metrics_lib.read_metrics(str(tmp_path), split="train")
+  assert rows and all(np.isfinite(r["bfmnet/loss"]) for r in rows)
+  assert res["bfmnet"]["budget_viol"] == 0 and res["bfmnet"]["ir_viol"] == 0
+  assert res["bfmnet"]["losers_paid"] == 0
+  assert 0.0 <= res["bfmnet"]["value_ratio"] <= 1.0 + 1e-6
