@@ -25,7 +25,7 @@ def get_config(arg=None):
       rule="stompp", order="forward", binary_acts=True,
       refresh_every=50, refresh_frac=0.1, start=0.0, end=0.8, ramp="linear",
       data="digits", data_path="", steps=600, batch_size=128, lr=3e-3,
-      seeds=3, study_steps=1500, study_depths=(2, 4, 8), study_width=256)
+      seeds=3, study_steps=800, study_depths=(2, 4, 8), study_width=128)
   c = ml_collections.ConfigDict()
   c.experiment = "jaxpapers.papers.stompp.experiment"
   c.seed = arg.seed

@@ -79,12 +79,13 @@ def train_step(config, model, optimizer, state, batch, rng, step):
   ranks = state["ranks"]
   b = config.binarize
   if b.refresh_every > 0 and b.refresh_frac > 0 and b.rule in ("stompp", "stompp_ste"):
-    leaves, treedef = jax.tree.flatten(ranks)
-    keys = jax.random.split(rng, max(len(leaves), 1))
-    refreshed = jax.tree.unflatten(treedef, [
-        bz.soft_refresh(k, r, b.refresh_frac) for k, r in zip(keys, leaves)])
-    do = (step + 1) % b.refresh_every == 0
-    ranks = jax.tree.map(lambda new, old: jnp.where(do, new, old), refreshed, ranks)
+    def refresh(ranks):
+      leaves, treedef = jax.tree.flatten(ranks)
+      keys = jax.random.split(rng, max(len(leaves), 1))
+      return jax.tree.unflatten(treedef, [
+          bz.soft_refresh(k, r, b.refresh_frac) for k, r in zip(keys, leaves)])
+    # A cond, not a select: the sorts inside a refresh run only on refresh steps.
+    ranks = jax.lax.cond((step + 1) % b.refresh_every == 0, refresh, lambda r: r, ranks)
 
   metrics = {
       "loss": loss,
