@@ -40,14 +40,17 @@ def claims(rows: list[dict], kinds, classical_names, synthetic_sets) -> list[dic
   avg = rows[-1]
   by_ds = {r["dataset"]: r for r in rows[:-1]}
   out = []
-  gains = {k: avg[k + "+lpr"] - avg[k] for k in kinds}
-  wins = {k: sum(r[k + "+lpr"] > r[k] for r in rows[:-1]) for k in kinds}
   for k in kinds:
+    per_set = np.array([r[k + "+lpr"] - r[k] for r in rows[:-1]])
+    gain = float(per_set.mean())
+    # Paired standard error over datasets: is the mean gain distinguishable from 0?
+    se = float(per_set.std(ddof=1) / np.sqrt(len(per_set))) if len(per_set) > 1 else 0.0
     out.append({"claim": f"LPR improves {k}",
-                "measured": f"{avg[k]:.2f} -> {avg[k + '+lpr']:.2f} ({gains[k]:+.2f}; "
-                            f"better on {wins[k]}/{len(rows) - 1} sets)",
+                "measured": f"{avg[k]:.2f} -> {avg[k + '+lpr']:.2f} ({gain:+.2f} +- {se:.2f} "
+                            f"s.e.; better on {int((per_set > 0).sum())}/{len(per_set)} sets)",
                 "paper": "improves all 10 deep models",
-                "holds": "yes" if gains[k] > 0 else "no"})
+                "holds": ("no" if gain <= 0 else "yes" if gain > 2 * se
+                          else "not significant (gain < 2 s.e.)")})
   ae = [k for k in kinds if k in detectors.AE_KINDS]
   non_ae = [k for k in kinds if detectors.SUPERVISION[k] == "unsup" and k not in ae]
   if ae:
