@@ -40,7 +40,7 @@ beats reverse (reverse collapses to near chance); binary-weight (BW) networks ar
 insensitive to order."""
 
 
-def _cell(config, ds, images, labels, seeds):
+def train_cell(config, ds, images, labels, seeds):
   model = model_lib.build(config, ds.num_classes)
   optimizer = train_lib.make_optimizer(config)
   train_step, _ = train_lib.bind(config, model, optimizer)
@@ -100,7 +100,7 @@ def run(config, workdir: str):
           "binarize.rule": rule, "binarize.order": order, "binarize.binary_acts": acts,
           "train.steps": s.steps})
       t0 = time.perf_counter()
-      acc, loss, gnorm = _cell(cfg, ds, images, labels, seeds)
+      acc, loss, gnorm = train_cell(cfg, ds, images, labels, seeds)
       secs = time.perf_counter() - t0
       rows.append({"depth": depth, "variant": label, "mean acc": float(acc.mean()),
                    "std": float(acc.std()), "min": float(acc.min()),
