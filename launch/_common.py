@@ -21,3 +21,18 @@ def start():
   logging.set_verbosity(logging.WARNING)
   mesh.initialize_distributed(COORDINATOR.value, NUM_PROCESSES.value, PROCESS_ID.value)
   return CONFIG.value, WORKDIR.value
+
+
+def run_entry(entry: str):
+  """Starts the run and calls the paper module's `entry(config, workdir)`."""
+  from jaxpapers.core import experiment
+  config, workdir = start()
+  return experiment.load(config, entry)(config, workdir)
+
+
+def main_for(entry: str):
+  """An absl main that runs `entry` and exits 0 (absl would exit with a returned value)."""
+  def main(argv):
+    del argv
+    run_entry(entry)
+  return main

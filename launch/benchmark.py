@@ -13,13 +13,12 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from absl import app  # noqa: E402
 
 import _common  # noqa: E402
-from jaxpapers.core import experiment  # noqa: E402
 
 
 def main(argv):
   del argv
-  config, workdir = _common.start()
-  result = experiment.load(config, "benchmark")(config, workdir)
+  result = _common.run_entry("benchmark")
+  workdir = _common.WORKDIR.value
   os.makedirs(workdir, exist_ok=True)
   with open(os.path.join(workdir, "benchmark.json"), "w") as f:
     json.dump(result, f, indent=2, default=str)

@@ -11,14 +11,6 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from absl import app  # noqa: E402
 
 import _common  # noqa: E402
-from jaxpapers.core import experiment  # noqa: E402
-
-
-def main(argv):
-  del argv
-  config, workdir = _common.start()
-  experiment.load(config, "run_study")(config, workdir)
-
 
 if __name__ == "__main__":
-  app.run(main)
+  app.run(_common.main_for("run_study"))
