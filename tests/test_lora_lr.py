@@ -6,6 +6,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from jaxpapers.core import mesh as mesh_lib
 from jaxpapers.nn import gguf_loader, llama
 from jaxpapers.nn.tokenizer import ByteTokenizer
 from jaxpapers.papers.lora_lr import adapters, finetune, hessian, loft, tasks
@@ -13,6 +14,10 @@ from jaxpapers.papers.lora_lr import adapters, finetune, hessian, loft, tasks
 CFG = llama.LlamaConfig(vocab_size=257, dim=32, n_layers=2, n_heads=4, n_kv_heads=2,
                         hidden_dim=48, init_std=0.1)
 R = 4
+
+
+FWD = jax.jit(lambda p, t: llama.forward(p, t, CFG))
+AD_FWD = jax.jit(adapters.forward, static_argnums=(3, 4))
 
 
 @functools.lru_cache(maxsize=None)
@@ -47,7 +52,7 @@ def perturb(ad, scale=0.05, key=3):
 
 def test_forward_shapes_and_rope_relative():
   tokens = jnp.arange(12, dtype=jnp.int32).reshape(2, 6)
-  logits = llama.forward(base(), tokens, CFG)
+  logits = FWD(base(), tokens)
   assert logits.shape == (2, 6, CFG.vocab_size)
   assert np.all(np.isfinite(logits))
   # RoPE makes q.k depend on relative position only.
@@ -60,23 +65,24 @@ def test_forward_shapes_and_rope_relative():
 
 def test_causal_and_generation_ignores_padding():
   params = base()
-  tokens = jax.random.randint(jax.random.PRNGKey(2), (1, 8), 0, 256)
-  a = llama.forward(params, tokens, CFG)
-  b = llama.forward(params, tokens.at[0, 5:].set(7), CFG)
-  np.testing.assert_allclose(a[0, :5], b[0, :5], atol=1e-5)
-  out = llama.greedy_generate(params, CFG, tokens.at[0, 4:].set(0), jnp.array([4]), 3)
-  nxt = jnp.argmax(llama.forward(params, tokens[:, :4], CFG)[0, -1])
-  assert int(out[0, 4]) == int(nxt)
+  tokens = jax.random.randint(jax.random.PRNGKey(2), (2, 12), 0, 256)
+  a = FWD(params, tokens)
+  b = FWD(params, tokens.at[:, 5:].set(7))
+  np.testing.assert_allclose(a[:, :5], b[:, :5], atol=1e-5)
+  out = jax.jit(lambda p, t: llama.greedy_generate(p, CFG, t, jnp.array([4, 4]), 3))(
+      params, tokens.at[:, 4:].set(0))
+  # The first generated token is the argmax after the 4-token prompt; padding ignored.
+  np.testing.assert_array_equal(out[:, 4], jnp.argmax(a[:, 3], -1))
 
 
 def test_sharded_forward_matches():
-  mesh = jax.make_mesh((2, 2), ("data", "model"))
+  mesh = mesh_lib.make_mesh([("data", 2), ("model", 4)])
   specs = llama.param_specs(base())
   params = jax.tree.map(lambda x, s: jax.device_put(x, jax.NamedSharding(mesh, s)),
                         base(), specs)
-  tokens = jnp.arange(16, dtype=jnp.int32).reshape(2, 8)
-  out = jax.jit(lambda p, t: llama.forward(p, t, CFG))(params, tokens)
-  np.testing.assert_allclose(out, llama.forward(base(), tokens, CFG), atol=1e-4)
+  tokens = jnp.arange(24, dtype=jnp.int32).reshape(2, 12) % 250
+  out = FWD(params, tokens)
+  np.testing.assert_allclose(out, FWD(base(), tokens), atol=1e-4)
 
 
 def test_unpermute_inverts_llama_cpp_permute():
@@ -123,12 +129,10 @@ def test_merge_equivalence_and_start(method):
   tokens, _ = batch()
   # Every method in the paper starts as a no-op on the model's function (residual
   # methods move the principal part out of the frozen base).
-  np.testing.assert_allclose(adapters.forward(p, ad, tokens, CFG, ac),
-                             llama.forward(base(), tokens, CFG), atol=2e-4)
+  np.testing.assert_allclose(AD_FWD(p, ad, tokens, CFG, ac), FWD(base(), tokens), atol=2e-4)
   ad2 = perturb(ad)
   merged = adapters.merge(p, ad2, ac)
-  np.testing.assert_allclose(llama.forward(merged, tokens, CFG),
-                             adapters.forward(p, ad2, tokens, CFG, ac), atol=2e-4)
+  np.testing.assert_allclose(FWD(merged, tokens), AD_FWD(p, ad2, tokens, CFG, ac), atol=2e-4)
 
 
 def test_svd_and_qr_inits():
@@ -200,10 +204,13 @@ def test_only_adapters_train_and_base_is_frozen():
   # Frozen base: the gradient w.r.t. the base is never taken, and a training run
   # changes only the adapter tree.
   tc = finetune.TrainConfig(steps=2, batch=4)
-  data = (tokens, mask, tokens[:2], jnp.array([30, 30]))
-  run = finetune.make_run(base(), CFG, ac, tc, data, 2)
-  losses, _ = jax.jit(run)(1e-2, 0)
+  run = finetune.make_run(CFG, ac, tc)
+  losses, merged, _ = jax.jit(run)(1e-2, 0, base(), tokens, mask)
   assert losses.shape == (2,) and np.all(np.isfinite(losses))
+  for name in ("attn_norm", "mlp_norm"):
+    np.testing.assert_array_equal(merged["blocks"][name], base()["blocks"][name])
+  np.testing.assert_array_equal(merged["embed"], base()["embed"])
+  assert not np.allclose(merged["blocks"]["q"], base()["blocks"]["q"])
 
 
 def test_loft_matches_full_adam_direction_at_first_b_step():

@@ -72,21 +72,20 @@ def direction(ac, tc: TrainConfig):
   return optax.scale_by_adam(tc.b1, tc.b2, tc.eps)
 
 
-def make_run(params, cfg: llama.LlamaConfig, ac, tc: TrainConfig, data):
-  """Returns run(lr, seed) -> (losses (steps,), merged dense parameters, lambda_max).
-
-  `data` = (train_tokens, train_mask, ...) as arrays. Returning the merged model (exact,
+def make_run(cfg: llama.LlamaConfig, ac, tc: TrainConfig):
+  """Returns run(lr, seed, params, train_tokens, train_mask) -> (losses (steps,), merged
+  dense parameters, lambda_max at init). Returning the merged model (exact,
   see `adapters.merge`) lets one compiled decoding program score every method.
   """
-  tr_tokens, tr_mask = data[0], data[1]
-  grads = None
-  if ac.method in adapters_lib.NEEDS_GRAD:
-    n = tc.ga_examples
-    grads = kernel_grads(params, cfg, tr_tokens[:n], tr_mask[:n])
   sched = schedule(tc)
   opt = direction(ac, tc)
 
-  def run(lr, seed):
+  # Model and data are arguments (not closed-over constants) so XLA does not embed them.
+  def run(lr, seed, params, tr_tokens, tr_mask):
+    grads = None
+    if ac.method in adapters_lib.NEEDS_GRAD:
+      n = tc.ga_examples
+      grads = kernel_grads(params, cfg, tr_tokens[:n], tr_mask[:n])
     key = jax.random.PRNGKey(seed)
     k_init, k_data = jax.random.split(key)
     base, ad = adapters_lib.attach(k_init, params, cfg, ac, grads)
@@ -126,9 +125,9 @@ def run_grid(params, cfg, ac, tc, data, n_new, lrs, seeds):
   lrs = np.asarray(lrs, np.float32)
   seeds = np.asarray(seeds, np.int32)
   L, S = np.meshgrid(lrs, seeds)            # (S, R)
-  run = make_run(params, cfg, ac, tc, data)
-  losses, merged, lams = jax.jit(jax.vmap(run))(jnp.asarray(L.reshape(-1)),
-                                          jnp.asarray(S.reshape(-1)))
+  run = jax.vmap(make_run(cfg, ac, tc), in_axes=(0, 0, None, None, None))
+  losses, merged, lams = jax.jit(run)(jnp.asarray(L.reshape(-1)), jnp.asarray(S.reshape(-1)),
+                                      params, data[0], data[1])
   gens = _decoder(cfg, n_new)(merged, data[2], data[3])
   shape = (len(seeds), len(lrs))
   return (np.asarray(losses).reshape(shape + (-1,)),

@@ -9,6 +9,7 @@ cached in the workdir (`pretrained_<tag>.npz`) so later runs and studies reuse t
 """
 from __future__ import annotations
 
+import functools
 import os
 
 import jax
@@ -64,26 +65,28 @@ def pretrain(cfg: llama.LlamaConfig, pc, workdir: str | None = None, verbose=Tru
     logits = llama.forward(p, x[:, :-1], cfg)
     return optax.softmax_cross_entropy_with_integer_labels(logits, x[:, 1:]).mean()
 
-  def one(carry, step):
-    p, s = carry
-    starts = jax.random.randint(jax.random.fold_in(key, step), (B,), 0,
-                                train_ids.shape[0] - T - 1)
-    x = jax.vmap(lambda s0: jax.lax.dynamic_slice(train_ids, (s0,), (T + 1,)))(starts)
-    loss, g = jax.value_and_grad(loss_fn)(p, x)
-    upd, s = opt.update(g, s, p)
-    return (optax.apply_updates(p, upd), s), loss
-
   chunk = max(1, min(pc.chunk, pc.steps))
 
-  @jax.jit
-  def run_chunk(p, s, start):
+  # The corpus is an argument, not a closed-over constant: XLA would otherwise embed
+  # (and try to fold) megabytes of literals in the program.
+  @functools.partial(jax.jit, donate_argnums=(0, 1))
+  def run_chunk(p, s, start, ids):
+    def one(carry, step):
+      p, s = carry
+      starts = jax.random.randint(jax.random.fold_in(key, step), (B,), 0,
+                                  ids.shape[0] - T - 1)
+      x = jax.vmap(lambda s0: jax.lax.dynamic_slice(ids, (s0,), (T + 1,)))(starts)
+      loss, g = jax.value_and_grad(loss_fn)(p, x)
+      upd, s = opt.update(g, s, p)
+      return (optax.apply_updates(p, upd), s), loss
+
     (p, s), losses = jax.lax.scan(one, (p, s), start + jnp.arange(chunk))
     return p, s, losses.mean()
 
   writer = metrics_lib.MetricsWriter(workdir if pc.log else None, pc.steps, verbose)
   done = 0
   while done < pc.steps:
-    params, opt_state, loss = run_chunk(params, opt_state, done)
+    params, opt_state, loss = run_chunk(params, opt_state, done, train_ids)
     done += chunk
     writer.write(done, {"pretrain_loss": float(loss)}, split="pretrain")
   v = np.asarray(val_ids[: (len(val_ids) // (T + 1)) * (T + 1)]).reshape(-1, T + 1)[:64]
