@@ -18,10 +18,16 @@ from ml_collections import ConfigDict
 from jaxpapers.core import config as config_lib
 
 
+# Per n: (training steps, instances per step, eval instances, regret instances x n sellers
+# x 21 misreports), sized for a shared, contended 2-core CPU.
+_STUDY_PER_N = {5: (200, 32, 128, 8), 10: (200, 32, 128, 8), 20: (150, 16, 64, 4),
+                50: (100, 8, 32, 2)}
+
+
 def get_config(arg=None):
   arg = config_lib.parse_arg(arg, smoke=False, seed=0, study="main", n=10,
                              valuation="additive", cost_dist="uniform", steps=400,
-                             baseline=True)
+                             baseline=True, ns=(5, 10, 20, 50))
   config = ConfigDict()
   config.experiment = "jaxpapers.papers.bfmnet.experiment"
   config.seed = arg.seed
@@ -61,14 +67,17 @@ def get_config(arg=None):
 
   config.study = ConfigDict()
   config.study.name = arg.study                    # main
-  config.study.ns = (5, 10, 20, 50)
+  # Study grid; `ns=5+10` runs a subset (e.g. one process per n on a shared machine).
+  unknown = [n for n in arg.ns if n not in _STUDY_PER_N]
+  if unknown:
+    raise ValueError(f"ns: no study settings for n={unknown}; known: {sorted(_STUDY_PER_N)}")
+  config.study.ns = tuple(arg.ns)
   config.study.valuations = ("additive", "submodular")
   config.study.cost_dists = ("uniform", "bimodal")
-  # Per n (shared, contended 2-core CPU budget of ~10-15 min for the whole study):
-  config.study.steps = (200, 200, 150, 100)        # training steps
-  config.study.batch = (32, 32, 16, 8)             # instances per step
-  config.study.eval_instances = (128, 128, 64, 32)
-  config.study.regret_instances = (8, 8, 4, 2)     # x n sellers x 21 misreports each
+  config.study.steps = tuple(_STUDY_PER_N[n][0] for n in arg.ns)
+  config.study.batch = tuple(_STUDY_PER_N[n][1] for n in arg.ns)
+  config.study.eval_instances = tuple(_STUDY_PER_N[n][2] for n in arg.ns)
+  config.study.regret_instances = tuple(_STUDY_PER_N[n][3] for n in arg.ns)
 
   if arg.smoke:
     config.market.n = min(arg.n, 5)

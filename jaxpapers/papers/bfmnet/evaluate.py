@@ -113,9 +113,12 @@ def regrets(mech: Mechanism, markets, grid_G):
       x, p = mech.seller(market, jnp.where(jnp.arange(n) == i, b, costs), i)
       return p - costs[i] * x
 
-    u_true = jax.vmap(lambda i: util(i, costs[i]))(jnp.arange(n))
-    u_mis = jax.vmap(lambda i: jax.vmap(lambda b: util(i, b))(grid_G))(jnp.arange(n))
-    return jnp.maximum(jnp.max(u_mis, axis=1) - u_true, 0.0)
+    # The truthful bid rides in the same batch as the misreports, so both go through the
+    # identically compiled computation (no batch-shape-dependent float rounding).
+    bids_NxG1 = jnp.concatenate(
+        [jnp.broadcast_to(grid_G[None], (n, grid_G.shape[0])), costs[:, None]], axis=1)
+    u = jax.vmap(lambda i, bs: jax.vmap(lambda b: util(i, b))(bs))(jnp.arange(n), bids_NxG1)
+    return jnp.maximum(jnp.max(u[:, :-1], axis=1) - u[:, -1], 0.0)
   return jax.lax.map(one, markets)
 
 
