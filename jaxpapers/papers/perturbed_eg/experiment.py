@@ -8,7 +8,7 @@ last-iterate gap with a confidence interval across seeds, runs the unconstrained
 almost-sure experiment with decaying single-timescale steps, and writes the table and a
 log-log plot into the workdir. `benchmark` times the vmapped JAX program against a plain
 NumPy loop of the same algorithm. There are no checkpoints: one program runs for at most
-a minute or two and is deterministic given the config, so a rerun reproduces it.
+a few minutes and is deterministic given the config, so a rerun reproduces it.
 """
 from __future__ import annotations
 
