@@ -214,7 +214,8 @@ def run_study(config, workdir: str) -> str:
 
 def benchmark(config, workdir: str) -> dict:
   """Run-steps/s of the vmapped AE training program, LPR transform vs none."""
-  data = load_datasets(config)[:1]
+  data = load_datasets(config_lib.override(config, {"data.datasets":
+                                                   tuple(config.data.datasets[:1])}))
   stacked = detectors.pad_stack(data)
   runs = config.train.seeds
   out = {"dataset": data[0].name, "runs": runs, "steps": config.optim.steps}
