@@ -243,3 +243,7 @@ def test_unknown_method_and_problem_are_named():
     schedules.lookup("adam")
   with pytest.raises(ValueError, match="'tsp'"):
     problems.make("tsp", 3, 3)
+  config = load_config("smoke=true")
+  spec, data = problems.make("game_rps", 3, 3)
+  with pytest.raises(ValueError, match="dseg"):
+    experiment.run_methods(config, spec, data, ["dseg"], [125])

@@ -69,6 +69,9 @@ def run_methods(config, spec, data, keys, horizons, seed: int | None = None,
     raise ValueError(f"methods {keys} mix algorithms {algorithms}; run them separately")
   sched, block, seeds = config.schedule, config.run.block, config.run.seeds
   free = spec.x_set == "free"
+  if not free and any(schedules.lookup(k)[3] for k in keys):
+    raise ValueError("the two-timescale baseline 'dseg' is defined for the unconstrained "
+                     "(anytime) experiment only: use problem=bilinear_free")
   if free:
     plan = methods.merge([schedules.anytime_plan(k, sched, spec.lipschitz, max(horizons),
                                                  horizons, block) for k in keys])
