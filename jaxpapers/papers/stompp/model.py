@@ -91,6 +91,23 @@ def _bn(train):
   return nn.BatchNorm(use_running_average=not train, momentum=0.9)
 
 
+def _stem(m, x, progress, train, conv: bool):
+  """Real stem (default) or a binary one with real (image) input; returns (x, next index)."""
+  kw = dict(rule=m.rule, binary_acts=m.binary_acts)
+  if m.first_real:
+    layer = (nn.Conv(m.width, (3, 3), padding="SAME", use_bias=False, name="stem") if conv
+             else nn.Dense(m.width, use_bias=False, name="stem"))
+    return _bn(train)(layer(x)), 0
+  cls = BinaryConv if conv else BinaryDense
+  x = cls(index=0, features=m.width, binarize_input=False, **kw, name="bin0")(x, progress)
+  return _bn(train)(x), 1
+
+
+def _extra_binary(m) -> int:
+  """Binary layers beyond the body: a binarized stem and/or classifier."""
+  return (not m.first_real) + (not m.last_real)
+
+
 class BinaryMLP(nn.Module):
   """Input -> stem Dense -> `depth` binary Dense layers -> classifier."""
   num_classes: int
@@ -103,20 +120,12 @@ class BinaryMLP(nn.Module):
 
   @property
   def num_binary(self) -> int:
-    return self.depth + (not self.first_real) + (not self.last_real)
+    return self.depth + _extra_binary(self)
 
   @nn.compact
   def __call__(self, x, progress, train: bool = False):
-    x = x.reshape(x.shape[0], -1)
-    i = 0
     kw = dict(rule=self.rule, binary_acts=self.binary_acts)
-    if self.first_real:
-      x = nn.Dense(self.width, use_bias=False, name="stem")(x)
-    else:
-      x = BinaryDense(index=i, features=self.width, binarize_input=False, **kw,
-                      name=f"bin{i}")(x, progress)
-      i += 1
-    x = _bn(train)(x)
+    x, i = _stem(self, x.reshape(x.shape[0], -1), progress, train, conv=False)
     for _ in range(self.depth):
       x = BinaryDense(index=i, features=self.width, **kw, name=f"bin{i}")(x, progress)
       x = _bn(train)(x)
@@ -145,19 +154,12 @@ class BinaryCNN(nn.Module):
 
   @property
   def num_binary(self) -> int:
-    return self.depth + (not self.first_real) + (not self.last_real)
+    return self.depth + _extra_binary(self)
 
   @nn.compact
   def __call__(self, x, progress, train: bool = False):
     kw = dict(rule=self.rule, binary_acts=self.binary_acts)
-    i = 0
-    if self.first_real:
-      x = nn.Conv(self.width, (3, 3), padding="SAME", use_bias=False, name="stem")(x)
-    else:
-      x = BinaryConv(index=i, features=self.width, binarize_input=False, **kw,
-                     name=f"bin{i}")(x, progress)
-      i += 1
-    x = _bn(train)(x)
+    x, i = _stem(self, x, progress, train, conv=True)
     pools = {self.depth // 3, 2 * self.depth // 3}
     width = self.width
     for d in range(self.depth):
@@ -185,20 +187,13 @@ class BinaryResNet(nn.Module):
   def num_binary(self) -> int:
     block, stages = RESNET_LAYOUTS[self.arch]
     per_block = 2 if block == "basic" else 3
-    return per_block * sum(stages) + (not self.first_real) + (not self.last_real)
+    return per_block * sum(stages) + _extra_binary(self)
 
   @nn.compact
   def __call__(self, x, progress, train: bool = False):
     block, stages = RESNET_LAYOUTS[self.arch]
     kw = dict(rule=self.rule, binary_acts=self.binary_acts)
-    i = 0
-    if self.first_real:
-      x = nn.Conv(self.width, (3, 3), padding="SAME", use_bias=False, name="stem")(x)
-    else:
-      x = BinaryConv(index=i, features=self.width, binarize_input=False, **kw,
-                     name=f"bin{i}")(x, progress)
-      i += 1
-    x = _bn(train)(x)
+    x, i = _stem(self, x, progress, train, conv=True)
     for s, n_blocks in enumerate(stages):
       width = self.width * 2**s
       for b in range(n_blocks):
