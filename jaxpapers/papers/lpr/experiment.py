@@ -173,7 +173,7 @@ def _ablation_layers(config, data, kinds):
   for rule, rx in layer_rules(config).items():
     if rule not in config.study.layer_rules:
       continue
-    row = {"layers": f"{rule} `{rx}`"}
+    row = {"layers": f"{rule} `{rx}`".replace("|", "\\|")}  # keep markdown cells intact
     for kind in kinds:
       stacked = detectors.pad_stack(data, visible_labels(kind, data, config))
       auc, _, _ = run_grid(detector_config(config, kind, rx), stacked, len(data), seeds,
