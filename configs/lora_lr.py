@@ -23,7 +23,8 @@ from jaxpapers.core import config as config_lib
 
 def get_config(arg=None):
   arg = config_lib.parse_arg(arg, smoke=False, seed=0, study="lr_grid", method="lora",
-                             rank=4, lr=3e-3, task="math", steps=60, n_seeds=1,
+                             rank=4, lr=3e-3, task="choice", steps=60, n_seeds=1,
+                             ranks=(4, 16),
                              corpus="shakespeare", tiny_bench=False)
   if arg.study != "lr_grid":
     raise ValueError(f"unknown study {arg.study!r}; the only study is 'lr_grid'")
@@ -61,7 +62,7 @@ def get_config(arg=None):
 
   # Generated task with an exact checker ('math' or 'choice').
   config.data = ml_collections.ConfigDict(dict(
-      task=arg.task, n_train=4000, n_test=64,
+      task=arg.task, n_train=4000, n_test=48,
       seq_len=48 if arg.task == "math" else 64,
       n_new=3))               # greedy tokens generated per test prompt
 
@@ -69,8 +70,10 @@ def get_config(arg=None):
   config.study = ml_collections.ConfigDict(dict(
       methods=("lora", "olora", "pissa", "milora", "init_ab", "dora", "loft", "lora_ga",
                "gralora", "randlora"),
-      ranks=(4, 16), lr_min=1e-4, lr_max=1e-1, n_lrs=7, n_seeds=2,
-      hessian_examples=16, hessian_iters=12))
+      ranks=arg.ranks,        # ranks this process runs (split across processes: ranks=4)
+      table_ranks=(4, 16),    # ranks the table collects from workdir/runs
+      lr_min=1e-4, lr_max=1e-1, n_lrs=7, n_seeds=2,
+      hessian_examples=16, hessian_iters=8))
 
   # Benchmark: one LoRA step on SmolLM2-135M (tiny model if tiny_bench or not installed).
   config.bench = ml_collections.ConfigDict(dict(
@@ -83,7 +86,7 @@ def get_config(arg=None):
                            corpus="auto", tag="smoke")
     config.optim.update(steps=4, batch=4, ga_examples=4)
     config.data.update(n_train=32, n_test=4)
-    config.study.update(ranks=(4,), n_lrs=2, n_seeds=1, hessian_examples=4,
+    config.study.update(ranks=(4,), table_ranks=(4,), n_lrs=2, n_seeds=1, hessian_examples=4,
                         hessian_iters=3, methods=("lora", "pissa"))
     config.bench.update(batch=1, seq_len=16, rank=4, iters=1, min_time=0.1, tiny=True)
   return config

@@ -18,6 +18,7 @@ R = 4
 
 FWD = jax.jit(lambda p, t: llama.forward(p, t, CFG))
 AD_FWD = jax.jit(adapters.forward, static_argnums=(3, 4))
+MERGE = jax.jit(adapters.merge, static_argnums=2)
 
 
 @functools.lru_cache(maxsize=None)
@@ -28,8 +29,8 @@ def base():
 @functools.lru_cache(maxsize=None)
 def batch():
   tok = ByteTokenizer()
-  train, _ = tasks.make_task("math", 8, 4)
-  t, m = tasks.encode_supervised(train, tok, 72)
+  train, _ = tasks.make_task("math", 4, 4)
+  t, m = tasks.encode_supervised(train, tok, 48)
   return jnp.asarray(t), jnp.asarray(m)
 
 
@@ -131,7 +132,7 @@ def test_merge_equivalence_and_start(method):
   # methods move the principal part out of the frozen base).
   np.testing.assert_allclose(AD_FWD(p, ad, tokens, CFG, ac), FWD(base(), tokens), atol=2e-4)
   ad2 = perturb(ad)
-  merged = adapters.merge(p, ad2, ac)
+  merged = MERGE(p, ad2, ac)
   np.testing.assert_allclose(FWD(merged, tokens), AD_FWD(p, ad2, tokens, CFG, ac), atol=2e-4)
 
 
@@ -185,7 +186,7 @@ def test_lora_ga_uses_gradient_directions():
 def test_gralora_is_block_low_rank():
   ac, p, ad = attach("gralora")
   K = p["blocks"]["q"][0]
-  delta = adapters.merge(p, perturb(ad), ac)["blocks"]["q"][0] - K
+  delta = MERGE(p, perturb(ad), ac)["blocks"]["q"][0] - K
   n = CFG.dim // 2
   for i in range(2):
     for j in range(2):
@@ -224,7 +225,7 @@ def test_loft_matches_full_adam_direction_at_first_b_step():
   grads = {"m": {"A": jnp.zeros_like(A), "B": (A[0].T @ G)[None]}}
   opt = loft.loft(eps=1e-12)
   st = opt.init({"m": {"A": A, "B": B}})
-  d, st = opt.update(grads, st, {"m": {"A": A, "B": B}})
+  d, st = jax.jit(opt.update)(grads, st, {"m": {"A": A, "B": B}})
   np.testing.assert_array_equal(d["m"]["A"], 0.0)
   P = A[0] @ np.linalg.inv(A[0].T @ A[0]) @ A[0].T
   full = P @ G
@@ -238,16 +239,17 @@ def test_hvp_matches_finite_differences_and_lanczos():
   loss = lambda tr: finetune.adapter_loss(tr, p, ad["frozen"], tokens, mask, CFG, ac)
   tr = ad["train"]
   v = perturb({"train": jax.tree.map(jnp.zeros_like, tr), "frozen": {}}, 1.0)["train"]
-  hv = hessian.hvp(loss, tr, v)
+  hv = jax.jit(lambda t, u: hessian.hvp(loss, t, u))(tr, v)
   eps = 1e-3
-  plus = jax.grad(loss)(jax.tree.map(lambda a, b: a + eps * b, tr, v))
-  minus = jax.grad(loss)(jax.tree.map(lambda a, b: a - eps * b, tr, v))
+  grad = jax.jit(jax.grad(loss))
+  plus = grad(jax.tree.map(lambda a, b: a + eps * b, tr, v))
+  minus = grad(jax.tree.map(lambda a, b: a - eps * b, tr, v))
   fd = jax.tree.map(lambda a, b: (a - b) / (2 * eps), plus, minus)
   a, b = jax.flatten_util.ravel_pytree(hv)[0], jax.flatten_util.ravel_pytree(fd)[0]
   assert np.linalg.norm(a - b) / np.linalg.norm(b) < 1e-2
   # Lanczos' top eigenvalue agrees with power iteration and bounds a Rayleigh quotient.
-  top = hessian.lanczos_top(loss, tr, jax.random.PRNGKey(0), iters=30)
-  pw = hessian.power_iteration(loss, tr, jax.random.PRNGKey(1), iters=100)
+  top = jax.jit(lambda t: hessian.lanczos_top(loss, t, jax.random.PRNGKey(0), iters=16))(tr)
+  pw = jax.jit(lambda t: hessian.power_iteration(loss, t, jax.random.PRNGKey(1), iters=60))(tr)
   rq = float(jnp.dot(a, jax.flatten_util.ravel_pytree(v)[0])
              / jnp.sum(jax.flatten_util.ravel_pytree(v)[0] ** 2))
   assert top >= rq - 1e-4

@@ -87,8 +87,8 @@ def train_and_evaluate(config, workdir):
   writer = metrics_lib.MetricsWriter(workdir, tc.steps)
   acc0 = zero_shot(config, cfg, params, tok, data, test) if config.eval_before else -1.0
   seeds = [config.seed + i for i in range(config.n_seeds)]
-  losses, gens, _ = finetune.run_grid(params, cfg, ac, tc, data, d.n_new, [config.optim.lr],
-                                      seeds)
+  losses, gens, _, test_loss = finetune.run_grid(params, cfg, ac, tc, data, d.n_new,
+                                                  [config.optim.lr], seeds)
   curve = losses[:, 0].mean(0)
   for i in range(0, tc.steps, max(1, tc.steps // 20)):
     metrics_lib.check_finite(i, {"loss": curve[i]})
@@ -96,6 +96,7 @@ def train_and_evaluate(config, workdir):
   accs = [finetune.score(d.task, tok, gens[s, 0], data[3], test.answers, d.n_new)
           for s in range(len(seeds))]
   writer.write(tc.steps, {"accuracy": float(np.mean(accs)), "accuracy_std": float(np.std(accs)),
+                          "test_loss": float(np.mean(test_loss)),
                           "accuracy_before": acc0,
                           "trainable_params": _trainable(params, cfg, ac)},
                split="eval")
@@ -131,61 +132,101 @@ def lr_grid(config):
   return np.logspace(np.log10(s.lr_min), np.log10(s.lr_max), s.n_lrs)
 
 
+def _run_combo(config, workdir, cfg, params, tok, data, test, method, rank):
+  """One (method, rank): the LR x seed grid; cached as workdir/runs/<method>_r<rank>.json."""
+  path = os.path.join(workdir, "runs", f"{method}_r{rank}.json")
+  if os.path.exists(path):
+    with open(path) as f:
+      return json.load(f)
+  tc, d, s = train_config(config, config.study.hessian_iters), config.data, config.study
+  lrs = lr_grid(config)
+  seeds = [config.seed + i for i in range(s.n_seeds)]
+  ac = adapter_config(config, method, rank)
+  t = time.time()
+  losses, gens, lams, test_loss = finetune.run_grid(params, cfg, ac, tc, data, d.n_new, lrs,
+                                                    seeds)
+  acc = np.array([[finetune.score(d.task, tok, gens[i, j], data[3], test.answers, d.n_new)
+                   for j in range(len(lrs))] for i in range(len(seeds))])
+  test_loss = np.where(np.isfinite(test_loss), test_loss, np.inf)
+  res = {"method": method, "rank": rank, "lrs": lrs.tolist(), "seeds": seeds,
+         "acc": acc.tolist(), "test_loss": test_loss.tolist(),
+         "train_loss_final": np.nan_to_num(losses[:, :, -1], nan=np.inf).tolist(),
+         "lambda": lams[:, 0].tolist(), "seconds": time.time() - t,
+         "trainable_params": _trainable(params, cfg, ac)}
+  os.makedirs(os.path.dirname(path), exist_ok=True)
+  with open(path + ".tmp", "w") as f:
+    json.dump(res, f)
+  os.replace(path + ".tmp", path)
+  return res
+
+
+def _row(res):
+  acc = np.array(res["acc"]).mean(0)
+  tl = np.array(res["test_loss"]).mean(0)
+  lrs = np.array(res["lrs"])
+  # Best LR by exact match; ties (common when accuracy is low) broken by test loss.
+  best = int(np.lexsort((tl, -acc))[0])
+  return {"method": res["method"], "rank": res["rank"], "best_lr": float(lrs[best]),
+          "peak_acc": float(acc[best]),
+          "peak_acc_std": float(np.array(res["acc"])[:, best].std()),
+          "best_lr_by_loss": float(lrs[int(np.argmin(tl))]),
+          "min_test_loss": float(tl.min()),
+          "lambda_max": float(np.mean(res["lambda"])),
+          "trainable_params": res["trainable_params"], "seconds": res["seconds"]}
+
+
 def run_study(config, workdir):
-  """LR grid x methods x ranks x seeds, best LR / peak accuracy, Hessian eigenvalues."""
+  """LR grid x methods x ranks x seeds, best LR / peak accuracy, Hessian eigenvalues.
+
+  Each (method, rank) is cached in workdir/runs, so a killed study resumes, and two
+  processes with different `ranks=` can share a workdir; the table is built from every
+  (method, rank in study.table_ranks) found there.
+  """
   metrics_lib.write_config(workdir, config)
   t0 = time.time()
   cfg, params = base_model(config, workdir)
   tok, data, test = task_data(config)
-  tc, d, s = train_config(config, config.study.hessian_iters), config.data, config.study
-  lrs = lr_grid(config)
-  seeds = [config.seed + i for i in range(s.n_seeds)]
+  s = config.study
   writer = metrics_lib.MetricsWriter(workdir, None)
   acc0 = zero_shot(config, cfg, params, tok, data, test)
-  raw = {"lrs": lrs.tolist(), "seeds": seeds, "zero_shot": acc0, "runs": {}}
-  rows = []
   for rank in s.ranks:
     for method in s.methods:
-      ac = adapter_config(config, method, rank)
-      t = time.time()
-      losses, gens, lams = finetune.run_grid(params, cfg, ac, tc, data, d.n_new, lrs, seeds)
-      acc = np.array([[finetune.score(d.task, tok, gens[i, j], data[3], test.answers, d.n_new)
-                       for j in range(len(lrs))] for i in range(len(seeds))])
-      mean = acc.mean(0)
-      best = int(np.argmax(mean))
-      final_loss = np.where(np.isfinite(losses[:, :, -1]), losses[:, :, -1], np.inf)
-      raw["runs"][f"{method}/r{rank}"] = {"acc": acc.tolist(), "lambda": lams[:, 0].tolist(),
-                                          "final_loss": final_loss.tolist()}
-      row = {"method": method, "rank": rank, "best_lr": float(lrs[best]),
-             "peak_acc": float(mean[best]), "peak_acc_std": float(acc[:, best].std()),
-             # lambda_max at init does not depend on the LR: mean over seeds.
-             "lambda_max": float(lams[:, 0].mean()), "seconds": time.time() - t}
-      rows.append(row)
-      writer.write(len(rows), {k: v for k, v in row.items() if k != "method"} | {
-          "acc_by_lr": mean.tolist()}, split=f"study/{method}")
+      res = _run_combo(config, workdir, cfg, params, tok, data, test, method, rank)
+      row = _row(res)
+      writer.write(0, {k: v for k, v in row.items() if k != "method"} | {
+          "acc_by_lr": np.array(res["acc"]).mean(0).tolist()}, split=f"study/{method}")
+  results, rows = {}, []
+  for rank in s.table_ranks:
+    for method in s.methods:
+      path = os.path.join(workdir, "runs", f"{method}_r{rank}.json")
+      if os.path.exists(path):
+        with open(path) as f:
+          results[(method, rank)] = json.load(f)
+        rows.append(_row(results[(method, rank)]))
   by = {(r["method"], r["rank"]): r for r in rows}
   for r in rows:
-    ref = by[("lora", r["rank"])]
-    r["lambda_vs_lora"] = r["lambda_max"] / ref["lambda_max"]
-    r["best_lr_vs_lora"] = r["best_lr"] / ref["best_lr"]
-  raw["rows"] = rows
+    ref = by.get(("lora", r["rank"]))
+    if ref:
+      r["lambda_vs_lora"] = r["lambda_max"] / ref["lambda_max"]
+      r["best_lr_vs_lora"] = r["best_lr"] / ref["best_lr"]
   commit = study_lib.git_commit(PATHS)
-  header = _header(config, acc0, lrs, seeds, commit, time.time() - t0, rows)
-  cols = ["method", "rank", "best_lr", "peak_acc", "peak_acc_std", "lambda_max",
-          "lambda_vs_lora", "best_lr_vs_lora"]
+  header = _header(config, acc0, lr_grid(config), list(range(config.seed, config.seed + s.n_seeds)),
+                   commit, time.time() - t0, rows)
+  cols = ["method", "rank", "best_lr", "peak_acc", "peak_acc_std", "best_lr_by_loss",
+          "min_test_loss", "lambda_max", "lambda_vs_lora", "best_lr_vs_lora",
+          "trainable_params"]
   md = study_lib.write_table(workdir, "lora_lr_study", rows, cols, header, digits=4)
-  with open(os.path.join(workdir, "lora_lr_raw.json"), "w") as f:
-    json.dump(raw, f, indent=1)
-  _plots(workdir, raw, rows, config)
+  _plots(workdir, results, rows, config)
   print(md)
   return rows
 
 
 def _header(config, acc0, lrs, seeds, commit, seconds, rows):
   spread = {}
-  for rank in config.study.ranks:
+  for rank in config.study.table_ranks:
     peaks = [r["peak_acc"] for r in rows if r["rank"] == rank]
-    spread[rank] = (max(peaks) - min(peaks)) * 100
+    if peaks:
+      spread[rank] = (max(peaks) - min(peaks)) * 100
   lam = np.log([r["lambda_max"] for r in rows])
   blr = np.log([r["best_lr"] for r in rows])
   corr = float(np.corrcoef(lam, blr)[0, 1]) if len(rows) > 2 else float("nan")
@@ -195,7 +236,8 @@ def _header(config, acc0, lrs, seeds, commit, seconds, rows):
       f"({config.data.n_train} train / {config.data.n_test} test), "
       f"{len(lrs)} LRs {lrs[0]:.2g}..{lrs[-1]:.2g}, seeds {seeds}, "
       f"{config.optim.steps} steps x batch {config.optim.batch}.",
-      f"commit `{commit}`; wall time {seconds:.0f} s; zero-shot accuracy {acc0:.3f}.",
+      f"commit `{commit}`; this process' wall time {seconds:.0f} s (per (method, rank) "
+      "seconds in the table); zero-shot accuracy {acc0:.3f}; rows found: {len(rows)}.",
       "Peak spread across methods (points): "
       + ", ".join(f"rank {k}: {v:.1f}" for k, v in spread.items())
       + "  (paper: within ~1-2 points once LR is tuned).",
@@ -205,17 +247,18 @@ def _header(config, acc0, lrs, seeds, commit, seconds, rows):
   return "\n".join(lines)
 
 
-def _plots(workdir, raw, rows, config):
+def _plots(workdir, results, rows, config):
   import matplotlib  # pylint: disable=g-import-not-at-top
   matplotlib.use("Agg")
   import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
-  lrs = np.array(raw["lrs"])
-  ranks = list(config.study.ranks)
+  lrs = lr_grid(config)
+  ranks = list(config.study.table_ranks)
   fig, axes = plt.subplots(1, len(ranks) + 1, figsize=(5 * (len(ranks) + 1), 4))
   for ax, rank in zip(axes, ranks):
     for method in config.study.methods:
-      acc = np.array(raw["runs"][f"{method}/r{rank}"]["acc"]).mean(0)
-      ax.plot(lrs, acc, marker="o", ms=3, label=method)
+      if (method, rank) in results:
+        acc = np.array(results[(method, rank)]["acc"]).mean(0)
+        ax.plot(lrs, acc, marker="o", ms=3, label=method)
     ax.set_xscale("log")
     ax.set_xlabel("learning rate")
     ax.set_ylabel("test exact match")

@@ -115,7 +115,8 @@ def make_run(cfg: llama.LlamaConfig, ac, tc: TrainConfig):
 
 
 @functools.lru_cache(maxsize=None)
-def _decoder(cfg, n_new):
+def decoder(cfg, n_new):
+  """jit(vmap(greedy decoding)) over a leading axis of dense parameter trees; cached."""
   gen = lambda p, t, l: llama.greedy_generate(p, cfg, t, l, n_new)
   return jax.jit(jax.vmap(gen, in_axes=(0, None, None)))
 
@@ -128,10 +129,21 @@ def run_grid(params, cfg, ac, tc, data, n_new, lrs, seeds):
   run = jax.vmap(make_run(cfg, ac, tc), in_axes=(0, 0, None, None, None))
   losses, merged, lams = jax.jit(run)(jnp.asarray(L.reshape(-1)), jnp.asarray(S.reshape(-1)),
                                       params, data[0], data[1])
-  gens = _decoder(cfg, n_new)(merged, data[2], data[3])
+  gens = decoder(cfg, n_new)(merged, data[2], data[3])
   shape = (len(seeds), len(lrs))
-  return (np.asarray(losses).reshape(shape + (-1,)),
-          np.asarray(gens).reshape(shape + gens.shape[1:]), np.asarray(lams).reshape(shape))
+  out = (np.asarray(losses).reshape(shape + (-1,)),
+         np.asarray(gens).reshape(shape + gens.shape[1:]), np.asarray(lams).reshape(shape))
+  if len(data) > 4:
+    test_loss = evaluator(cfg)(merged, data[4], data[5])
+    out += (np.asarray(test_loss).reshape(shape),)
+  return out
+
+
+@functools.lru_cache(maxsize=None)
+def evaluator(cfg):
+  """jit(vmap(answer-token loss on the test set)) over stacked dense parameters; cached."""
+  loss = lambda p, t, m: masked_loss(llama.forward(p, t, cfg), t, m)
+  return jax.jit(jax.vmap(loss, in_axes=(0, None, None)))
 
 
 def score(task, tok, gens, lens, answers, n_new) -> float:
@@ -143,4 +155,6 @@ def prepare(task, tok, n_train, n_test, seq_len, n_new, seed=1234):
   train, test = tasks_lib.make_task(task, n_train, n_test, seed)
   trt, trm = tasks_lib.encode_supervised(train, tok, seq_len)
   tet, tel = tasks_lib.encode_prompts(test, tok, seq_len, n_new)
-  return (jnp.asarray(trt), jnp.asarray(trm), jnp.asarray(tet), jnp.asarray(tel)), test
+  tst, tsm = tasks_lib.encode_supervised(test, tok, seq_len)
+  arrays = (trt, trm, tet, tel, tst, tsm)
+  return tuple(jnp.asarray(a) for a in arrays), test
