@@ -99,10 +99,27 @@ def _init_ab(key, K, grad, ac):
   return K - ac.scale * A @ B, {"A": A, "B": B}, {}
 
 
+def _leading_qr(W, r):
+  """First r columns of Q and rows of R of W = Q R (Gram-Schmidt, applied twice).
+
+  Equal to LAPACK's Householder QR up to the sign of each (column of Q, row of R) pair.
+  Written out because the LAPACK QR custom call deadlocked inside our vmapped, scanned
+  fine-tuning program on XLA:CPU (jaxlib 0.10.2), and only r columns are needed.
+  """
+  qs = []
+  for j in range(r):
+    v = W[:, j]
+    for _ in range(2):
+      for q in qs:
+        v = v - jnp.dot(q, v) * q
+    qs.append(v / jnp.linalg.norm(v))
+  Q = jnp.stack(qs, axis=1)
+  return Q, Q.T @ W
+
+
 def _init_olora(key, K, grad, ac):
   del key, grad
-  Q, R = jnp.linalg.qr(K.T)        # W_t = K.T (out, in) = Q R
-  B_t, A_t = Q[:, :ac.rank], R[:ac.rank]
+  B_t, A_t = _leading_qr(K.T, ac.rank)   # W_t = K.T (out, in) = Q R
   A, B = A_t.T, B_t.T
   return K - ac.scale * A @ B, {"A": A, "B": B}, {}
 

@@ -237,7 +237,7 @@ def _header(config, acc0, lrs, seeds, commit, seconds, rows):
       f"{len(lrs)} LRs {lrs[0]:.2g}..{lrs[-1]:.2g}, seeds {seeds}, "
       f"{config.optim.steps} steps x batch {config.optim.batch}.",
       f"commit `{commit}`; this process' wall time {seconds:.0f} s (per (method, rank) "
-      "seconds in the table); zero-shot accuracy {acc0:.3f}; rows found: {len(rows)}.",
+      f"seconds in the table); zero-shot accuracy {acc0:.3f}; rows found: {len(rows)}.",
       "Peak spread across methods (points): "
       + ", ".join(f"rank {k}: {v:.1f}" for k, v in spread.items())
       + "  (paper: within ~1-2 points once LR is tuned).",

@@ -58,14 +58,19 @@ def lanczos_top(loss_fn, params, key, iters: int = 20):
   return jnp.max(jnp.linalg.eigvalsh(T))
 
 
-def power_iteration(loss_fn, params, key, iters: int = 50):
-  """Dominant (largest |.|) eigenvalue by power iteration on HVPs."""
+def power_iteration(loss_fn, params, key, iters: int = 50, shift: float = 0.0):
+  """Eigenvalue by power iteration on (H + shift I) (HVPs); returns v^T H v.
+
+  With shift = 0 it finds the largest |eigenvalue|; a shift at least as large as the most
+  negative eigenvalue's magnitude makes it find the largest (algebraic) eigenvalue,
+  which is what matters for step-size stability.
+  """
   x0, matvec = flat_hvp(loss_fn, params)
   v = jax.random.normal(key, x0.shape, x0.dtype)
   v = v / jnp.linalg.norm(v)
 
   def body(_, v):
-    w = matvec(v)
+    w = matvec(v) + shift * v
     return w / jnp.maximum(jnp.linalg.norm(w), 1e-30)
 
   v = jax.lax.fori_loop(0, iters, body, v)
