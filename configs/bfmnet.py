@@ -21,7 +21,7 @@ from jaxpapers.core import config as config_lib
 # Per n: (training steps, instances per step, eval instances, regret instances x n sellers
 # x 21 misreports), sized for a shared, contended 2-core CPU.
 _STUDY_PER_N = {5: (200, 32, 128, 8), 10: (200, 32, 128, 8), 20: (150, 16, 64, 4),
-                50: (100, 8, 32, 2)}
+                50: (50, 8, 32, 2)}
 
 
 def get_config(arg=None):
