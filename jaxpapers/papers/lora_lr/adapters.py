@@ -46,6 +46,8 @@ from jaxpapers.nn import llama
 METHODS = ("lora", "olora", "pissa", "milora", "init_ab", "dora", "loft", "lora_ga",
            "gralora", "randlora")
 NEEDS_GRAD = ("lora_ga",)
+# Inits that do not depend on the random key (only on the weights or their gradient).
+DETERMINISTIC = ("olora", "pissa", "milora", "lora_ga")
 
 
 @dataclasses.dataclass(frozen=True)

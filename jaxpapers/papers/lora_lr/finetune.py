@@ -81,14 +81,13 @@ def make_run(cfg: llama.LlamaConfig, ac, tc: TrainConfig):
   opt = direction(ac, tc)
 
   # Model and data are arguments (not closed-over constants) so XLA does not embed them.
-  def run(lr, seed, params, tr_tokens, tr_mask):
-    grads = None
-    if ac.method in adapters_lib.NEEDS_GRAD:
-      n = tc.ga_examples
-      grads = kernel_grads(params, cfg, tr_tokens[:n], tr_mask[:n])
+  def run(lr, seed, params, tr_tokens, tr_mask, attached=None):
     key = jax.random.PRNGKey(seed)
     k_init, k_data = jax.random.split(key)
-    base, ad = adapters_lib.attach(k_init, params, cfg, ac, grads)
+    if attached is None:
+      base, ad = attach_for(ac, tc, cfg, k_init, params, tr_tokens, tr_mask)
+    else:
+      base, ad = attached
     train, frozen = ad["train"], ad["frozen"]
     opt_state = opt.init(train)
     lam = jnp.zeros([])
@@ -114,6 +113,14 @@ def make_run(cfg: llama.LlamaConfig, ac, tc: TrainConfig):
   return run
 
 
+def attach_for(ac, tc, cfg, key, params, tr_tokens, tr_mask):
+  grads = None
+  if ac.method in adapters_lib.NEEDS_GRAD:
+    n = tc.ga_examples
+    grads = kernel_grads(params, cfg, tr_tokens[:n], tr_mask[:n])
+  return adapters_lib.attach(key, params, cfg, ac, grads)
+
+
 @functools.lru_cache(maxsize=None)
 def decoder(cfg, n_new):
   """jit(vmap(greedy decoding)) over a leading axis of dense parameter trees; cached."""
@@ -126,9 +133,15 @@ def run_grid(params, cfg, ac, tc, data, n_new, lrs, seeds):
   lrs = np.asarray(lrs, np.float32)
   seeds = np.asarray(seeds, np.int32)
   L, S = np.meshgrid(lrs, seeds)            # (S, R)
-  run = jax.vmap(make_run(cfg, ac, tc), in_axes=(0, 0, None, None, None))
+  attached = None
+  if ac.method in adapters_lib.DETERMINISTIC:
+    # Seed-independent SVD/QR/gradient inits run once, in their own program: XLA:CPU's
+    # LAPACK calls intermittently deadlocked inside the big vmapped/scanned program.
+    attached = jax.jit(lambda p, t, m: attach_for(ac, tc, cfg, jax.random.PRNGKey(0), p, t, m))(
+        params, data[0], data[1])
+  run = jax.vmap(make_run(cfg, ac, tc), in_axes=(0, 0, None, None, None, None))
   losses, merged, lams = jax.jit(run)(jnp.asarray(L.reshape(-1)), jnp.asarray(S.reshape(-1)),
-                                      params, data[0], data[1])
+                                      params, data[0], data[1], attached)
   gens = decoder(cfg, n_new)(merged, data[2], data[3])
   shape = (len(seeds), len(lrs))
   out = (np.asarray(losses).reshape(shape + (-1,)),
