@@ -9,6 +9,8 @@ committed network (hard signs only) and keeps the per-layer gradient norms over 
 """
 from __future__ import annotations
 
+import json
+import os
 import time
 
 import jax
@@ -66,19 +68,24 @@ def train_cell(config, ds, images, labels, seeds):
   run = jax.jit(jax.vmap(train_one))
   states, loss, gnorm = run(keys, jnp.asarray(idx.transpose(1, 0, 2)))
 
-  test_x, test_y = jnp.asarray(ds.test.images), jnp.asarray(ds.test.labels)
+  # The test set padded to whole chunks; `valid` masks the padding out of the count.
+  n, chunk = len(ds.test), 500
+  pad = -n % chunk
+  test_x = jnp.asarray(np.concatenate(
+      [ds.test.images, np.zeros((pad, *ds.test.images.shape[1:]), np.float32)]))
+  test_y = jnp.asarray(np.concatenate([ds.test.labels, np.zeros(pad, np.int32)]))
+  valid = jnp.arange(n + pad) < n
 
   @jax.jit
   @jax.vmap
   def accuracy(state):
-    def chunk(carry, xy):
-      x, y = xy
+    def body(carry, xyv):
+      x, y, v = xyv
       logits = train_lib.logits_hard(model, state, x)
-      return carry + (logits.argmax(-1) == y).sum(), None
-    n = (len(test_y) // 500) * 500
-    xs = test_x[:n].reshape(-1, 500, *test_x.shape[1:])
-    ys = test_y[:n].reshape(-1, 500)
-    correct, _ = jax.lax.scan(chunk, jnp.zeros((), jnp.int32), (xs, ys))
+      return carry + ((logits.argmax(-1) == y) & v).sum(), None
+    xs = test_x.reshape(-1, chunk, *test_x.shape[1:])
+    correct, _ = jax.lax.scan(body, jnp.zeros((), jnp.int32),
+                              (xs, test_y.reshape(-1, chunk), valid.reshape(-1, chunk)))
     return correct / n
 
   return np.asarray(accuracy(states)), np.asarray(loss), np.asarray(gnorm)
@@ -92,23 +99,37 @@ def run(config, workdir: str):
   ds = experiment.load_data(data_cfg)
   images, labels = jnp.asarray(ds.train.images), jnp.asarray(ds.train.labels)
   seeds = list(range(config.seed, config.seed + s.seeds))
+  # Finished cells are kept in the workdir, so a killed study resumes where it stopped.
+  done_path = os.path.join(workdir, "depth_cells.json")
+  done = json.load(open(done_path)) if os.path.exists(done_path) else {}
   rows, curves = [], {}
   for depth in s.depths:
     for label, rule, order, acts in VARIANTS:
-      cfg = config_lib.override(config, {
-          "model.name": "mlp", "model.depth": depth, "model.width": s.width,
-          "binarize.rule": rule, "binarize.order": order, "binarize.binary_acts": acts,
-          "train.steps": s.steps})
-      t0 = time.perf_counter()
-      acc, loss, gnorm = train_cell(cfg, ds, images, labels, seeds)
-      secs = time.perf_counter() - t0
+      key = f"{depth}|{label}"
+      curve_path = os.path.join(workdir, "curves", f"{depth}_{rule}_{order}_{int(acts)}.npy")
+      if key not in done:
+        cfg = config_lib.override(config, {
+            "model.name": "mlp", "model.depth": depth, "model.width": s.width,
+            "binarize.rule": rule, "binarize.order": order,
+            "binarize.binary_acts": acts, "train.steps": s.steps})
+        t0 = time.perf_counter()
+        acc, loss, gnorm = train_cell(cfg, ds, images, labels, seeds)
+        os.makedirs(os.path.dirname(curve_path), exist_ok=True)
+        np.save(curve_path, gnorm.mean(0))  # [T, L]
+        done[key] = {"acc": acc.tolist(), "final loss": float(loss[:, -1].mean()),
+                     "seconds": time.perf_counter() - t0}
+        with open(done_path + ".tmp", "w") as f:
+          json.dump(done, f)
+        os.replace(done_path + ".tmp", done_path)
+      cell = done[key]
+      acc = np.asarray(cell["acc"])
       rows.append({"depth": depth, "variant": label, "mean acc": float(acc.mean()),
                    "std": float(acc.std()), "min": float(acc.min()),
-                   "seeds": len(seeds), "final loss": float(loss[:, -1].mean()),
-                   "seconds": secs})
-      curves[(depth, label)] = gnorm.mean(0)  # [T, L]
+                   "seeds": len(acc), "final loss": cell["final loss"],
+                   "seconds": cell["seconds"]})
+      curves[(depth, label)] = np.load(curve_path)
       print(f"[study] depth={depth} {label}: acc {acc.mean():.4f} +- {acc.std():.4f} "
-            f"({secs:.1f}s)", flush=True)
+            f"({cell['seconds']:.1f}s)", flush=True)
   header = (f"StoMPP depth study on {ds.name}: binary MLP width {s.width}, "
             f"{s.steps} steps, batch {config.train.batch_size}, {len(seeds)} seeds; "
             f"test accuracy of the fully committed (hard-sign) network.\n"
