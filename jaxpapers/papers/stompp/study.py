@@ -153,8 +153,7 @@ def _plot(workdir, rows, curves, depths):
             for d in depths]
     axes[0].plot(depths, accs, marker="o", label=label)
   axes[0].set(xlabel="binary hidden layers", ylabel="test accuracy (committed)",
-              title="accuracy vs depth", xscale="log", xticks=list(depths))
-  axes[0].set_xticklabels([str(d) for d in depths])
+              title="accuracy vs depth", xticks=list(depths))
   axes[0].legend(fontsize=7)
   deep = max(depths)
   for ax, label in zip(axes[1:], ("StoMPP forward", "StoMPP reverse")):
