@@ -17,6 +17,11 @@ INSTALL_REQUIRES = [
     "scipy>=1.17,<1.18",
     "scikit-learn>=1.9,<1.10",
     "matplotlib>=3.11,<3.12",
+    # jaxpapers/nn: reading GGUF checkpoints and rebuilding their BPE tokenizer.
+    "gguf>=0.19.0,<0.20",
+    "tokenizers>=0.23.3,<0.24",
+    # lpr's classical baselines ECOD and COPOD (brings numba/llvmlite).
+    "pyod>=3.6.7,<3.7",
 ]
 
 EXTRAS_REQUIRE = {
@@ -28,6 +33,8 @@ EXTRAS_REQUIRE = {
         "nbclient>=0.11,<0.12",
         "ipykernel>=7.4,<7.5",
     ],
+    # lpr: reading the UCI tables of Debian's r-cran-mlbench (.rda files).
+    "mlbench": ["rdata>=1.1.0,<1.2"],
     # PyTorch eager reference for launch/benchmark.py (a local CPU wheel here).
     "torch": ["torch==2.13.0"],
 }
