@@ -108,19 +108,28 @@ def _extra_binary(m) -> int:
   return (not m.first_real) + (not m.last_real)
 
 
-class BinaryMLP(nn.Module):
-  """Input -> stem Dense -> `depth` binary Dense layers -> classifier."""
+class _BinaryNet(nn.Module):
+  """Fields every binary network shares; subclasses add their depth or layout."""
   num_classes: int
-  depth: int = 4
-  width: int = 256
+  width: int = 16
   rule: str = "stompp"
   binary_acts: bool = True
   first_real: bool = True
   last_real: bool = True
 
+
+class _Stack(_BinaryNet):
+  """A plain stack of `depth` binary layers between stem and classifier."""
+  depth: int = 4
+
   @property
   def num_binary(self) -> int:
     return self.depth + _extra_binary(self)
+
+
+class BinaryMLP(_Stack):
+  """Input -> stem Dense -> `depth` binary Dense layers -> classifier."""
+  width: int = 256
 
   @nn.compact
   def __call__(self, x, progress, train: bool = False):
@@ -142,19 +151,10 @@ def _classifier(m, x, progress, i, train):
   return nn.BatchNorm(use_running_average=not train, momentum=0.9, use_scale=False)(x)
 
 
-class BinaryCNN(nn.Module):
+class BinaryCNN(_Stack):
   """VGG-style: stem conv, `depth` binary 3x3 convs (width doubling at two poolings)."""
-  num_classes: int
   depth: int = 6
   width: int = 32
-  rule: str = "stompp"
-  binary_acts: bool = True
-  first_real: bool = True
-  last_real: bool = True
-
-  @property
-  def num_binary(self) -> int:
-    return self.depth + _extra_binary(self)
 
   @nn.compact
   def __call__(self, x, progress, train: bool = False):
@@ -173,15 +173,9 @@ class BinaryCNN(nn.Module):
     return _classifier(self, x, progress, i, train)
 
 
-class BinaryResNet(nn.Module):
+class BinaryResNet(_BinaryNet):
   """Binary ResNet with the stage layout of ResNet-18/34/50 and base width `width`."""
-  num_classes: int
   arch: str = "resnet18"
-  width: int = 16
-  rule: str = "stompp"
-  binary_acts: bool = True
-  first_real: bool = True
-  last_real: bool = True
 
   @property
   def num_binary(self) -> int:
