@@ -85,10 +85,3 @@ def shard_batch(mesh: Mesh, local_batch, axis: str = "data"):
     return jax.make_array_from_process_local_data(sharding, x)
 
   return jax.tree.map(put, local_batch)
-
-
-def replicate(mesh: Mesh, tree):
-  """Places a host pytree (identical on every process) replicated on the mesh."""
-  sharding = replicated(mesh)
-  return jax.tree.map(
-      lambda x: jax.make_array_from_process_local_data(sharding, np.asarray(x)), tree)
