@@ -63,3 +63,12 @@ def test_nan_loss_raises_naming_the_step(tmp_path):
 def test_check_finite_names_inf_gradients():
   with pytest.raises(FloatingPointError, match="grad_norm at step 7"):
     metrics.check_finite(7, {"loss": 1.0, "grad_norm": np.inf})
+
+
+def test_nan_at_a_checkpoint_step_is_never_checkpointed(tmp_path):
+  config = _config()
+  config.train.eval_every = 100  # step 3 is a checkpoint step but not an eval step
+  with pytest.raises(FloatingPointError, match="at step 3"):
+    loop.train(config, str(tmp_path), _task(nan_at=2))
+  ckpts = tmp_path / "checkpoints"
+  assert not ckpts.exists() or "3" not in {p.name for p in ckpts.iterdir()}

@@ -55,7 +55,7 @@ def evaluate(task: Task, state, mesh, eval_fn, batch_size: int) -> dict:
   return {k: float(v) / count for k, v in totals.items()}
 
 
-def train(config, workdir: str, task: Task, on_eval: Callable | None = None):
+def train(config, workdir: str, task: Task):
   """Runs (or resumes) training; returns (final state, final eval metrics)."""
   metrics_lib.write_config(workdir, config)
   mesh = mesh_lib.make_mesh(config.mesh)
@@ -88,7 +88,7 @@ def train(config, workdir: str, task: Task, on_eval: Callable | None = None):
     m = jax.device_get(m)
     metrics_lib.check_finite(step, m)
     if step % config.train.log_every == 0 or step == total:
-      writer.write(step, {k: v for k, v in m.items()})
+      writer.write(step, m)
 
   pending = None
   final_eval = None
@@ -105,9 +105,10 @@ def train(config, workdir: str, task: Task, on_eval: Callable | None = None):
       pending = None
       final_eval = evaluate(task, state, mesh, eval_fn, eval_bs)
       writer.write(step, final_eval, split="test")
-      if on_eval is not None:
-        on_eval(step, state, final_eval)
     if step % config.train.checkpoint_every == 0 or step == total:
+      if pending is not None:  # never checkpoint a state the NaN guard has not seen
+        report(*pending)
+        pending = None
       ckpt.save(step, state)
   if pending is not None:
     report(*pending)
