@@ -71,4 +71,5 @@ def test_nan_at_a_checkpoint_step_is_never_checkpointed(tmp_path):
   with pytest.raises(FloatingPointError, match="at step 3"):
     loop.train(config, str(tmp_path), _task(nan_at=2))
   ckpts = tmp_path / "checkpoints"
-  assert not ckpts.exists() or "3" not in {p.name for p in ckpts.iterdir()}
+  # No save of step 3 was even started (orbax writes "3.orbax-checkpoint-tmp" first).
+  assert not ckpts.exists() or not any(p.name.startswith("3") for p in ckpts.iterdir())
