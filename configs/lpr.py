@@ -17,6 +17,8 @@ mean AUROC AE 80.7 -> 81.5 with LPR, MemAE 81.8 -> 82.4, IForest 86.0; LPR's ave
 are small and not significant, but on clustered (collective) anomalies AE goes 78.0 -> 88.4.
 Full table and ablations: jaxpapers/papers/lpr/README.md.
 """
+import ml_collections
+
 from jaxpapers.core import config as config_lib
 
 ALL_SETS = ("wbc", "wine", "optdigits", "breastw", "pima", "ionosphere", "glass",
@@ -30,7 +32,7 @@ def get_config(arg=None):
       arg, smoke=False, seed=0, study="main", datasets=ALL_SETS, kinds=KINDS, bits=2,
       mode="mantissa", layers=r"(kernel|bias)$", steps=400, seeds=3, mlbench_dir="",
       npz_dir="")
-  config = config_lib.ml_collections.ConfigDict()
+  config = ml_collections.ConfigDict()
   config.experiment = "jaxpapers.papers.lpr.experiment"
   config.seed = arg.seed  # data split and first model seed
   config.study_name = arg.study

@@ -37,3 +37,10 @@ def test_override_rejects_unknown_dotted_key():
   assert config_lib.override(c, {"optim.lr": 0.5}).optim.lr == 0.5
   with pytest.raises(KeyError, match="optim.lrr"):
     config_lib.override(c, {"optim.lrr": 0.5})
+
+
+def test_locked_config_rejects_new_keys_by_name():
+  c = config_lib.lock(config_lib.parse_arg("", depth=4))
+  c.depth = 8  # existing keys stay writable
+  with pytest.raises(AttributeError, match="dpeth"):
+    c.dpeth = 3

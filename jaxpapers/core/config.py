@@ -62,6 +62,12 @@ def parse_arg(arg: str | None, **defaults) -> ml_collections.ConfigDict:
   return ml_collections.ConfigDict(out)
 
 
+def lock(config: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
+  """Locks the structure so that a later `config.unknwon = 1` raises, naming the key."""
+  config.lock()
+  return config
+
+
 def override(config: ml_collections.ConfigDict, overrides: dict) -> ml_collections.ConfigDict:
   """Returns a copy with dotted-key overrides applied ('optim.lr': 0.1).
 
