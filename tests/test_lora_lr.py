@@ -9,7 +9,7 @@ import pytest
 from jaxpapers.core import mesh as mesh_lib
 from jaxpapers.nn import gguf_loader, llama
 from jaxpapers.nn.tokenizer import ByteTokenizer
-from jaxpapers.papers.lora_lr import adapters, finetune, hessian, loft, tasks
+from jaxpapers.papers.lora_lr import adapters, finetune, hessian, loft, pretrain, tasks
 
 CFG = llama.LlamaConfig(vocab_size=257, dim=32, n_layers=2, n_heads=4, n_kv_heads=2,
                         hidden_dim=48, init_std=0.1)
@@ -265,9 +265,31 @@ def test_tasks_deterministic_and_disjoint():
     tr2, te2 = tasks.make_task(name, 50, 20)
     assert tr1.prompts == tr2.prompts and te1.answers == te2.answers
     assert not set(tr1.prompts) & set(te1.prompts)
-  assert tasks.is_correct("math", "the answer is 12", "12")
-  assert not tasks.is_correct("math", "13", "12")
-  assert tasks.is_correct("choice", "b", "b") and not tasks.is_correct("choice", "c", "b")
+  assert tasks.is_correct("math", "3 times 4 is 12", "3 times 4 is 12")
+  assert tasks.is_correct("math", "so 12\nnoise 13", "3 times 4 is 12")
+  assert not tasks.is_correct("math", "3 times 4 is 13", "3 times 4 is 12")
+  assert not tasks.is_correct("math", "3 times 4 is", "3 times 4 is 12")
+  ok = "a pear is a fruit, so (b)"
+  assert tasks.is_correct("choice", ok, ok) and tasks.is_correct("choice", "(b)", ok)
+  assert not tasks.is_correct("choice", "a pear is a fruit, so (c)", ok)
+  assert not tasks.is_correct("choice", "a pear is a fruit", ok)   # no letter chosen
+
+
+def test_knowledge_states_every_fact_but_no_task_text():
+  facts = set(tasks.knowledge_facts())
+  train, test = tasks.make_task("math", 2000, 48)
+  # Every math target's reasoning step is a pretraining fact ...
+  assert all(a + "." in facts for a in train.answers + test.answers)
+  # ... and every choice target's category statement too.
+  _, ctest = tasks.make_task("choice", 100, 48)
+  assert all(a.split(",")[0] + "." in facts for a in ctest.answers)
+  text = tasks.knowledge_text(20000, seed=0)
+  for p in test.prompts + ctest.prompts:
+    assert p.split("\n")[0] not in text
+  assert "has" not in text and "Which" not in text and "(" not in text
+  mixed = pretrain.mix_knowledge("x" * 70000, 0.3, seed=0)
+  frac = 1 - mixed.count("x") / len(mixed)
+  assert abs(frac - 0.3) < 0.02
 
 
 def test_paris_greedy_decoding():

@@ -20,6 +20,7 @@ import optax
 from jaxpapers.core import metrics as metrics_lib
 from jaxpapers.data import text as text_lib
 from jaxpapers.nn import llama
+from jaxpapers.papers.lora_lr import tasks as tasks_lib
 
 
 def save_params(path, params):
@@ -41,6 +42,22 @@ def load_params(path, like):
   return jax.tree_util.tree_map_with_path(get, like)
 
 
+def mix_knowledge(corpus: str, frac: float, seed: int, piece: int = 2000) -> str:
+  """Interleaves `tasks.knowledge_text` into the corpus so it is `frac` of the bytes.
+
+  Pieces alternate at random positions (not one block at the end), so random training
+  windows and the held-out tail both see the same mixture.
+  """
+  n_know = int(len(corpus) * frac / (1 - frac))
+  know = tasks_lib.knowledge_text(n_know, seed)
+  a = [corpus[i:i + piece] for i in range(0, len(corpus), piece)]
+  k_piece = max(1, len(know) // max(1, len(a)))
+  b = [know[i:i + k_piece] for i in range(0, len(know), k_piece)]
+  order = np.random.default_rng(seed).permutation(len(a) + len(b))
+  parts = a + b
+  return "\n".join(parts[i] for i in order)
+
+
 def pretrain(cfg: llama.LlamaConfig, pc, workdir: str | None = None, verbose=True):
   """Trains (or loads from `workdir`) the tiny byte-level LM; returns (params, val_loss)."""
   path = os.path.join(workdir, f"pretrained_{pc.tag}.npz") if workdir else None
@@ -51,6 +68,8 @@ def pretrain(cfg: llama.LlamaConfig, pc, workdir: str | None = None, verbose=Tru
   if pc.steps == 0:
     return llama.init(jax.random.PRNGKey(pc.seed), cfg), None
   corpus = text_lib.load_corpus(pc.corpus, pc.max_chars or None)
+  if pc.knowledge > 0:
+    corpus = mix_knowledge(corpus, pc.knowledge, pc.seed)
   ids = np.frombuffer(corpus.encode("utf-8"), np.uint8).astype(np.int32)
   train_ids, val_ids = text_lib.split(ids, 0.02)
   train_ids = jnp.asarray(train_ids)

@@ -43,17 +43,18 @@ def _math_problem(rng):
   if kind == 0:
     a, b = rng.integers(0, 10, size=2)
     q = f"{name} has {a} {item}, gets {b} more. How many?"
-    ans = a + b
+    work, ans = f"{a} plus {b}", a + b
   elif kind == 1:
     a = rng.integers(1, 10)
     b = rng.integers(0, a + 1)
     q = f"{name} has {a} {item}, gives {b} away. How many?"
-    ans = a - b
+    work, ans = f"{a} minus {b}", a - b
   else:
     a, b = rng.integers(1, 6, size=2)
     q = f"{name} has {a} bags of {b} {item}. How many?"
-    ans = a * b
-  return f"{q}\nA: ", str(int(ans))
+    work, ans = f"{a} times {b}", a * b
+  # MetaMath-style target: the reasoning step, then the final number (the one scored).
+  return f"{q}\nA: ", f"{work} is {int(ans)}"
 
 
 def _choice_problem(rng):
@@ -67,10 +68,42 @@ def _choice_problem(rng):
   options = [options[i] for i in order]
   letter = "abc"[int(np.argmax(order == 0))]
   opts = " ".join(f"({l}) {o}" for l, o in zip("abc", options))
-  return f"Which is a {target}? {opts}\nA: ", letter
+  # The reasoning (which option is the target), then the chosen letter (the one scored).
+  answer = f"a {options[int(np.argmax(order == 0))]} is a {target}, so ({letter})"
+  return f"Which is a {target}? {opts}\nA: ", answer
 
 
 GENERATORS = {"math": _math_problem, "choice": _choice_problem}
+
+
+def knowledge_facts() -> list[str]:
+  """The background knowledge the tasks draw on, stated plainly, for pretraining.
+
+  The paper fine-tunes LLMs that already know arithmetic and what a pear is; fine-tuning
+  teaches them to use it in a task's format. A tiny model pretrained on Shakespeare alone
+  knows neither, so (at `pretrain.knowledge` > 0) these statements are mixed into its
+  pretraining text. They state every sum, difference and product the math task can ask
+  and every word's category, in a surface form no task uses ("3 plus 4 is 7.", "a pear is a
+  fruit."); no task prompt, name, item or answer format appears in them.
+  """
+  facts = [f"{a} plus {b} is {a + b}." for a in range(10) for b in range(10)]
+  facts += [f"{a} minus {b} is {a - b}." for a in range(1, 10) for b in range(a + 1)]
+  facts += [f"{a} times {b} is {a * b}." for a in range(1, 6) for b in range(1, 6)]
+  for cat, words in CATEGORIES.items():
+    facts += [f"a {w} is a {cat}." for w in words]
+  return facts
+
+
+def knowledge_text(n_chars: int, seed: int = 0) -> str:
+  """About `n_chars` of `knowledge_facts()` in random order, a line of a few facts each."""
+  facts = knowledge_facts()
+  rng = np.random.default_rng(seed)
+  lines, n = [], 0
+  while n < n_chars:
+    line = " ".join(facts[i] for i in rng.integers(len(facts), size=4))
+    lines.append(line)
+    n += len(line) + 1
+  return "\n".join(lines)
 
 
 def make_task(name: str, n_train: int, n_test: int, seed: int = 1234):
@@ -101,13 +134,18 @@ def final_number(text: str) -> str | None:
   return nums[-1] if nums else None
 
 
+def final_choice(text: str) -> str | None:
+  letters = re.findall(r"\(([abc])\)", text)
+  return letters[-1] if letters else None
+
+
 def is_correct(task: str, generated: str, answer: str) -> bool:
-  """Exact checker: final number for math, first option letter for choice."""
+  """Exact checker on the first generated line against the reference answer: the final
+  number for math (GSM8K's rule), the final "(letter)" for choice."""
   text = generated.split("\n")[0]
-  if task == "math":
-    return final_number(text) == answer
-  m = re.search(r"[abc]", text)
-  return bool(m) and m.group(0) == answer
+  pick = final_number if task == "math" else final_choice
+  got = pick(text)
+  return got is not None and got == pick(answer)
 
 
 def encode_supervised(split: Split, tok, seq_len: int):
