@@ -13,6 +13,12 @@ Every projection goes through a `linear(name, x, w, extra)` hook (default `x @ w
 change chosen projections without the model knowing about them. `param_specs` gives
 PartitionSpecs for a ("data", "model") mesh: heads and MLP hidden units are split over
 "model" (Megatron-style), everything else replicated.
+
+`greedy_generate` decodes with a key/value cache: a prefill pass stores each layer's
+post-RoPE keys and values for the whole token buffer, then every new token is one
+single-token pass through the same `block` that writes its own cache slot (rows may sit
+at different positions) and attends to the slots before it. The full-recompute decoder
+stays behind `kv_cache=False` as the reference.
 """
 from __future__ import annotations
 
@@ -93,20 +99,36 @@ def plain_linear(name, x, w, extra):
   return x @ w
 
 
-def attention(q_BxTxHxD, k_BxTxKxD, v_BxTxKxD):
-  """Causal GQA: each of the K key/value heads serves H/K query heads."""
+def attention(q_BxTxHxD, k_BxSxKxD, v_BxSxKxD, mask_BxTxS=None):
+  """GQA: each of the K key/value heads serves H/K query heads; causal when no mask.
+
+  `mask_BxTxS` (True = may attend) lets T new queries attend into a longer cache of S
+  slots; without it T == S and the mask is the usual lower triangle.
+  """
   B, T, H, D = q_BxTxHxD.shape
-  K = k_BxTxKxD.shape[2]
+  S, K = k_BxSxKxD.shape[1], k_BxSxKxD.shape[2]
   q = q_BxTxHxD.reshape(B, T, K, H // K, D)
-  s_BxKxGxTxS = jnp.einsum("btkgd,bskd->bkgts", q, k_BxTxKxD) / jnp.sqrt(D).astype(q.dtype)
-  mask = jnp.tril(jnp.ones((T, T), bool))[None, None, None]
+  s_BxKxGxTxS = jnp.einsum("btkgd,bskd->bkgts", q, k_BxSxKxD) / jnp.sqrt(D).astype(q.dtype)
+  if mask_BxTxS is None:
+    mask = jnp.tril(jnp.ones((T, S), bool))[None, None, None]
+  else:
+    mask = mask_BxTxS[:, None, None]
   s_BxKxGxTxS = jnp.where(mask, s_BxKxGxTxS.astype(jnp.float32), -1e30)
-  p = jax.nn.softmax(s_BxKxGxTxS, axis=-1).astype(v_BxTxKxD.dtype)
-  out = jnp.einsum("bkgts,bskd->btkgd", p, v_BxTxKxD)
+  p = jax.nn.softmax(s_BxKxGxTxS, axis=-1).astype(v_BxSxKxD.dtype)
+  out = jnp.einsum("bkgts,bskd->btkgd", p, v_BxSxKxD)
   return out.reshape(B, T, H * D)
 
 
-def block(cfg: LlamaConfig, x_BxTxD, p, extra, positions_BxT, linear: Callable):
+def block(cfg: LlamaConfig, x_BxTxD, p, extra, positions_BxT, linear: Callable,
+          cache=None):
+  """One pre-norm block; returns (x, (k, v)) with the keys/values it attended over.
+
+  Without `cache` the T tokens attend causally to each other and (k, v) are their own
+  post-RoPE keys and values, (B, T, K, D): what a prefill stores. With `cache = (k, v)`
+  of S slots (slot s holds position s), the new tokens' keys/values are written at
+  their `positions_BxT` (per row, so rows may be at different lengths) and
+  each token attends to the slots at or before its position; (k, v) is the updated cache.
+  """
   B, T, _ = x_BxTxD.shape
   lin = lambda name, h: linear(name, h, p[name], extra)
   h = rms_norm(x_BxTxD, p["attn_norm"], cfg.norm_eps)
@@ -115,48 +137,112 @@ def block(cfg: LlamaConfig, x_BxTxD, p, extra, positions_BxT, linear: Callable):
   v = lin("v", h).reshape(B, T, cfg.n_kv_heads, cfg.hd)
   q = rope(q, positions_BxT, cfg.rope_theta)
   k = rope(k, positions_BxT, cfg.rope_theta)
-  x_BxTxD = x_BxTxD + lin("o", attention(q, k, v))
+  mask = None
+  if cache is not None:
+    rows = jnp.arange(B)[:, None]
+    k = cache[0].at[rows, positions_BxT].set(k.astype(cache[0].dtype))
+    v = cache[1].at[rows, positions_BxT].set(v.astype(cache[1].dtype))
+    mask = jnp.arange(k.shape[1])[None, None, :] <= positions_BxT[:, :, None]
+  x_BxTxD = x_BxTxD + lin("o", attention(q, k, v, mask))
   h = rms_norm(x_BxTxD, p["mlp_norm"], cfg.norm_eps)
-  return x_BxTxD + lin("down", jax.nn.silu(lin("gate", h)) * lin("up", h))
+  return x_BxTxD + lin("down", jax.nn.silu(lin("gate", h)) * lin("up", h)), (k, v)
+
+
+def hidden(params, tokens_BxT, cfg: LlamaConfig, *, extra=None,
+           linear: Callable = plain_linear, remat: bool = False, positions_BxT=None,
+           cache=None, keep_kv: bool = False):
+  """Final-normed hidden states (B, T, dim), and the per-layer (k, v) if asked for.
+
+  The blocks run under `lax.scan` over the stacked layer axis, with `extra` and the
+  `cache` ((L, B, S, K, D) keys and values, see `block`) scanned alongside. The keys and
+  values come back stacked the same way when `keep_kv` or a cache is given, else None
+  (so training never materializes them).
+  """
+  B, T = tokens_BxT.shape
+  if positions_BxT is None:
+    positions_BxT = jnp.broadcast_to(jnp.arange(T)[None, :], (B, T))
+  keep_kv = keep_kv or cache is not None
+
+  def body(x, layer):
+    p, e, c = layer
+    x, kv = block(cfg, x, p, e, positions_BxT, linear, c)
+    return x, (kv if keep_kv else None)
+
+  if remat:
+    body = jax.checkpoint(body)
+  x, kv = jax.lax.scan(body, params["embed"][tokens_BxT], (params["blocks"], extra, cache))
+  return rms_norm(x, params["final_norm"], cfg.norm_eps), kv
+
+
+def unembed(params, x_xD, cfg: LlamaConfig):
+  """Logits of final-normed hidden states (any leading shape)."""
+  return x_xD @ (params["embed"].T if cfg.tie_embeddings else params["unembed"])
 
 
 def forward(params, tokens_BxT, cfg: LlamaConfig, *, extra=None,
             linear: Callable = plain_linear, remat: bool = False):
   """Logits (B, T, vocab) of a causal LM; `extra` is scanned with the blocks for `linear`."""
-  B, T = tokens_BxT.shape
-  positions = jnp.broadcast_to(jnp.arange(T)[None, :], (B, T))
-  x = params["embed"][tokens_BxT]
-
-  def body(x, layer):
-    p, e = layer
-    return block(cfg, x, p, e, positions, linear), None
-
-  if remat:
-    body = jax.checkpoint(body)
-  x, _ = jax.lax.scan(body, x, (params["blocks"], extra))
-  x = rms_norm(x, params["final_norm"], cfg.norm_eps)
-  unembed = params["embed"].T if cfg.tie_embeddings else params["unembed"]
-  return x @ unembed
+  x, _ = hidden(params, tokens_BxT, cfg, extra=extra, linear=linear, remat=remat)
+  return unembed(params, x, cfg)
 
 
 def greedy_generate(params, cfg: LlamaConfig, tokens_BxT, prompt_len_B, n_new: int, *,
-                    extra=None, linear: Callable = plain_linear):
+                    extra=None, linear: Callable = plain_linear, kv_cache: bool = True,
+                    return_logits: bool = False):
   """Greedy continuation of right-padded prompts, written in place after each prompt.
 
   `tokens_BxT` holds each prompt in its first `prompt_len_B[b]` slots and room for
-  `n_new` more. The causal mask makes the padding after a prompt invisible, so a full
-  forward pass per new token (no KV cache: sequences here are short) gives the same
-  logits as running the prompt alone.
+  `n_new` more. With `kv_cache` (the default) one prefill pass over the whole buffer
+  fills a (L, B, T, K, D) key/value cache, then each new token costs one single-token
+  pass that writes its keys/values at its row's own position and attends to the slots
+  at or before it; the padding after a prompt is overwritten before any query can see
+  it. `kv_cache=False` is the reference: a full causal forward over the buffer per new
+  token (the causal mask hides the padding). With `return_logits` the result is
+  (tokens, logits (B, n_new, vocab) that chose each new token).
   """
+  step_fn = _cached_steps if kv_cache else _recompute_steps
+  toks, logits_NxBxV = step_fn(params, cfg, tokens_BxT, prompt_len_B, n_new, extra, linear,
+                               return_logits)
+  if return_logits:
+    return toks, jnp.swapaxes(logits_NxBxV, 0, 1)
+  return toks
+
+
+def _recompute_steps(params, cfg, tokens_BxT, prompt_len_B, n_new, extra, linear, keep):
   rows = jnp.arange(tokens_BxT.shape[0])
 
-  def step(i, toks):
-    logits = forward(params, toks, cfg, extra=extra, linear=linear)
-    pos = prompt_len_B + i
-    nxt = jnp.argmax(logits[rows, pos - 1], axis=-1).astype(toks.dtype)
-    return toks.at[rows, pos].set(nxt)
+  def step(toks, i):
+    logits = forward(params, toks, cfg, extra=extra, linear=linear)[rows, prompt_len_B + i - 1]
+    nxt = jnp.argmax(logits, axis=-1).astype(toks.dtype)
+    return toks.at[rows, prompt_len_B + i].set(nxt), (logits if keep else None)
 
-  return jax.lax.fori_loop(0, n_new, step, tokens_BxT)
+  return jax.lax.scan(step, tokens_BxT, jnp.arange(n_new))
+
+
+def _cached_steps(params, cfg, tokens_BxT, prompt_len_B, n_new, extra, linear, keep):
+  if n_new <= 0:   # nothing to prefill for; the reference returns the empty results
+    return _recompute_steps(params, cfg, tokens_BxT, prompt_len_B, n_new, extra, linear, keep)
+  rows = jnp.arange(tokens_BxT.shape[0])
+  # Prefill: the whole buffer, so the cache has a slot for every position; only the
+  # logits after each prompt's last token are computed.
+  x, cache = hidden(params, tokens_BxT, cfg, extra=extra, linear=linear, keep_kv=True)
+  logits = unembed(params, x[rows, prompt_len_B - 1], cfg)
+  toks = tokens_BxT.at[rows, prompt_len_B].set(jnp.argmax(logits, -1).astype(tokens_BxT.dtype))
+
+  def step(carry, i):
+    toks, cache = carry
+    # The token fed now sits at pos_B: its keys/values fill that slot, its successor pos_B + 1.
+    pos_B = prompt_len_B + i
+    x, cache = hidden(params, toks[rows, pos_B][:, None], cfg, extra=extra, linear=linear,
+                      positions_BxT=pos_B[:, None], cache=cache)
+    logits = unembed(params, x[:, 0], cfg)
+    toks = toks.at[rows, pos_B + 1].set(jnp.argmax(logits, -1).astype(toks.dtype))
+    return (toks, cache), (logits if keep else None)
+
+  (toks, _), rest = jax.lax.scan(step, (toks, cache), jnp.arange(n_new - 1))
+  if keep:
+    return toks, jnp.concatenate([logits[None], rest], 0)
+  return toks, None
 
 
 def param_specs(params, model_axis: str = "model") -> dict:
