@@ -27,8 +27,8 @@ def get_config(arg=None):
                              ranks=(4, 16),
                              corpus="shakespeare", tiny_bench=False, dim=64, n_layers=2,
                              pretrain_steps=1500, knowledge=0.3)
-  if arg.study != "lr_grid":
-    raise ValueError(f"unknown study {arg.study!r}; the only study is 'lr_grid'")
+  if arg.study not in ("lr_grid", "smollm2"):
+    raise ValueError(f"unknown study {arg.study!r}; expected 'lr_grid' or 'smollm2'")
   config = ml_collections.ConfigDict()
   config.experiment = "jaxpapers.papers.lora_lr.experiment"
   config.seed = arg.seed
@@ -71,12 +71,19 @@ def get_config(arg=None):
 
   # The LR-grid study.
   config.study = ml_collections.ConfigDict(dict(
+      name=arg.study,         # 'lr_grid' (tiny model, full grid) or 'smollm2' (smol group)
       methods=("lora", "olora", "pissa", "milora", "init_ab", "dora", "loft", "lora_ga",
                "gralora", "randlora"),
       ranks=arg.ranks,        # ranks this process runs (split across processes: ranks=4)
       table_ranks=(4, 16),    # ranks the table collects from workdir/runs
       lr_min=1e-4, lr_max=1e-1, n_lrs=7, n_seeds=2,
       hessian_examples=16, hessian_iters=8))
+
+  # The SmolLM2-135M leg (`study=smollm2`): a reduced grid that fits a CPU budget.
+  config.smol = ml_collections.ConfigDict(dict(
+      methods=("lora", "pissa", "olora"), rank=8, lr_min=1e-5, lr_max=1e-2, n_lrs=4,
+      steps=20, batch=4, n_train=1000, n_test=32, seq_len=32, n_new=10,
+      hessian_examples=4, hessian_iters=6))
 
   # Benchmark: one LoRA step on SmolLM2-135M (tiny model if tiny_bench or not installed).
   config.bench = ml_collections.ConfigDict(dict(

@@ -30,7 +30,7 @@ def base():
 def batch():
   tok = ByteTokenizer()
   train, _ = tasks.make_task("math", 4, 4)
-  t, m = tasks.encode_supervised(train, tok, 48)
+  t, m = tasks.encode_supervised(train, tok, 64)
   return jnp.asarray(t), jnp.asarray(m)
 
 

@@ -150,8 +150,11 @@ def block(cfg: LlamaConfig, x_BxTxD, p, extra, positions_BxT, linear: Callable,
 
 def hidden(params, tokens_BxT, cfg: LlamaConfig, *, extra=None,
            linear: Callable = plain_linear, remat: bool = False, positions_BxT=None,
-           cache=None, keep_kv: bool = False):
+           cache=None, keep_kv: bool = False, unroll: bool = False):
   """Final-normed hidden states (B, T, dim), and the per-layer (k, v) if asked for.
+
+  `unroll=True` unrolls the layer loop; it exists for FLOP counting, because XLA's cost
+  analysis counts a loop body once, whatever the number of layers.
 
   The blocks run under `lax.scan` over the stacked layer axis, with `extra` and the
   `cache` ((L, B, S, K, D) keys and values, see `block`) scanned alongside. The keys and
@@ -170,7 +173,8 @@ def hidden(params, tokens_BxT, cfg: LlamaConfig, *, extra=None,
 
   if remat:
     body = jax.checkpoint(body)
-  x, kv = jax.lax.scan(body, params["embed"][tokens_BxT], (params["blocks"], extra, cache))
+  x, kv = jax.lax.scan(body, params["embed"][tokens_BxT], (params["blocks"], extra, cache),
+                       unroll=unroll)
   return rms_norm(x, params["final_norm"], cfg.norm_eps), kv
 
 
@@ -180,9 +184,10 @@ def unembed(params, x_xD, cfg: LlamaConfig):
 
 
 def forward(params, tokens_BxT, cfg: LlamaConfig, *, extra=None,
-            linear: Callable = plain_linear, remat: bool = False):
+            linear: Callable = plain_linear, remat: bool = False, unroll: bool = False):
   """Logits (B, T, vocab) of a causal LM; `extra` is scanned with the blocks for `linear`."""
-  x, _ = hidden(params, tokens_BxT, cfg, extra=extra, linear=linear, remat=remat)
+  x, _ = hidden(params, tokens_BxT, cfg, extra=extra, linear=linear, remat=remat,
+                unroll=unroll)
   return unembed(params, x, cfg)
 
 

@@ -12,6 +12,7 @@
 """
 from __future__ import annotations
 
+import functools
 import json
 import os
 import time
@@ -19,6 +20,7 @@ import time
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optax
 
 from jaxpapers.core import bench
 from jaxpapers.core import metrics as metrics_lib
@@ -29,6 +31,8 @@ from jaxpapers.papers.lora_lr import adapters as adapters_lib
 from jaxpapers.papers.lora_lr import finetune
 from jaxpapers.papers.lora_lr import hessian
 from jaxpapers.papers.lora_lr import pretrain as pretrain_lib
+from jaxpapers.papers.lora_lr import smol_study
+from jaxpapers.papers.lora_lr import torch_bench
 
 PATHS = ["jaxpapers/papers/lora_lr", "configs/lora_lr.py", "jaxpapers/nn",
          "jaxpapers/data/text.py", "tests/test_lora_lr.py"]
@@ -183,6 +187,8 @@ def run_study(config, workdir):
   (method, rank in study.table_ranks) found there.
   """
   metrics_lib.write_config(workdir, config)
+  if config.study.name == "smollm2":
+    return smol_study.run(config, workdir, adapter_config, train_config)
   t0 = time.time()
   cfg, params = base_model(config, workdir)
   tok, data, test = task_data(config)
@@ -295,19 +301,23 @@ def benchmark(config, workdir):
   base, ad = adapters_lib.attach(jax.random.PRNGKey(0), params, cfg, ac)
   tokens = jax.random.randint(jax.random.PRNGKey(1), (b.batch, b.seq_len), 0, cfg.vocab_size)
   mask = jnp.ones(tokens.shape, jnp.float32)
-  import optax  # pylint: disable=g-import-not-at-top
   opt = optax.adamw(1e-4, weight_decay=0.0)
   state = (ad["train"], opt.init(ad["train"]))
 
-  def step(state, base, frozen, tokens, mask):
+  def step(state, base, frozen, tokens, mask, unroll=False):
     train, opt_state = state
-    loss, g = jax.value_and_grad(finetune.adapter_loss)(train, base, frozen, tokens, mask,
-                                                         cfg, ac)
+    def loss_fn(tr):
+      logits = adapters_lib.forward(base, {"train": tr, "frozen": frozen}, tokens, cfg, ac,
+                                    unroll=unroll)
+      return finetune.masked_loss(logits, tokens, mask)
+    loss, g = jax.value_and_grad(loss_fn)(train)
     upd, opt_state = opt.update(g, opt_state, train)
     return (optax.apply_updates(train, upd), opt_state), loss
 
   jstep = jax.jit(step, donate_argnums=0)
-  flops = bench.xla_flops(jstep, state, base, ad["frozen"], tokens, mask)
+  # FLOPs from the layer loop unrolled (compiled, never run): XLA counts a loop body once.
+  flops = bench.xla_flops(jax.jit(functools.partial(step, unroll=True)), state, base,
+                          ad["frozen"], tokens, mask)
   holder = {"s": state}
 
   def call():
@@ -321,7 +331,9 @@ def benchmark(config, workdir):
          "achieved_gflops": (flops or 0) / sec / 1e9, "matmul_peak_gflops": peak,
          "device": jax.devices()[0].device_kind, "rank": b.rank,
          "trainable_params": adapters_lib.num_trainable(ad),
-         "torch_peft": "not run: torch/transformers/peft are not installed here"}
+         "torch_peft": torch_bench.torch_peft_step(path, b.batch, b.seq_len, b.rank, b.iters,
+                                                   b.min_time)
+                       if model == "SmolLM2-135M" else "not run: no GGUF (tiny model)"}
   out["fraction_of_peak"] = out["achieved_gflops"] / peak
   metrics_lib.write_config(workdir, config)
   with open(os.path.join(workdir, "benchmark.json"), "w") as f:
