@@ -35,8 +35,9 @@ EXTRAS_REQUIRE = {
     ],
     # lpr: reading the UCI tables of Debian's r-cran-mlbench (.rda files).
     "mlbench": ["rdata>=1.1.0,<1.2"],
-    # PyTorch eager reference for launch/benchmark.py (a local CPU wheel here).
-    "torch": ["torch==2.13.0"],
+    # PyTorch eager references for launch/benchmark.py (torch: a local CPU wheel here);
+    # transformers + peft: lora_lr's LoRA step and GGUF logits cross-check on SmolLM2.
+    "torch": ["torch==2.13.0", "transformers>=5.24,<5.25", "peft>=0.21.2,<0.22"],
 }
 
 setuptools.setup(

@@ -116,3 +116,22 @@ def pretrain(cfg: llama.LlamaConfig, pc, workdir: str | None = None, verbose=Tru
     os.makedirs(workdir, exist_ok=True)
     save_params(path, params)
   return params, val
+
+
+def knowledge_recall(params, cfg: llama.LlamaConfig, n: int = 200, seed: int = 0) -> float:
+  """Fraction of `tasks.knowledge_facts` whose last word greedy decoding completes right.
+
+  Probes what pretraining put in the model: "3 plus 9 is " must continue with "12".
+  """
+  from jaxpapers.nn.tokenizer import ByteTokenizer  # pylint: disable=g-import-not-at-top
+  facts = tasks_lib.knowledge_facts()
+  picked = [facts[i] for i in np.random.default_rng(seed).permutation(len(facts))[:n]]
+  heads = [f[:f.rindex(" ") + 1] for f in picked]
+  words = [f[f.rindex(" ") + 1:-1] for f in picked]
+  tok, n_new = ByteTokenizer(), max(len(w) for w in words) + 1
+  seq = max(len(h) for h in heads) + n_new
+  tokens, lens = tasks_lib.encode_prompts(tasks_lib.Split(heads, words), tok, seq, n_new)
+  gen = jax.jit(lambda p, t, l: llama.greedy_generate(p, cfg, t, l, n_new))(
+      params, jnp.asarray(tokens), jnp.asarray(lens))
+  outs = tasks_lib.decode_answers(tok, gen, lens, n_new)
+  return float(np.mean([o == w or o.startswith(w + ".") for o, w in zip(outs, words)]))
