@@ -32,7 +32,7 @@ def test_smollm2_logits_match_transformers():
 
 
 def test_missing_dependency_is_reported_not_raised():
-  status = torch_bench.missing(("torch", "surely_not_a_module_xyz"))
+  status = torch_bench.missing(("json", "surely_not_a_module_xyz"))
   assert status is not None and status.startswith("not run: surely_not_a_module_xyz")
   step = torch_bench.torch_peft_step("/nonexistent/model.gguf", iters=1, min_time=0.0)
   assert step["status"].startswith("not run:")
