@@ -31,7 +31,10 @@ def get_config(arg=None):
                              rank=4, lr=1e-2, task="math", steps=500, n_seeds=1,
                              ranks=(4, 16),
                              corpus="shakespeare", tiny_bench=False, dim=64, n_layers=2,
-                             pretrain_steps=1500, knowledge=0.3)
+                             pretrain_steps=1500, knowledge=0.3,
+                             methods=("lora", "olora", "pissa", "milora", "init_ab", "dora",
+                                      "loft", "lora_ga", "gralora", "randlora"),
+                             lr_min=1e-4, lr_max=1e-1, n_lrs=7)
   if arg.study not in ("lr_grid", "smollm2"):
     raise ValueError(f"unknown study {arg.study!r}; expected 'lr_grid' or 'smollm2'")
   config = ml_collections.ConfigDict()
@@ -77,11 +80,10 @@ def get_config(arg=None):
   # The LR-grid study.
   config.study = ml_collections.ConfigDict(dict(
       name=arg.study,         # 'lr_grid' (tiny model, full grid) or 'smollm2' (smol group)
-      methods=("lora", "olora", "pissa", "milora", "init_ab", "dora", "loft", "lora_ga",
-               "gralora", "randlora"),
+      methods=arg.methods,    # a subset runs as e.g. methods=lora+pissa
       ranks=arg.ranks,        # ranks this process runs (split across processes: ranks=4)
       table_ranks=(4, 16),    # ranks the table collects from workdir/runs
-      lr_min=1e-4, lr_max=1e-1, n_lrs=7, n_seeds=2,
+      lr_min=arg.lr_min, lr_max=arg.lr_max, n_lrs=arg.n_lrs, n_seeds=2,  # log-spaced grid
       hessian_examples=16, hessian_iters=8))
 
   # The SmolLM2-135M leg (`study=smollm2`): a reduced grid that fits a CPU budget.
