@@ -34,7 +34,9 @@ def write_config(workdir: str, config) -> None:
     return
   os.makedirs(workdir, exist_ok=True)
   d = config.to_dict() if hasattr(config, "to_dict") else dict(config)
-  tmp = os.path.join(workdir, "config.json.tmp")
+  # A per-process temporary name: studies may run several launchers on one workdir
+  # (e.g. one per rank), and a shared name lets one replace the other's file away.
+  tmp = os.path.join(workdir, f"config.json.tmp.{os.getpid()}")
   with open(tmp, "w") as f:
     json.dump(d, f, indent=2, sort_keys=True, default=str)
   os.replace(tmp, os.path.join(workdir, "config.json"))
