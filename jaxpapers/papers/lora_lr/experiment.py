@@ -29,7 +29,6 @@ from jaxpapers.nn import llama
 from jaxpapers.nn.tokenizer import ByteTokenizer
 from jaxpapers.papers.lora_lr import adapters as adapters_lib
 from jaxpapers.papers.lora_lr import finetune
-from jaxpapers.papers.lora_lr import hessian
 from jaxpapers.papers.lora_lr import pretrain as pretrain_lib
 from jaxpapers.papers.lora_lr import smol_study
 from jaxpapers.papers.lora_lr import torch_bench
@@ -112,23 +111,6 @@ def _trainable(params, cfg, ac):
   shapes = jax.eval_shape(
       lambda p, g: adapters_lib.attach(jax.random.PRNGKey(0), p, cfg, ac, g)[1], params, grads)
   return adapters_lib.num_trainable(shapes)
-
-
-def _ga_grads(ac, tc, params, cfg, data):
-  if ac.method not in adapters_lib.NEEDS_GRAD:
-    return None
-  return finetune.kernel_grads(params, cfg, data[0][:tc.ga_examples], data[1][:tc.ga_examples])
-
-
-def top_eigenvalue(config, cfg, params, data, ac, tc):
-  """Top Hessian eigenvalue of the training loss w.r.t. the adapter at init (seed 0)."""
-  s = config.study
-  base, ad = adapters_lib.attach(jax.random.PRNGKey(0), params, cfg, ac,
-                                 _ga_grads(ac, tc, params, cfg, data))
-  tokens, mask = data[0][:s.hessian_examples], data[1][:s.hessian_examples]
-  loss = lambda tr: finetune.adapter_loss(tr, base, ad["frozen"], tokens, mask, cfg, ac)
-  return float(jax.jit(lambda tr: hessian.lanczos_top(
-      loss, tr, jax.random.PRNGKey(1), s.hessian_iters))(ad["train"]))
 
 
 def lr_grid(config):

@@ -121,6 +121,17 @@ def attach_for(ac, tc, cfg, key, params, tr_tokens, tr_mask):
   return adapters_lib.attach(key, params, cfg, ac, grads)
 
 
+def lambda_max_at_init(params, cfg, ac, tc, tr_tokens, tr_mask, n_examples, iters):
+  """Top Hessian eigenvalue of the loss on `n_examples` w.r.t. the adapter at init (seed
+  0), in its own program: for models where computing it once per LR is too costly."""
+  def top(params, tr_tokens, tr_mask):
+    base, ad = attach_for(ac, tc, cfg, jax.random.PRNGKey(0), params, tr_tokens, tr_mask)
+    t, m = tr_tokens[:n_examples], tr_mask[:n_examples]
+    loss = lambda tr: adapter_loss(tr, base, ad["frozen"], t, m, cfg, ac)
+    return hessian.lanczos_top(loss, ad["train"], jax.random.PRNGKey(1), iters)
+  return float(jax.jit(top)(params, tr_tokens, tr_mask))
+
+
 @functools.lru_cache(maxsize=None)
 def decoder(cfg, n_new):
   """jit(vmap(greedy decoding)) over a leading axis of dense parameter trees; cached."""

@@ -27,23 +27,8 @@ from jaxpapers.core import study as study_lib
 from jaxpapers.nn import gguf_loader
 from jaxpapers.nn import llama
 from jaxpapers.nn import tokenizer as tokenizer_lib
-from jaxpapers.papers.lora_lr import adapters as adapters_lib
 from jaxpapers.papers.lora_lr import finetune
-from jaxpapers.papers.lora_lr import hessian
 from jaxpapers.papers.lora_lr import tasks as tasks_lib
-
-
-def _lambda_max(params, cfg, ac, tc, data, n_examples, iters):
-  """Top eigenvalue of the training-loss Hessian w.r.t. the adapter at init (seed 0)."""
-  grads = None
-  if ac.method in adapters_lib.NEEDS_GRAD:
-    grads = finetune.kernel_grads(params, cfg, data[0][:tc.ga_examples],
-                                  data[1][:tc.ga_examples])
-  base, ad = adapters_lib.attach(jax.random.PRNGKey(0), params, cfg, ac, grads)
-  tokens, mask = data[0][:n_examples], data[1][:n_examples]
-  loss = lambda tr: finetune.adapter_loss(tr, base, ad["frozen"], tokens, mask, cfg, ac)
-  return float(jax.jit(lambda tr: hessian.lanczos_top(loss, tr, jax.random.PRNGKey(1),
-                                                      iters))(ad["train"]))
 
 
 def run(config, workdir, adapter_config, train_config):
@@ -77,7 +62,8 @@ def run(config, workdir, adapter_config, train_config):
                                                       lrs, [config.seed])
       acc = [finetune.score(d.task, tok, gens[0, j], data[3], test.answers, sm.n_new)
              for j in range(len(lrs))]
-      lam = _lambda_max(params, cfg, ac, tc, data, sm.hessian_examples, sm.hessian_iters)
+      lam = finetune.lambda_max_at_init(params, cfg, ac, tc, data[0], data[1],
+                                        sm.hessian_examples, sm.hessian_iters)
       top = np.asarray(gens[0, int(np.argmax(acc))])
       sample = tasks_lib.decode_answers(tok, top[:1], np.asarray(data[3])[:1], sm.n_new)[0]
       res = {"method": method, "rank": sm.rank, "lrs": lrs.tolist(), "acc": acc,
