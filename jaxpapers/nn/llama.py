@@ -29,6 +29,9 @@ import jax
 import jax.numpy as jnp
 from jax.sharding import PartitionSpec as P
 
+from jaxpapers.nn import attention as attn_lib
+from jaxpapers.nn import blocks
+
 # Names of the seven projections inside a block, in the order adapters usually list them.
 PROJECTIONS = ("q", "k", "v", "o", "gate", "up", "down")
 
@@ -75,23 +78,9 @@ def init(rng, cfg: LlamaConfig) -> dict:
   return params
 
 
-def rms_norm(x, scale, eps):
-  x32 = x.astype(jnp.float32)
-  var = jnp.mean(jnp.square(x32), axis=-1, keepdims=True)
-  scale = scale.reshape((1,) * (x.ndim - 1) + (-1,))
-  return (x32 * jax.lax.rsqrt(var + eps)).astype(x.dtype) * scale
-
-
-def rope(x_BxTxHxD, positions_BxT, theta):
-  """Rotate-half RoPE (the Hugging Face layout; GGUF's interleaved layout is undone at load)."""
-  d = x_BxTxHxD.shape[-1]
-  inv_freq = 1.0 / (theta ** (jnp.arange(0, d, 2, dtype=jnp.float32) / d))
-  ang = positions_BxT.astype(jnp.float32)[:, :, None] * inv_freq[None, None, :]
-  cos = jnp.cos(jnp.concatenate([ang, ang], -1))[:, :, None, :]
-  sin = jnp.sin(jnp.concatenate([ang, ang], -1))[:, :, None, :]
-  x1, x2 = jnp.split(x_BxTxHxD, 2, axis=-1)
-  rotated = jnp.concatenate([-x2, x1], axis=-1)
-  return (x_BxTxHxD * cos + rotated * sin).astype(x_BxTxHxD.dtype)
+# Shared with the block zoo (jaxpapers.nn.blocks), so every LM here has one RMSNorm/RoPE.
+rms_norm = blocks.rms_norm
+rope = blocks.rope
 
 
 def plain_linear(name, x, w, extra):
@@ -103,20 +92,12 @@ def attention(q_BxTxHxD, k_BxSxKxD, v_BxSxKxD, mask_BxTxS=None):
   """GQA: each of the K key/value heads serves H/K query heads; causal when no mask.
 
   `mask_BxTxS` (True = may attend) lets T new queries attend into a longer cache of S
-  slots; without it T == S and the mask is the usual lower triangle.
+  slots; without it T == S and the mask is the usual lower triangle. The softmax kernel
+  is the block zoo's (`attention.softmax_attention`).
   """
   B, T, H, D = q_BxTxHxD.shape
-  S, K = k_BxSxKxD.shape[1], k_BxSxKxD.shape[2]
-  q = q_BxTxHxD.reshape(B, T, K, H // K, D)
-  s_BxKxGxTxS = jnp.einsum("btkgd,bskd->bkgts", q, k_BxSxKxD) / jnp.sqrt(D).astype(q.dtype)
-  if mask_BxTxS is None:
-    mask = jnp.tril(jnp.ones((T, S), bool))[None, None, None]
-  else:
-    mask = mask_BxTxS[:, None, None]
-  s_BxKxGxTxS = jnp.where(mask, s_BxKxGxTxS.astype(jnp.float32), -1e30)
-  p = jax.nn.softmax(s_BxKxGxTxS, axis=-1).astype(v_BxSxKxD.dtype)
-  out = jnp.einsum("bkgts,bskd->btkgd", p, v_BxSxKxD)
-  return out.reshape(B, T, H * D)
+  mask = attn_lib.causal_mask(T, k_BxSxKxD.shape[1]) if mask_BxTxS is None else mask_BxTxS
+  return attn_lib.softmax_attention(q_BxTxHxD, k_BxSxKxD, v_BxSxKxD, mask).reshape(B, T, H * D)
 
 
 def block(cfg: LlamaConfig, x_BxTxD, p, extra, positions_BxT, linear: Callable,

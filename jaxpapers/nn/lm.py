@@ -1,0 +1,152 @@
+"""Small-LM workbench: language-model pretraining as a `core.loop.Task`.
+
+Next-token prediction (the causal LM objective) on random windows of a tokenized corpus,
+with AdamW + warm-up/cosine through optax and per-parameter LR multipliers from the
+parameter classes (`params.py`), evaluated in bits per byte on the held-out tail:
+
+  bpb = sum of the held-out targets' negative log-likelihoods (nats) / (ln 2 * their UTF-8 bytes)
+
+which compares byte-level and BPE models on equal terms. The training objective is a
+hook: `objective(apply, params, tokens_BxT1, rng) -> nats_BxT` (per-position negative
+log-likelihood, or a per-position bound such as a diffusion LM's ELBO terms); training
+minimizes its mean, evaluation sums it. The default is `next_token_nats`.
+
+The task runs through the unchanged `core.loop.train` (mesh, jitted step with donation,
+progress lines, NaN guard, checkpoints, exact resume), and its hyper-parameters
+(`hparams`, e.g. the peak LR) may be traced arrays, which is how
+`core.population` trains many of them in one vmapped program.
+
+Config fields read: seed, train.{steps, batch_size}, data.seq_len,
+optim.{lr, warmup_frac, schedule, min_lr_frac, b1, b2, eps, weight_decay, clip_norm},
+eval.max_windows.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any, Callable
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from jaxpapers.core import loop
+from jaxpapers.data import text as text_lib
+from jaxpapers.nn import params as params_lib
+
+
+@dataclasses.dataclass(frozen=True)
+class LMModel:
+  """What the LM task needs from a model: init, apply and per-parameter optimizer trees.
+
+  init(rng) -> params; apply(params, tokens_BxT) -> logits_BxTxV;
+  lr_mults: tree of floats shaped like params (None: all 1); decay_mask: tree of bools
+  (None: decay every parameter, as optax.adamw does by default).
+  """
+  init: Callable[[jax.Array], Any]
+  apply: Callable[..., jax.Array]
+  lr_mults: Any = None
+  decay_mask: Any = None
+
+
+def from_stack(model, parametrization: params_lib.Parametrization | None = None,
+               decayed=("hidden", "output"), **apply_kw) -> LMModel:
+  """An LMModel for a `stack.Model` under a parametrization (default: standard)."""
+  par = parametrization or params_lib.standard()
+  return LMModel(init=lambda rng: model.init(rng, par),
+                 apply=lambda p, t: model.apply(p, t, **apply_kw),
+                 lr_mults=params_lib.lr_multipliers(model.specs, par),
+                 decay_mask=params_lib.decay_mask(model.specs, decayed))
+
+
+def next_token_nats(apply, params, tokens_BxT1, rng):
+  """-log p(x_{t+1} | x_<=t) for every position: (B, T)."""
+  del rng
+  logits = apply(params, tokens_BxT1[:, :-1]).astype(jnp.float32)
+  return optax.softmax_cross_entropy_with_integer_labels(logits, tokens_BxT1[:, 1:])
+
+
+def schedule(config, lr, steps: int):
+  """Peak `lr` (a float or a traced array) with linear warm-up then cosine/constant decay."""
+  o = config.optim
+  warm = max(1, int(o.warmup_frac * steps))
+  floor = o.get("min_lr_frac", 0.0)
+
+  def fn(count):
+    count = jnp.asarray(count, jnp.float32)
+    up = count / warm
+    frac = jnp.clip((count - warm) / max(1, steps - warm), 0.0, 1.0)
+    if o.schedule == "cosine":
+      down = floor + (1 - floor) * 0.5 * (1 + jnp.cos(jnp.pi * frac))
+    elif o.schedule == "constant":
+      down = jnp.ones_like(frac)
+    else:
+      raise ValueError(f"unknown optim.schedule {o.schedule!r}; expected 'cosine' or 'constant'")
+    return lr * jnp.where(count < warm, up, down)
+
+  return fn
+
+
+def optimizer(config, model: LMModel, lr):
+  o = config.optim
+  return params_lib.adamw(schedule(config, lr, config.train.steps), b1=o.b1, b2=o.b2,
+                          eps=o.eps, weight_decay=o.weight_decay,
+                          multipliers=model.lr_mults, mask=model.decay_mask,
+                          clip_norm=o.get("clip_norm", 0.0) or None)
+
+
+def make_task(config, data: text_lib.TokenData, model: LMModel, *, seed: int | None = None,
+              hparams: dict | None = None, objective: Callable = next_token_nats) -> loop.Task:
+  """The LM pretraining Task. `seed` (default config.seed) picks the training windows;
+  `hparams` overrides float hyper-parameters ('lr', 'weight_decay'), possibly traced."""
+  seed = config.seed if seed is None else seed
+  hp = {"lr": config.optim.lr, **(hparams or {})}
+  unknown = set(hp) - {"lr"}
+  if unknown:
+    raise ValueError(f"LM task hyper-parameters {sorted(unknown)} are not supported; "
+                     "known: ['lr']")
+  opt = optimizer(config, model, hp["lr"])
+  sched = schedule(config, hp["lr"], config.train.steps)
+  T, B = config.data.seq_len, config.train.batch_size
+  windows = text_lib.token_windows(data.train, B, T)
+  val = text_lib.eval_windows(data.val, T, config.eval.get("max_windows", 0) or None)
+  # bpb over exactly the scored targets: every row's nats are divided by the mean bytes
+  # of a row, so the loop's average over rows is sum(nats) / (ln 2 * sum(bytes)).
+  bytes_per_row = float(data.token_bytes[val[:, 1:]].sum()) / len(val)
+
+  def init(rng):
+    params = model.init(rng)
+    return {"params": params, "opt": opt.init(params)}
+
+  def train_step(state, batch, rng, step):
+    def loss_fn(p):
+      return jnp.mean(objective(model.apply, p, batch["tokens"], rng))
+    loss, grads = jax.value_and_grad(loss_fn)(state["params"])
+    updates, opt_state = opt.update(grads, state["opt"], state["params"])
+    params = optax.apply_updates(state["params"], updates)
+    return ({"params": params, "opt": opt_state},
+            {"loss": loss, "grad_norm": optax.global_norm(grads), "lr": sched(step)})
+
+  def eval_step(state, batch):
+    nats_B = jnp.sum(objective(model.apply, state["params"], batch["tokens"],
+                               jax.random.PRNGKey(0)), axis=-1)
+    m = batch["mask"].astype(jnp.float32)
+    return {"count": jnp.sum(m), "loss": jnp.sum(m * nats_B) / T,
+            "bpb": jnp.sum(m * nats_B) / (math.log(2) * bytes_per_row)}
+
+  def train_batch(step, rows):
+    return {"tokens": windows(seed, step)[rows]}
+
+  def eval_batches(rows):
+    bs = config.eval.batch_size
+    for i in range(0, len(val), bs):
+      chunk = val[i:i + bs]
+      mask = np.zeros(bs, np.int32)
+      mask[:len(chunk)] = 1
+      chunk = np.concatenate([chunk, np.zeros((bs - len(chunk), T + 1), np.int32)])
+      yield {"tokens": chunk[rows], "mask": mask[rows]}
+
+  return loop.Task(init=init, train_step=train_step, eval_step=eval_step,
+                   train_batch=train_batch, eval_batches=eval_batches)
+
