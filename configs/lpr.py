@@ -24,34 +24,48 @@ from jaxpapers.core import config as config_lib
 ALL_SETS = ("wbc", "wine", "optdigits", "breastw", "pima", "ionosphere", "glass",
             "satellite", "satimage2", "shuttle", "local", "global", "dependency",
             "clustered")
-KINDS = ("ae", "vae", "dae", "memae", "deepsvdd", "deepsad", "mlp")
+KINDS = ("ae", "vae", "dae", "memae", "deepsvdd", "deepsad", "devnet", "mlp")
+CLASSICAL = ("iforest", "lof", "ocsvm", "knn", "ecod", "copod", "hbos", "pca", "cblof",
+             "loda")
+# What `:smoke` changes; every entry is an arg, so `:smoke,steps=50` runs 50 steps.
+SMOKE = dict(datasets=("wine",), kinds=("ae",), hidden=(16,), steps=5, seeds=1,
+             xla_opt_level=0, classical=("iforest",), bit_grid=(4,), other_grid=(4,),
+             ablation_kinds=("ae",), layer_rules=("all",))
 
 
 def get_config(arg=None):
   arg = config_lib.parse_arg(
-      arg, smoke=False, seed=0, study="main", datasets=ALL_SETS, kinds=KINDS, bits=2,
-      mode="mantissa", layers=r"(kernel|bias)$", steps=400, seeds=3, mlbench_dir="",
-      npz_dir="")
+      arg, smoke_args=SMOKE, smoke=False, seed=0, study="main", datasets=ALL_SETS,
+      kinds=KINDS, classical=CLASSICAL, bits=2, mode="mantissa", layers=r"(kernel|bias)$",
+      layer_bits=("",), steps=400, seeds=3, hidden=(64, 32), latent=8, code_relu=True,
+      scaling="zscore", max_n=4000, csv_label="label", mlbench_dir="", npz_dir="",
+      xla_opt_level=-1, bit_grid=(1, 2, 3, 4, 6, 8), other_grid=(3, 4, 6, 8),
+      ablation_kinds=("ae",), layer_rules=("none", "all", "encoder", "decoder", "each"))
   config = ml_collections.ConfigDict()
   config.experiment = "jaxpapers.papers.lpr.experiment"
   config.seed = arg.seed  # data split and first model seed
   config.study_name = arg.study
 
   config.data = dict(
-      datasets=arg.datasets,      # names from datasets.py, or 'npz:<stem>' with npz_dir
+      # names from datasets.py, or files: npz:<path.npz|stem> (ADBench), mat:<path> (ODDS),
+      # csv:<path> (header row, 0/1 column `csv_label`)
+      datasets=arg.datasets,
       test_frac=0.3,              # stratified test split (ADBench: 70/30)
-      max_n=4000,                 # stratified cap on rows (satellite, satimage2, shuttle)
+      scaling=arg.scaling,        # 'zscore' or 'minmax', statistics of the training rows
+      max_n=arg.max_n,            # stratified cap on rows, printed when applied (0 = none)
+      csv_label=arg.csv_label,    # label column of csv: datasets (1 = anomaly)
       mlbench_dir=arg.mlbench_dir,  # folder of r-cran-mlbench .rda files ('' = search)
-      npz_dir=arg.npz_dir,        # folder of ADBench .npz files
+      npz_dir=arg.npz_dir,        # folder of ADBench .npz files for npz:<stem>
       synthetic_base="wbc",       # real set whose normals seed the synthetic anomalies
       synthetic_n=2000,           # rows per synthetic set
       synthetic_ratio=0.05,       # anomaly ratio of synthetic sets
-      semi_frac=0.1,              # Deep SAD: fraction of training anomalies labeled
+      semi_frac=0.1,              # Deep SAD, DevNet: fraction of training anomalies labeled
   )
   config.model = dict(
       kinds=arg.kinds,            # deep detectors, each run with and without LPR
-      hidden=(64, 32),            # encoder widths; the decoder mirrors them (PyOD AE)
-      latent=8,                   # code size / Deep SVDD output size
+      hidden=arg.hidden,          # encoder widths; the decoder mirrors them (PyOD AE)
+      latent=arg.latent,          # code size / Deep SVDD output size
+      code_relu=arg.code_relu,    # AE/DAE: ReLU on the code (False: linear code)
       mem_size=50,                # MemAE memory items
       noise_std=0.2,              # DAE corruption (standardized units)
       kl_weight=1.0,              # VAE beta
@@ -64,29 +78,21 @@ def get_config(arg=None):
       mode=arg.mode,              # reduced 'mantissa' float or 'fixed' point
       int_bits=1,                 # fixed point range [-2, 2)
       layers=arg.layers,          # regex over parameter paths; default: every Dense W, b
+      # Per-layer widths, e.g. layer_bits=encoder.0:2+decoder.-1:4 (replaces bits/layers;
+      # unnamed layers stay float32). Layers: encoder.i, decoder.i (i may be < 0), memory.
+      layer_bits=tuple(b for b in arg.layer_bits if b),
   )
   config.optim = dict(steps=arg.steps, batch=128, lr=1e-3, weight_decay=1e-6)
   config.train = dict(
       seeds=arg.seeds,            # model seeds, vmapped
-      xla_opt_level=-1,           # XLA backend opt level (-1 default; 0 compiles faster)
+      xla_opt_level=arg.xla_opt_level,  # XLA backend opt level (-1 default; 0 compiles faster)
   )
-  config.classical = dict(names=("iforest", "lof", "ocsvm", "knn", "ecod", "copod"))
+  config.classical = dict(names=arg.classical)
   config.study = dict(
-      bit_grid=(1, 2, 3, 4, 6, 8),       # bit-width ablation in config.lpr.mode (+ off)
-      other_grid=(3, 4, 6, 8),           # bit widths of the other format (here fixed)
-      ablation_kinds=("ae",),            # detectors in the ablations
-      layer_rules=("all", "encoder", "decoder", "bottleneck", "output"),
+      bit_grid=arg.bit_grid,             # bit-width ablation in config.lpr.mode (+ off)
+      other_grid=arg.other_grid,         # bit widths of the other format (here fixed)
+      ablation_kinds=arg.ablation_kinds,  # detectors in the ablations
+      # which-layers rows: none, all, encoder, decoder, each (= every layer alone)
+      layer_rules=arg.layer_rules,
   )
-  if arg.smoke:
-    config.data.datasets = ("wine",)
-    config.model.kinds = ("ae",)
-    config.model.hidden = (16,)
-    config.optim.steps = 5
-    config.train.seeds = 1
-    config.train.xla_opt_level = 0
-    config.classical.names = ("iforest",)
-    config.study.bit_grid = (4,)
-    config.study.other_grid = (4,)
-    config.study.ablation_kinds = ("ae",)
-    config.study.layer_rules = ("all",)
-  return config
+  return config_lib.lock(config)

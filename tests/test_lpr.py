@@ -207,3 +207,117 @@ def test_classical_baselines_score_outliers_higher():
   for name in classical.available():
     s = classical.score(name, x_tr, x_te)
     assert metrics.roc_auc_score(y, s) > 0.9, name
+
+
+@pytest.mark.parametrize("kind", ["ae", "dae"])  # the two the issue measured
+def test_dataset_results_do_not_depend_on_what_shares_the_run(kind):
+  """Issue 15: a dataset run alone equals the same dataset padded beside a wider one."""
+  rng = np.random.default_rng(3)
+  def toy(name, n, d):
+    x = rng.normal(size=(n, d))
+    y = np.zeros(n, np.int32)
+    y[:5] = 1
+    x[:5] += 2.0
+    return data_lib.split(name, x, y, 0.5, 0)
+  narrow, wide = toy("narrow", 50, 4), toy("wide", 90, 11)
+  cfg = detectors.DetectorConfig(kind=kind, hidden=(8,), latent=3, mem_size=4, steps=30,
+                                 batch=16, lr=1e-2)
+  alone = detectors.fit(cfg, detectors.pad_stack([narrow]), [0, 0], [0, 1], [0, 2], 0)
+  # The narrow set second in the stack, zero-padded to 11 features and 45 rows; a third
+  # set with the same numbers under another name must draw different randomness.
+  renamed = data_lib.ADData("other", narrow.x_train, narrow.y_train, narrow.x_test,
+                            narrow.y_test)
+  both = detectors.fit(cfg, detectors.pad_stack([wide, narrow, renamed]), [0, 1, 1, 2],
+                       [0, 0, 1, 0], [0, 0, 2, 0], 0)
+  np.testing.assert_array_equal(np.asarray(both["auroc"])[1:3], np.asarray(alone["auroc"]))
+  np.testing.assert_allclose(np.asarray(both["scores"])[1:3, :25],
+                             np.asarray(alone["scores"]), rtol=1e-5)
+  assert not np.array_equal(np.asarray(both["scores"])[3, :25],
+                            np.asarray(alone["scores"])[0])
+
+
+def test_per_layer_bits_quantize_each_named_layer_at_its_width():
+  net = models.build("ae", 6, (8, 4), 2)
+  params = net.init(jax.random.key(0), jnp.zeros((2, 6)))
+  groups, widths = quantize.parse_layer_bits(("encoder.0:2", "decoder.-1:4"), depth=2)
+  spec = quantize.LPRSpec(mode="mantissa", groups=groups)
+  q = jax.jit(quantize.apply_lpr, static_argnums=2)(params, jnp.asarray(widths, jnp.float32),
+                                                   spec)
+  p, qp = params["params"], q["params"]
+  for layer, bits in ((("encoder", "Dense_0"), 2), (("decoder", "Dense_2"), 4)):
+    for leaf in ("kernel", "bias"):
+      w = p[layer[0]][layer[1]][leaf]
+      np.testing.assert_array_equal(qp[layer[0]][layer[1]][leaf],
+                                    quantize.quantize(w, bits, "mantissa"))
+  for layer in (("encoder", "Dense_1"), ("encoder", "Dense_2"), ("decoder", "Dense_0"),
+                ("decoder", "Dense_1")):
+    np.testing.assert_array_equal(qp[layer[0]][layer[1]]["kernel"],
+                                  p[layer[0]][layer[1]]["kernel"])
+  # Width 0 for every group is the full-precision network.
+  off = quantize.apply_lpr(params, jnp.zeros(2), spec)
+  chex.assert_trees_all_equal(off, params)
+  with pytest.raises(ValueError, match="unknown layer"):
+    quantize.parse_layer_bits(("encoder.3:2",), depth=2)
+  with pytest.raises(ValueError, match="expected <layer>:<bits>"):
+    quantize.parse_layer_bits(("decoder.0",), depth=2)
+
+
+def test_devnet_deviation_loss_matches_numpy():
+  cfg = detectors.DetectorConfig(kind="devnet", hidden=(4,))
+  det = detectors.Detector(cfg, 3)
+  x = jax.random.normal(jax.random.key(1), (10, 3))
+  y = jnp.asarray([1, 0, 0, 1, 0, 0, 0, 0, 0, 0], jnp.float32)
+  params = det.net.init(jax.random.key(2), x)
+  rng = jax.random.key(3)
+  loss = float(det.loss(params, None, x, y, jnp.ones(3), rng, 0.0))
+  score = np.asarray(det.net.apply(params, x))[:, 0]
+  ref = np.asarray(jax.random.normal(rng, (detectors.DEVNET_REF,)))
+  dev = (score - ref.mean()) / ref.std()
+  want = np.mean(np.where(np.asarray(y) > 0, np.maximum(0.0, 5.0 - dev), np.abs(dev)))
+  np.testing.assert_allclose(loss, want, rtol=1e-5)
+
+
+def test_user_files_mat_csv_npz(tmp_path):
+  """ODDS .mat (MATLAB v5, X and y [n, 1]), CSV with a label column, npz by path."""
+  from scipy import io as sio
+  rng = np.random.default_rng(0)
+  x = rng.normal(size=(120, 5))
+  y = np.zeros(120, np.int64)
+  y[:12] = 1
+  sio.savemat(tmp_path / "cardio.mat", {"X": x, "y": y[:, None].astype(np.float64)})
+  ds = data_lib.load(f"mat:{tmp_path / 'cardio.mat'}", max_n=0)
+  assert ds.name == "mat:cardio" and ds.x_train.shape == (84, 5)
+  assert ds.y_train.sum() + ds.y_test.sum() == 12
+  import pandas as pd
+  pd.DataFrame(np.c_[x, y], columns=[f"f{i}" for i in range(5)] + ["target"]).to_csv(
+      tmp_path / "mine.csv", index=False)
+  dc = data_lib.load(f"csv:{tmp_path / 'mine.csv'}", csv_label="target", max_n=0)
+  np.testing.assert_allclose(dc.x_train, ds.x_train, atol=1e-6)  # same rows, same split
+  np.savez(tmp_path / "a.npz", X=x, y=y)
+  dn = data_lib.load(f"npz:{tmp_path / 'a.npz'}", max_n=0)
+  np.testing.assert_allclose(dn.x_test, ds.x_test, atol=1e-6)
+  # The row cap is stratified and says so; min-max scaling uses training rows only.
+  dm = data_lib.load(f"npz:{tmp_path / 'a.npz'}", max_n=60, scaling="minmax")
+  assert len(dm.y_train) + len(dm.y_test) == 60 and dm.y_train.sum() + dm.y_test.sum() == 6
+  assert dm.x_train.min() == 0.0 and dm.x_train.max() == 1.0
+  with pytest.raises(ValueError, match="no label column 'label'"):
+    data_lib.load(f"csv:{tmp_path / 'mine.csv'}")
+  with pytest.raises(FileNotFoundError, match="ODDS"):
+    data_lib.load(f"mat:{tmp_path / 'nothere.mat'}")
+  sio.savemat(tmp_path / "bad.mat", {"X": x, "y": np.full((120, 1), 2.0)})
+  with pytest.raises(ValueError, match="labels must be 0"):
+    data_lib.load(f"mat:{tmp_path / 'bad.mat'}")
+
+
+def test_train_and_evaluate_resumes_exactly(tmp_path):
+  """Run all units vs stop after one unit and restart: identical AUROC rows."""
+  import json
+  from configs import lpr as lpr_config
+  from jaxpapers.papers.lpr import experiment
+  cfg = lpr_config.get_config("smoke,classical=iforest+loda")
+  experiment.train_and_evaluate(cfg, str(tmp_path / "full"))
+  assert experiment.train_and_evaluate(cfg, str(tmp_path / "cut"), stop_after=1) is None
+  experiment.train_and_evaluate(cfg, str(tmp_path / "cut"))
+  full = json.load(open(tmp_path / "full" / "auroc.json"))
+  cut = json.load(open(tmp_path / "cut" / "auroc.json"))
+  assert full == cut

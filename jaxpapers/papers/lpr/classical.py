@@ -3,8 +3,8 @@
 The shallow unsupervised detectors of the comparison, with library defaults as in ADBench:
 Isolation Forest, LOF and One-class SVM from scikit-learn, KNN (distance to the k-th
 nearest training point, Ramaswamy et al. 2000) with scikit-learn's NearestNeighbors, and
-ECOD / COPOD from PyOD (falling back to nothing if PyOD is absent: they are then skipped
-and the table says so). All are fit on the (unlabeled, contaminated) training split and
+from PyOD (3.6.7): ECOD, COPOD, HBOS, PCA (sum of weighted projections on the minor
+components), CBLOF and LODA; `available()` drops the PyOD ones if PyOD is absent. All are fit on the (unlabeled, contaminated) training split and
 score the test split; higher = more anomalous.
 """
 from __future__ import annotations
@@ -12,7 +12,8 @@ from __future__ import annotations
 import numpy as np
 from sklearn import ensemble, neighbors, svm
 
-NAMES = ("iforest", "lof", "ocsvm", "knn", "ecod", "copod")
+NAMES = ("iforest", "lof", "ocsvm", "knn", "ecod", "copod", "hbos", "pca", "cblof", "loda")
+PYOD = ("ecod", "copod", "hbos", "pca", "cblof", "loda")
 
 
 def _knn(x_tr, x_te, k=5):
@@ -22,7 +23,11 @@ def _knn(x_tr, x_te, k=5):
 
 def score(name: str, x_tr: np.ndarray, x_te: np.ndarray, seed: int = 0) -> np.ndarray:
   """Test-split anomaly scores of one classical detector."""
-  if name == "iforest":
+  # Columns constant on the training rows carry no information and give PCA zero
+  # eigenvalues (PyOD's PCA then divides by 0, e.g. on optdigits): drop them for all.
+  keep = np.ptp(x_tr, axis=0) > 0
+  x_tr, x_te = x_tr[:, keep], x_te[:, keep]
+  if name == "iforest":  # random: seeded by `seed`
     m = ensemble.IsolationForest(n_estimators=100, random_state=seed).fit(x_tr)
     return -m.score_samples(x_te)
   if name == "lof":
@@ -33,13 +38,16 @@ def score(name: str, x_tr: np.ndarray, x_te: np.ndarray, seed: int = 0) -> np.nd
     return -m.score_samples(x_te)
   if name == "knn":
     return _knn(x_tr, x_te)
-  if name in ("ecod", "copod"):
+  if name in PYOD:
     try:
-      from pyod.models import copod, ecod  # pylint: disable=g-import-not-at-top
+      from pyod.models import cblof, copod, ecod, hbos, loda, pca  # pylint: disable=g-import-not-at-top
     except ImportError as e:
       raise ImportError(f"{name} needs PyOD: pip install pyod==3.6.7") from e
-    m = (ecod.ECOD() if name == "ecod" else copod.COPOD()).fit(x_tr)
-    return m.decision_function(x_te)
+    np.random.seed(seed)  # LODA draws its projections from NumPy's global generator
+    m = {"ecod": ecod.ECOD, "copod": copod.COPOD, "hbos": hbos.HBOS, "pca": pca.PCA,
+         "cblof": lambda: cblof.CBLOF(random_state=seed),
+         "loda": loda.LODA}[name]()
+    return m.fit(x_tr).decision_function(x_te)
   raise ValueError(f"unknown classical detector {name!r}; expected one of {NAMES}")
 
 
@@ -49,4 +57,4 @@ def available() -> tuple:
     import pyod  # pylint: disable=g-import-not-at-top,unused-import
     return NAMES
   except ImportError:
-    return NAMES[:4]
+    return tuple(n for n in NAMES if n not in PYOD)

@@ -63,10 +63,12 @@ def _downsample(x, y, n_anom, rng):
   return x[keep], y[keep]
 
 
-def _cap(x, y, max_n, rng):
-  """Stratified subsample to at most `max_n` rows (keeps the anomaly ratio)."""
+def _cap(x, y, max_n, rng, name=""):
+  """Stratified subsample to at most `max_n` rows (keeps the anomaly ratio); says so."""
   if max_n <= 0 or len(y) <= max_n:
     return x, y
+  print(f"lpr data: {name or 'dataset'} capped from {len(y)} to {max_n} rows "
+        "(stratified; data.max_n / max_n=0 to keep all)", flush=True)
   keep, _ = model_selection.train_test_split(
       np.arange(len(y)), train_size=max_n, stratify=y, random_state=int(rng.integers(2**31)))
   keep.sort()
@@ -213,6 +215,20 @@ def synthetic(kind, x_normal, n_normal, n_anom, rng, alpha=5.0, percentage=0.1,
   return x[perm], y[perm]
 
 
+def _check_xy(path, x, y):
+  y = np.asarray(y).reshape(-1)
+  if x.ndim != 2 or y.shape != (x.shape[0],):
+    raise ValueError(f"{path}: need X [n, d] and y [n], got {x.shape}, {y.shape}")
+  if not set(np.unique(y).tolist()) <= {0, 1}:
+    raise ValueError(f"{path}: labels must be 0 (normal) / 1 (anomaly), found "
+                     f"{sorted(np.unique(y).tolist())[:5]}")
+  if not np.all(np.isfinite(x)):
+    raise ValueError(f"{path}: X holds NaN or inf ({int((~np.isfinite(x)).sum())} entries)")
+  if y.sum() == 0 or y.sum() == len(y):
+    raise ValueError(f"{path}: need both normal (0) and anomalous (1) rows")
+  return np.asarray(x, np.float64), y.astype(np.int32)
+
+
 def load_npz(path: str):
   """An ADBench `.npz` file (arrays X: [n, d], y: [n] with 1 = anomaly)."""
   if not os.path.isfile(path):
@@ -222,18 +238,97 @@ def load_npz(path: str):
   with np.load(path, allow_pickle=False) as f:
     if "X" not in f or "y" not in f:
       raise ValueError(f"{path}: expected arrays 'X' and 'y', found {sorted(f.files)}")
-    x, y = np.asarray(f["X"], np.float64), np.asarray(f["y"]).astype(np.int32)
-  if x.ndim != 2 or y.shape != (x.shape[0],) or not set(np.unique(y)) <= {0, 1}:
-    raise ValueError(f"{path}: need X [n, d] and binary y [n], got {x.shape}, {y.shape}")
-  return x, y
+    x, y = np.asarray(f["X"], np.float64), np.asarray(f["y"])
+  return _check_xy(path, x, y)
+
+
+def load_mat(path: str):
+  """An ODDS `.mat` file (odds.cs.stonybrook.edu: X [n, d], y [n, 1], 1 = outlier).
+
+  MATLAB v5 files are read with scipy; the few v7.3 (HDF5) ODDS files need h5py.
+  """
+  if not os.path.isfile(path):
+    raise FileNotFoundError(
+        f"{path} not found; download the ODDS .mat file (odds.cs.stonybrook.edu, e.g. "
+        "cardio.mat) and pass datasets=mat:<path>")
+  from scipy import io as sio  # pylint: disable=g-import-not-at-top
+  try:
+    m = sio.loadmat(path)
+    x, y = m.get("X"), m.get("y")
+  except NotImplementedError:  # MATLAB v7.3 = HDF5, stored transposed
+    try:
+      import h5py  # pylint: disable=g-import-not-at-top
+    except ImportError:
+      raise ImportError(f"{path} is a MATLAB v7.3 (HDF5) file; pip install h5py") from None
+    with h5py.File(path, "r") as f:
+      x = np.asarray(f["X"]).T if "X" in f else None
+      y = np.asarray(f["y"]).T if "y" in f else None
+  except ValueError as e:
+    raise ValueError(f"{path}: not a MATLAB .mat file ({e})") from None
+  if x is None or y is None:
+    raise ValueError(f"{path}: expected variables 'X' and 'y' (the ODDS layout)")
+  return _check_xy(path, np.asarray(x, np.float64), y)
+
+
+def load_csv(path: str, label: str = "label"):
+  """A user CSV with a header row: numeric feature columns and a 0/1 `label` column."""
+  if not os.path.isfile(path):
+    raise FileNotFoundError(f"{path} not found (datasets=csv:<path> needs a CSV file with "
+                            f"a header and a 0/1 column {label!r})")
+  import pandas as pd  # pylint: disable=g-import-not-at-top
+  df = pd.read_csv(path)
+  if label not in df.columns:
+    raise ValueError(f"{path}: no label column {label!r} (columns: "
+                     f"{', '.join(map(str, df.columns[:10]))}); set data.csv_label")
+  feats = df.drop(columns=label)
+  bad = [c for c in feats.columns if not pd.api.types.is_numeric_dtype(feats[c])]
+  if bad:
+    raise ValueError(f"{path}: non-numeric feature columns {bad[:5]}; encode them first")
+  return _check_xy(path, feats.to_numpy(np.float64), df[label].to_numpy())
+
+
+FILE_KINDS = ("npz", "mat", "csv")
+
+
+def file_spec(name: str):
+  """'csv:/data/cardio.csv' -> ('csv', '/data/cardio.csv'); None for built-in names."""
+  kind, sep, path = name.partition(":")
+  return (kind, path) if sep and kind in FILE_KINDS else None
+
+
+def display_name(name: str) -> str:
+  """Table/randomness name of a dataset: built-in name, or '<kind>:<file stem>'.
+
+  The file's folder is not part of it, so moving a file does not change its seeds.
+  """
+  spec = file_spec(name)
+  if spec is None:
+    return name
+  stem = os.path.splitext(os.path.basename(spec[1]))[0]
+  return f"{spec[0]}:{stem}"
 
 
 def raw(name: str, seed: int = 0, mlbench: str = "", npz_dir: str = "",
         synthetic_base: str = "wbc", synthetic_n: int = 2000, synthetic_ratio: float = 0.05,
-        max_n: int = 4000):
-  """(X, y) of a named set: sklearn, mlbench, 'synthetic' or 'npz:<file stem>'."""
+        max_n: int = 4000, csv_label: str = "label"):
+  """(X, y) of a named set: sklearn, mlbench, synthetic, or a file 'npz:'/'mat:'/'csv:'.
+
+  'npz:<stem>' reads <npz_dir>/<stem>.npz; 'npz:<path>.npz', 'mat:<path>' (ODDS) and
+  'csv:<path>' (label column `csv_label`) read the given file.
+  """
   rng = np.random.default_rng(seed)
-  if name in SKLEARN_SETS:
+  spec = file_spec(name)
+  if spec is not None:
+    kind, path = spec
+    if kind == "npz":
+      if not path.endswith(".npz"):
+        path = os.path.join(npz_dir, path + ".npz")
+      x, y = load_npz(path)
+    elif kind == "mat":
+      x, y = load_mat(path)
+    else:
+      x, y = load_csv(path, csv_label)
+  elif name in SKLEARN_SETS:
     x, y = _sklearn(name, rng)
   elif name in MLBENCH_SETS + DEV_SETS:
     x, y = _mlbench(name, mlbench_dir(mlbench), rng)
@@ -241,28 +336,42 @@ def raw(name: str, seed: int = 0, mlbench: str = "", npz_dir: str = "",
     bx, by = raw(synthetic_base, seed, mlbench, npz_dir, max_n=max_n)
     n_anom = int(round(synthetic_ratio * synthetic_n))
     x, y = synthetic(name, bx[by == 0], synthetic_n - n_anom, n_anom, rng)
-  elif name.startswith("npz:"):
-    x, y = load_npz(os.path.join(npz_dir, name[4:] + ".npz"))
   else:
-    raise ValueError(f"unknown dataset {name!r}; known: {SKLEARN_SETS + MLBENCH_SETS + SYNTHETIC_SETS}"
-                     " or 'npz:<stem>' with data.npz_dir")
-  return _cap(np.asarray(x, np.float64), np.asarray(y, np.int32), max_n, rng)
+    raise ValueError(f"unknown dataset {name!r}; known: "
+                     f"{', '.join(SKLEARN_SETS + MLBENCH_SETS + SYNTHETIC_SETS)}, or a file "
+                     "npz:<path|stem>, mat:<path> (ODDS), csv:<path>")
+  return _cap(np.asarray(x, np.float64), np.asarray(y, np.int32), max_n, rng, name)
 
 
-def split(name: str, x, y, test_frac: float = 0.3, seed: int = 0) -> ADData:
-  """Stratified split; standardization statistics come from the training rows only."""
+SCALINGS = ("zscore", "minmax")
+
+
+def split(name: str, x, y, test_frac: float = 0.3, seed: int = 0,
+          scaling: str = "zscore") -> ADData:
+  """Stratified split; scaling statistics come from the training rows only.
+
+  scaling: 'zscore' (mean 0, std 1) or 'minmax' ([0, 1] on the training rows, ADBench's
+  MinMaxScaler; test rows may fall outside).
+  """
+  if scaling not in SCALINGS:
+    raise ValueError(f"unknown scaling {scaling!r}; expected one of {SCALINGS}")
   idx_tr, idx_te = model_selection.train_test_split(
       np.arange(len(y)), test_size=test_frac, stratify=y, random_state=seed)
-  mu = x[idx_tr].mean(0)
-  sd = x[idx_tr].std(0)
+  if scaling == "zscore":
+    mu = x[idx_tr].mean(0)
+    sd = x[idx_tr].std(0)
+  else:
+    mu = x[idx_tr].min(0)
+    sd = x[idx_tr].max(0) - mu
   sd = np.where(sd > 0, sd, 1.0)
   f = lambda a: ((a - mu) / sd).astype(np.float32)
   return ADData(name, f(x[idx_tr]), y[idx_tr], f(x[idx_te]), y[idx_te])
 
 
-def load(name: str, seed: int = 0, test_frac: float = 0.3, **kw) -> ADData:
+def load(name: str, seed: int = 0, test_frac: float = 0.3, scaling: str = "zscore",
+         **kw) -> ADData:
   x, y = raw(name, seed, **kw)
-  return split(name, x, y, test_frac, seed)
+  return split(display_name(name), x, y, test_frac, seed, scaling)
 
 
 def semi_labels(y_train, frac: float, seed: int = 0, min_labeled: int = 1):

@@ -7,9 +7,11 @@ inference. Scores follow each method's definition (higher = more anomalous):
   ae, dae, memae, vae: per-sample mean squared reconstruction error (VAE decodes z = mu);
   deepsvdd, deepsad:  squared distance ||phi(x) - c||^2 to the center c, fixed at init as
                       the mean initial embedding (Ruff et al. 2018, Sec. 3.3);
-  mlp:                the classifier's logit.
+  devnet, mlp:        the network's scalar output (DevNet's anomaly score, the logit).
 Deep SAD (Ruff et al. 2020, eq. 4) adds eta / (||phi(x) - c||^2 + eps) for the few labeled
-anomalies; the MLP uses all training labels with a class-balanced BCE.
+anomalies; DevNet (Pang et al. 2019) learns a scalar score with the deviation loss from
+the same few labeled anomalies (unlabeled rows act as normal); the MLP uses all training
+labels with a class-balanced BCE.
 
 Training: Adam(W) on i.i.d. minibatches, the whole run is one `lax.scan`; `fit` vmaps it
 over (dataset, seed, bits) triples of zero-padded datasets, so "all datasets x 3 seeds x
@@ -19,6 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import zlib
 
 import jax
 import jax.numpy as jnp
@@ -28,10 +31,12 @@ import optax
 from jaxpapers.papers.lpr import models
 from jaxpapers.papers.lpr import quantize
 
-KINDS = ("ae", "vae", "dae", "memae", "deepsvdd", "deepsad", "mlp")
+KINDS = ("ae", "vae", "dae", "memae", "deepsvdd", "deepsad", "devnet", "mlp")
 AE_KINDS = ("ae", "vae", "dae", "memae")
 SUPERVISION = {"ae": "unsup", "vae": "unsup", "dae": "unsup", "memae": "unsup",
-               "deepsvdd": "unsup", "deepsad": "semi", "mlp": "sup"}
+               "deepsvdd": "unsup", "deepsad": "semi", "devnet": "semi", "mlp": "sup"}
+# DevNet (Pang et al. 2019): Gaussian prior of reference scores and the deviation margin.
+DEVNET_REF, DEVNET_MARGIN = 5000, 5.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -49,6 +54,7 @@ class DetectorConfig:
   kl_weight: float = 1.0         # VAE beta
   entropy_weight: float = 2e-4   # MemAE attention-entropy weight (Gong et al. 2019)
   eta: float = 1.0               # Deep SAD weight of labeled anomalies
+  code_relu: bool = True         # AE/DAE: ReLU on the code (False: linear code)
   spec: quantize.LPRSpec = quantize.LPRSpec()
 
   def __post_init__(self):
@@ -93,25 +99,83 @@ def _first_kernel(path) -> bool:
   return name in ("encoder/Dense_0/kernel", "Dense_0/kernel")
 
 
+def name_id(name: str) -> int:
+  """A stable 31-bit id of a string (dataset or detector name) to fold into keys.
+
+  zlib.crc32, not Python's salted hash(), so ids agree across processes and runs.
+  """
+  return zlib.crc32(name.encode()) & 0x7FFFFFFF
+
+
+def _elementwise(key, shape, draw):
+  """`draw(key_ij)` for every index (i, j) of a matrix, each from its own folded key.
+
+  Element (i, j) depends only on (key, i, j), never on the matrix's shape, so a layer
+  zero-padded to more inputs or outputs holds the same values on its real part.
+  """
+  rows, cols = shape
+  def one(i, j):
+    return draw(jax.random.fold_in(jax.random.fold_in(key, i), j))
+  return jax.vmap(lambda i: jax.vmap(lambda j: one(i, j))(jnp.arange(cols)))(
+      jnp.arange(rows))
+
+
+# Flax's lecun_normal: truncated normal on [-2, 2] rescaled to unit variance.
+_TRUNC_STD = 0.87962566103423978
+
+
+def init_padding_invariant(params, key, fmask, output: str | None = None):
+  """Re-draws every parameter so its real part is independent of the padded width.
+
+  Same distributions as Flax's defaults (lecun_normal kernels with the REAL fan-in, zero
+  biases, the MemAE memory N(0, 1/latent)), but each kernel entry comes from
+  fold_in(key, path, i, j), so padding a dataset beside a wider one changes no draw.
+  Padded input rows and the padded columns of the `output` layer (a path such as
+  'decoder/Dense_2/kernel', the one that maps back to the input width) are zeroed.
+  """
+  d_real = jnp.sum(fmask)
+
+  def one(path, w):
+    name = quantize.path_name(path)
+    k = jax.random.fold_in(key, name_id(name))
+    if name.endswith("bias"):
+      return jnp.zeros_like(w)
+    if name.endswith("memory"):  # [mem_size, latent]: no padded axis
+      unit = _elementwise(k, w.shape, lambda kk: jax.random.normal(kk, (), w.dtype))
+      return unit / jnp.sqrt(jnp.asarray(w.shape[1], w.dtype))
+    unit = _elementwise(k, w.shape, lambda kk: jax.random.truncated_normal(
+        kk, -2.0, 2.0, (), w.dtype)) / _TRUNC_STD
+    if _first_kernel(path):  # [dim, h]: fan-in is the real width
+      return unit / jnp.sqrt(d_real) * fmask[:, None]
+    unit = unit / jnp.sqrt(jnp.asarray(w.shape[0], w.dtype))
+    if name == output:  # [h, dim]
+      unit = unit * fmask[None, :]
+    return unit
+
+  return jax.tree_util.tree_map_with_path(one, params)
+
+
 class Detector:
   """Init/loss/score of one detector kind on inputs zero-padded to `dim` features.
 
   Datasets of different widths share one compiled program: a feature mask `fmask` (1 =
-  real feature) zeroes padded inputs, drops padded outputs from errors, and the first
-  layer's init is rescaled to the real fan-in, so each run equals the unpadded model.
+  real feature) zeroes padded inputs, drops padded outputs from errors, and every
+  initial weight is drawn per entry (`init_padding_invariant`, first layer scaled to the
+  real fan-in), so each run equals the unpadded model.
   """
 
   def __init__(self, cfg: DetectorConfig, dim: int):
     self.cfg = cfg
     self.dim = dim
-    self.net = models.build(cfg.kind, dim, cfg.hidden, cfg.latent, cfg.mem_size)
+    self.net = models.build(cfg.kind, dim, cfg.hidden, cfg.latent, cfg.mem_size,
+                            cfg.code_relu)
 
   def init(self, rng, x_train, row_mask, fmask, bits):
     """Parameters and the auxiliary state (the Deep SVDD/SAD center; else a dummy)."""
-    params = self.net.init(rng, x_train[:2])
-    gain = jnp.sqrt(self.dim / jnp.sum(fmask))
-    params = jax.tree_util.tree_map_with_path(
-        lambda p, w: w * gain * fmask[:, None] if _first_kernel(p) else w, params)
+    # Flax's init only fixes the structure; the values are re-drawn padding-invariantly.
+    out = (f"decoder/Dense_{len(self.cfg.hidden)}/kernel"
+           if self.cfg.kind in AE_KINDS else None)
+    params = init_padding_invariant(self.net.init(rng, x_train[:2]), rng, fmask, out)
     if self.cfg.kind in ("deepsvdd", "deepsad"):
       feats = self.net.apply(quantize.apply_lpr(params, bits, self.cfg.spec), x_train)
       aux = _center(feats, row_mask)
@@ -129,7 +193,10 @@ class Detector:
     if cfg.kind == "ae":
       return jnp.mean(self._err(self.net.apply(p, x), x, fmask))
     if cfg.kind == "dae":
-      noisy = x + cfg.noise_std * jax.random.normal(rng, x.shape) * fmask[None, :]
+      # Noise of feature j from fold_in(rng, j): the same draws whatever the padding.
+      noise = jax.vmap(lambda j: jax.random.normal(jax.random.fold_in(rng, j),
+                                                   x.shape[:1]))(jnp.arange(x.shape[1]))
+      noisy = x + cfg.noise_std * noise.T * fmask[None, :]
       return jnp.mean(self._err(self.net.apply(p, noisy), x, fmask))
     if cfg.kind == "vae":
       recon, mu, logvar = self.net.apply(p, x, rng)
@@ -145,6 +212,12 @@ class Detector:
       if cfg.kind == "deepsvdd":
         return jnp.mean(d2)
       return jnp.mean(jnp.where(y > 0, cfg.eta / (d2 + 1e-6), d2))
+    if cfg.kind == "devnet":
+      # Deviation loss: unlabeled rows pulled to the prior's mean score, labeled anomalies
+      # pushed DEVNET_MARGIN prior standard deviations above it (Pang et al. 2019, eq. 3).
+      ref = jax.random.normal(rng, (DEVNET_REF,))
+      dev = (self.net.apply(p, x)[:, 0] - jnp.mean(ref)) / jnp.std(ref)
+      return jnp.mean(jnp.where(y > 0, jax.nn.relu(DEVNET_MARGIN - dev), jnp.abs(dev)))
     return _bce_balanced(self.net.apply(p, x)[:, 0], y)  # mlp
 
   def score(self, params, aux, x, fmask, bits):
@@ -202,6 +275,8 @@ def pad_stack(datasets, y_visible=None):
     return out
 
   return {
+      # Folded into every run's key: randomness is a function of (dataset, seed, kind).
+      "ds_id": np.array([name_id(d.name) for d in datasets], np.int32),
       "x_train": np.stack([pad(d.x_train, n, dim) for d in datasets]),
       "y_train": np.stack([pad(y, n) for y in y_visible]),
       "n_train": np.array([d.x_train.shape[0] for d in datasets], np.int32),
@@ -217,7 +292,12 @@ def _compiled(cfg: DetectorConfig, dim: int, opt_level: int):
   det = Detector(cfg, dim)
 
   def run(rngs, bits, ds_idx, stacked):
-    one = lambda r, b, i: train_one(det, r, b, jax.tree.map(lambda a: a[i], stacked))
+    def one(r, b, i):
+      data = jax.tree.map(lambda a: a[i], stacked)
+      # Every random draw of a run descends from (seed, dataset name, detector kind),
+      # never from its position in the batch or from the padded shapes.
+      r = jax.random.fold_in(jax.random.fold_in(r, data["ds_id"]), name_id(cfg.kind))
+      return train_one(det, r, b, data)
     return jax.vmap(one)(rngs, bits, ds_idx)
 
   # XLA's backend optimization level trades compile time for run time: 0 compiles ~2x

@@ -3,9 +3,11 @@
 `train_and_evaluate` runs the paper's comparison on `config.data.datasets`: every deep
 detector in `config.model.kinds` with and without LPR (all datasets x seeds x {off, on}
 in one vmapped program per detector), plus the classical baselines, and writes
-`metrics.jsonl`, `config.json` and the AUROC/claims tables. `run_study` adds the
-ablations over bit width and over which layers are quantized. `benchmark` times the
-vmapped training program with and without the LPR transform.
+`metrics.jsonl`, `config.json` and the AUROC/claims tables. Each finished detector is
+checkpointed (`workdir/checkpoints`), so a restarted run skips what is done and ends
+with the same numbers. `run_study` adds the ablations over bit width and over which
+layers are quantized (per-layer precision). `benchmark` times the vmapped training
+program with and without the LPR transform.
 """
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ import numpy as np
 from sklearn import metrics
 
 from jaxpapers.core import bench
+from jaxpapers.core import checkpoint as checkpoint_lib
 from jaxpapers.core import config as config_lib
 from jaxpapers.core import metrics as metrics_lib
 from jaxpapers.core import study as study_lib
@@ -30,22 +33,41 @@ PATHS = ["jaxpapers/papers/lpr", "configs/lpr.py"]
 
 def load_datasets(config) -> list:
   d = config.data
-  return [data_lib.load(name, seed=config.seed, test_frac=d.test_frac, mlbench=d.mlbench_dir,
-                        npz_dir=d.npz_dir, synthetic_base=d.synthetic_base,
-                        synthetic_n=d.synthetic_n, synthetic_ratio=d.synthetic_ratio,
-                        max_n=d.max_n)
+  data = [data_lib.load(name, seed=config.seed, test_frac=d.test_frac,
+                        scaling=d.scaling, mlbench=d.mlbench_dir, npz_dir=d.npz_dir,
+                        synthetic_base=d.synthetic_base, synthetic_n=d.synthetic_n,
+                        synthetic_ratio=d.synthetic_ratio, max_n=d.max_n,
+                        csv_label=d.csv_label)
           for name in d.datasets]
+  names = [x.name for x in data]
+  if len(set(names)) != len(names):
+    raise ValueError(f"datasets repeat a name: {names}")
+  return data
 
 
-def detector_config(config, kind: str, layers: str | None = None) -> detectors.DetectorConfig:
+def lpr_grid(config):
+  """(per-layer groups, [bits off, bits on]): the two LPR settings of the comparison.
+
+  Uniform LPR (`lpr.layer_bits` empty): scalar widths 0 and `lpr.bits` on `lpr.layers`.
+  Per-layer LPR ('encoder.0:2', 'decoder.-1:4'): one width per named layer.
+  """
+  if not config.lpr.layer_bits:
+    return (), [0.0, float(config.lpr.bits)]
+  groups, widths = quantize.parse_layer_bits(config.lpr.layer_bits, len(config.model.hidden))
+  return groups, [np.zeros(len(groups), np.float32), np.asarray(widths, np.float32)]
+
+
+def detector_config(config, kind: str, layers: str | None = None,
+                    groups: tuple = ()) -> detectors.DetectorConfig:
   return detectors.DetectorConfig(
       kind=kind, hidden=tuple(config.model.hidden), latent=config.model.latent,
       mem_size=config.model.mem_size, steps=config.optim.steps, batch=config.optim.batch,
       lr=config.optim.lr, weight_decay=config.optim.weight_decay,
       noise_std=config.model.noise_std, kl_weight=config.model.kl_weight,
       entropy_weight=config.model.entropy_weight, eta=config.model.eta,
+      code_relu=config.model.code_relu,
       spec=quantize.LPRSpec(layers=layers or config.lpr.layers, mode=config.lpr.mode,
-                            int_bits=config.lpr.int_bits))
+                            int_bits=config.lpr.int_bits, groups=tuple(groups)))
 
 
 def visible_labels(kind: str, data: list, config) -> list:
@@ -60,50 +82,87 @@ def visible_labels(kind: str, data: list, config) -> list:
 
 def run_grid(cfg: detectors.DetectorConfig, stacked, n_sets: int, seeds, bits_grid,
              opt_level: int = -1):
-  """All datasets x seeds x bits in one program; AUROC as [n_sets, n_seeds, n_bits]."""
-  ds, sd, bt = [a.ravel() for a in np.meshgrid(
-      np.arange(n_sets), np.asarray(seeds), np.asarray(bits_grid, np.float32),
-      indexing="ij")]
-  out = detectors.fit(cfg, stacked, ds, sd, bt, opt_level)
+  """All datasets x seeds x bits in one program; AUROC as [n_sets, n_seeds, n_bits].
+
+  `bits_grid` holds scalars (uniform LPR) or equal-length vectors (per-layer LPR).
+  """
+  ds, sd, bi = [a.ravel() for a in np.meshgrid(
+      np.arange(n_sets), np.asarray(seeds), np.arange(len(bits_grid)), indexing="ij")]
+  bits = np.asarray(bits_grid, np.float32)[bi]
+  out = detectors.fit(cfg, stacked, ds, sd, bits, opt_level)
   shape = (n_sets, len(seeds), len(bits_grid))
   return (np.asarray(out["auroc"]).reshape(shape),
           np.asarray(out["losses"]).reshape(shape + (-1,)),
           np.asarray(out["scores"]).reshape(shape + (-1,)))
 
 
-def compare(config, workdir, writer=None, data=None):
-  """The main comparison; returns (results[column][dataset] -> per-seed AUROCs, rows)."""
+def compare(config, workdir, writer=None, data=None, stop_after: int | None = None):
+  """The main comparison; returns (results[column][dataset] -> per-seed AUROCs, rows).
+
+  Units of work are the deep detectors, then the classical ones; after each, the AUROCs
+  so far are checkpointed in `workdir`, and a restarted run resumes after the last
+  finished unit. `stop_after` (tests, preemption drills) returns None after that many
+  units in total.
+  """
   data = data or load_datasets(config)
   names = [d.name for d in data]
   seeds = [config.seed + i for i in range(config.train.seeds)]
-  results, step = {}, 0
-  for kind in config.model.kinds:
+  kinds, classical_names = list(config.model.kinds), list(config.classical.names)
+  groups, bits_grid = lpr_grid(config)
+  state = {"deep": np.zeros((len(kinds), len(data), len(seeds), 2), np.float32),
+           "classical": np.zeros((len(classical_names), len(data), len(seeds)), np.float64)}
+  ckpt = checkpoint_lib.Checkpointer(workdir) if workdir else None
+  done = 0
+  if ckpt is not None:
+    state, done = ckpt.restore_or(state)
+    state = {k: np.array(v) for k, v in state.items()}
+  units = [("deep", i, k) for i, k in enumerate(kinds)] + [
+      ("classical", i, c) for i, c in enumerate(classical_names)]
+  for u, (group, i, name) in enumerate(units):
+    if u < done:
+      continue
+    if stop_after is not None and u >= stop_after:
+      if ckpt is not None:
+        ckpt.close()
+      return None
     t0 = time.perf_counter()
-    stacked = detectors.pad_stack(data, visible_labels(kind, data, config))
-    auc, losses, _ = run_grid(detector_config(config, kind), stacked, len(data), seeds,
-                              [0, config.lpr.bits], config.train.xla_opt_level)
-    metrics_lib.check_finite(step, {"loss": losses[..., -1], "auroc": auc})
-    results[kind] = {n: auc[i, :, 0] for i, n in enumerate(names)}
-    results[kind + "+lpr"] = {n: auc[i, :, 1] for i, n in enumerate(names)}
-    if writer is not None:
-      # Training curves averaged over datasets and seeds, a few points per run.
-      for t in np.linspace(0, losses.shape[-1] - 1, 5).astype(int):
-        writer.write(step + int(t), {f"{kind}/loss": float(losses[..., 0, t].mean()),
-                                     f"{kind}+lpr/loss": float(losses[..., 1, t].mean())})
-      writer.write(step, {f"{kind}/auroc": float(auc[..., 0].mean()),
-                          f"{kind}+lpr/auroc": float(auc[..., 1].mean()),
-                          f"{kind}/seconds": time.perf_counter() - t0}, split="eval")
-    step += config.optim.steps
-  for name in config.classical.names:
-    t0 = time.perf_counter()
-    results[name] = {d.name: [_roc(d.y_test, classical.score(name, d.x_train, d.x_test, s))
-                              for s in (seeds if name == "iforest" else seeds[:1])]
-                     for d in data}
-    if writer is not None:
-      writer.write(step, {f"{name}/auroc": float(np.mean([np.mean(v) for v in
-                                                          results[name].values()])),
-                          f"{name}/seconds": time.perf_counter() - t0}, split="eval")
-  cols = report.column_names(config.model.kinds, config.classical.names)
+    step = u * config.optim.steps
+    if group == "deep":
+      stacked = detectors.pad_stack(data, visible_labels(name, data, config))
+      auc, losses, _ = run_grid(detector_config(config, name, groups=groups), stacked,
+                                len(data), seeds, bits_grid, config.train.xla_opt_level)
+      metrics_lib.check_finite(step, {"loss": losses[..., -1], "auroc": auc})
+      state["deep"][i] = auc
+      if writer is not None:
+        # Training curves averaged over datasets and seeds, a few points per run.
+        for t in np.linspace(0, losses.shape[-1] - 1, 5).astype(int):
+          writer.write(step + int(t), {f"{name}/loss": float(losses[..., 0, t].mean()),
+                                       f"{name}+lpr/loss": float(losses[..., 1, t].mean())})
+        writer.write(step, {f"{name}/auroc": float(auc[..., 0].mean()),
+                            f"{name}+lpr/auroc": float(auc[..., 1].mean()),
+                            f"{name}/seconds": time.perf_counter() - t0}, split="eval")
+    else:
+      for j, d in enumerate(data):
+        for s, seed in enumerate(seeds):
+          # Only IForest and CBLOF are random; the others give the same AUROC per seed.
+          random_method = name in ("iforest", "cblof")
+          state["classical"][i, j, s] = (
+              _roc(d.y_test, classical.score(name, d.x_train, d.x_test, seed))
+              if random_method or s == 0 else state["classical"][i, j, 0])
+      if writer is not None:
+        writer.write(step, {f"{name}/auroc": float(state["classical"][i].mean()),
+                            f"{name}/seconds": time.perf_counter() - t0}, split="eval")
+    if ckpt is not None:
+      ckpt.save(u + 1, state)
+  if ckpt is not None:
+    ckpt.close()
+  results = {}
+  for i, kind in enumerate(kinds):
+    results[kind] = {n: state["deep"][i, j, :, 0] for j, n in enumerate(names)}
+    results[kind + "+lpr"] = {n: state["deep"][i, j, :, 1] for j, n in enumerate(names)}
+  for i, c in enumerate(classical_names):
+    results[c] = {n: state["classical"][i, j] for j, n in enumerate(names)}
+  cols = report.column_names(kinds, classical_names)
   return results, report.auroc_table(results, names, cols)
 
 
@@ -113,15 +172,24 @@ def _roc(y, s):
 
 def _header(config, title, wall):
   return (f"### {title}\n\nAUROC (%) on the test split, mean over {config.train.seeds} seeds "
-          f"(deep models; IForest too), {config.optim.steps} Adam steps, LPR = "
-          f"{config.lpr.mode} {config.lpr.bits} bits on `{config.lpr.layers}`. "
+          f"(deep models; IForest, CBLOF too), {config.optim.steps} Adam steps, LPR = "
+          f"{config.lpr.mode} {_lpr_text(config)}, {config.data.scaling} scaling. "
           f"Commit `{study_lib.git_commit(PATHS)}`, {wall:.0f} s wall on a shared 2-core CPU.")
 
 
-def _main_tables(config, workdir, writer, data=None) -> str:
+def _lpr_text(config) -> str:
+  if config.lpr.layer_bits:
+    return "per layer " + "+".join(config.lpr.layer_bits)
+  return f"{config.lpr.bits} bits on `{config.lpr.layers}`".replace("|", "\\|")
+
+
+def _main_tables(config, workdir, writer, data=None, stop_after=None) -> str | None:
   """Runs `compare` and writes the AUROC and claims tables; returns their markdown."""
   t0 = time.perf_counter()
-  _, rows = compare(config, workdir, writer, data)
+  out = compare(config, workdir, writer, data, stop_after)
+  if out is None:
+    return None
+  _, rows = out
   cols = ["dataset"] + report.column_names(config.model.kinds, config.classical.names)
   md = study_lib.write_table(workdir, "auroc", rows, cols,
                              _header(config, "AUROC", time.perf_counter() - t0), digits=1)
@@ -131,11 +199,12 @@ def _main_tables(config, workdir, writer, data=None) -> str:
                                            ["claim", "measured", "paper", "holds"])
 
 
-def train_and_evaluate(config, workdir: str) -> str:
+def train_and_evaluate(config, workdir: str, stop_after: int | None = None) -> str | None:
+  """The comparison table; resumes from `workdir/checkpoints` after a restart."""
   metrics_lib.write_config(workdir, config)
-  writer = metrics_lib.MetricsWriter(workdir, total_steps=config.optim.steps
-                                     * len(config.model.kinds))
-  return _main_tables(config, workdir, writer)
+  writer = metrics_lib.MetricsWriter(workdir, total_steps=config.optim.steps * (
+      len(config.model.kinds) + len(config.classical.names)))
+  return _main_tables(config, workdir, writer, stop_after=stop_after)
 
 
 def _ablation_bits(config, data, kinds):
@@ -159,31 +228,51 @@ def _ablation_bits(config, data, kinds):
   return rows
 
 
-def layer_rules(config) -> dict:
-  """Named regexes over AE parameter paths for the which-layers ablation."""
-  depth = len(config.model.hidden)  # encoder/Dense_{depth} is the code layer
-  return {"all": r"(kernel|bias)$", "encoder": r"^encoder/", "decoder": r"^decoder/",
-          "bottleneck": rf"^(encoder/Dense_{depth}|decoder/Dense_0)/",
-          "output": rf"^decoder/Dense_{depth}/", "none": r"^$"}
+def layer_settings(config) -> tuple[tuple, dict]:
+  """Per-layer LPR settings of the which-layers ablation: (layer names, rows).
+
+  Each row gives one bit width per AE layer (0 = float32): none, all, encoder, decoder,
+  each single layer alone, and `lpr.layer_bits` when set. All rows run in one program.
+  """
+  depth = len(config.model.hidden)
+  layers = tuple(f"{part}.{i}" for part in ("encoder", "decoder") for i in range(depth + 1))
+  b = float(config.lpr.bits)
+  rows = {"none": [0.0] * len(layers), "all": [b] * len(layers),
+          "encoder": [b if l.startswith("encoder") else 0.0 for l in layers],
+          "decoder": [b if l.startswith("decoder") else 0.0 for l in layers]}
+  for j, l in enumerate(layers):
+    rows[f"{l} only"] = [b if k == j else 0.0 for k in range(len(layers))]
+  if config.lpr.layer_bits:
+    groups, widths = quantize.parse_layer_bits(config.lpr.layer_bits, depth)
+    own = [0.0] * len(layers)
+    for g, w in zip(groups, widths):
+      for k, l in enumerate(layers):
+        if quantize.layer_regex(l, depth) == g:
+          own[k] = float(w)
+    rows["+".join(config.lpr.layer_bits)] = own
+  wanted = config.study.layer_rules
+  return layers, {k: v for k, v in rows.items()
+                  if "each" in wanted and k.endswith(" only") or k in wanted
+                  or k == "+".join(config.lpr.layer_bits)}
 
 
 def _ablation_layers(config, data, kinds):
   seeds = [config.seed + i for i in range(config.train.seeds)]
-  rows = []
-  for rule, rx in layer_rules(config).items():
-    if rule not in config.study.layer_rules:
-      continue
-    row = {"layers": f"{rule} `{rx}`".replace("|", "\\|")}  # keep markdown cells intact
-    for kind in kinds:
-      stacked = detectors.pad_stack(data, visible_labels(kind, data, config))
-      auc, _, _ = run_grid(detector_config(config, kind, rx), stacked, len(data), seeds,
-                           [config.lpr.bits])
-      row[kind] = 100 * float(auc.mean())
+  depth = len(config.model.hidden)
+  layers, settings = layer_settings(config)
+  groups = tuple(quantize.layer_regex(l, depth) for l in layers)
+  out = {name: {"layers": name, "bits per layer": "/".join(f"{w:g}" for w in widths)}
+         for name, widths in settings.items()}
+  for kind in kinds:
+    stacked = detectors.pad_stack(data, visible_labels(kind, data, config))
+    auc, _, _ = run_grid(detector_config(config, kind, groups=groups), stacked, len(data),
+                         seeds, list(settings.values()))
+    for j, name in enumerate(settings):
+      out[name][kind] = 100 * float(auc[:, :, j].mean())
       for i, d in enumerate(data):
         if d.name == "clustered":
-          row[kind + " (clustered)"] = 100 * float(auc[i].mean())
-    rows.append(row)
-  return rows
+          out[name][kind + " (clustered)"] = 100 * float(auc[i, :, j].mean())
+  return list(out.values())
 
 
 def run_study(config, workdir: str) -> str:
@@ -197,7 +286,8 @@ def run_study(config, workdir: str) -> str:
   for name, fn, title in (
       ("ablation_bits", _ablation_bits, "Bit-width ablation"),
       ("ablation_layers", _ablation_layers,
-       f"Which-layers ablation ({config.lpr.mode}, {config.lpr.bits} bits)")):
+       f"Which-layers ablation ({config.lpr.mode}, {config.lpr.bits} bits per chosen "
+       f"layer; order {'/'.join(layer_settings(config)[0])})")):
     t1 = time.perf_counter()
     rows = fn(config, data, kinds)
     md += "\n" + study_lib.write_table(

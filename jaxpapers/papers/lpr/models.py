@@ -36,14 +36,15 @@ class AutoEncoder(nn.Module):
   dim: int
   hidden: Sequence[int]
   latent: int
+  code_relu: bool = True  # ReLU on the code (PyOD's stack of ReLU layers) or linear
 
   def setup(self):
     self.encoder = MLP(tuple(self.hidden) + (self.latent,))
     self.decoder = MLP(tuple(reversed(self.hidden)) + (self.dim,))
 
   def __call__(self, x):
-    # ReLU on the code too: the encoder is a stack of ReLU layers in PyOD's AutoEncoder.
-    return self.decoder(nn.relu(self.encoder(x)))
+    z = self.encoder(x)
+    return self.decoder(nn.relu(z) if self.code_relu else z)
 
 
 class VAE(nn.Module):
@@ -95,11 +96,12 @@ class MemAE(nn.Module):
     return self.decoder(att @ self.memory), att
 
 
-def build(kind: str, dim: int, hidden: Sequence[int], latent: int, mem_size: int = 50):
+def build(kind: str, dim: int, hidden: Sequence[int], latent: int, mem_size: int = 50,
+          code_relu: bool = True):
   """The network of a detector kind (see `detectors.KINDS`)."""
   hidden = tuple(hidden)
   if kind in ("ae", "dae"):
-    return AutoEncoder(dim, hidden, latent)
+    return AutoEncoder(dim, hidden, latent, code_relu)
   if kind == "vae":
     return VAE(dim, hidden, latent)
   if kind == "memae":
@@ -107,6 +109,6 @@ def build(kind: str, dim: int, hidden: Sequence[int], latent: int, mem_size: int
   if kind in ("deepsvdd", "deepsad"):
     # No biases: a bias lets Deep SVDD map everything onto c (Ruff et al. 2018, Prop. 2).
     return MLP(hidden + (latent,), use_bias=False)
-  if kind == "mlp":
+  if kind in ("mlp", "devnet"):
     return MLP(hidden + (1,))
   raise ValueError(f"unknown detector kind {kind!r}")

@@ -102,11 +102,17 @@ class LPRSpec:
   layers: str = r"(kernel|bias)$"
   mode: str = "fixed"
   int_bits: int = 1
+  # Per-layer precision: regexes of layer groups. When set, `bits` given to `apply_lpr`
+  # is a vector with one width per group (0 = that group stays float32), and `layers`
+  # is ignored. A parameter belongs to the first group whose regex it matches.
+  groups: tuple = ()
 
   def __post_init__(self):
     if self.mode not in MODES:
       raise ValueError(f"unknown LPR mode {self.mode!r}; expected one of {MODES}")
     re.compile(self.layers)
+    for g in self.groups:
+      re.compile(g)
 
   def selected(self, params) -> list[str]:
     """Paths of the parameters this spec quantizes (for logging and tests)."""
@@ -121,6 +127,8 @@ def apply_lpr(params, bits, spec: LPRSpec):
   `bits` is a scalar (possibly traced); `bits <= 0` returns the parameters unchanged in
   value, so "with LPR" and "without LPR" can share one compiled, vmapped program.
   """
+  if spec.groups:
+    return _apply_groups(params, bits, spec)
   rx = re.compile(spec.layers)
 
   def one(path, w):
@@ -129,3 +137,61 @@ def apply_lpr(params, bits, spec: LPRSpec):
     return w
 
   return jax.tree_util.tree_map_with_path(one, params)
+
+
+def _apply_groups(params, bits, spec: LPRSpec):
+  """Per-layer LPR: group g's parameters get bits[g] (<= 0: unchanged)."""
+  bits = jnp.asarray(bits)
+  if bits.shape != (len(spec.groups),):
+    raise ValueError(f"per-layer LPR needs one bit width per group ({len(spec.groups)}), "
+                     f"got bits of shape {bits.shape}")
+  rxs = [re.compile(g) for g in spec.groups]
+
+  def one(path, w):
+    name = path_name(path)
+    for g, rx in enumerate(rxs):
+      if rx.search(name) and jnp.issubdtype(w.dtype, jnp.floating):
+        return quantize_ste(w, bits[g], spec.mode, spec.int_bits)
+    return w
+
+  return jax.tree_util.tree_map_with_path(one, params)
+
+
+def layer_regex(layer: str, depth: int) -> str:
+  """Regex of one named layer: 'encoder.i', 'decoder.i' (i may be negative) or 'memory'.
+
+  `depth` = number of hidden widths; encoder and decoder each have depth + 1 Dense
+  layers (encoder.-1 is the code layer, decoder.-1 the output layer). Detectors with a
+  single network (Deep SVDD/SAD, MLP, DevNet) name their layers 'encoder.i' too.
+  """
+  if layer == "memory":
+    return r"^memory$"
+  part, _, idx = layer.partition(".")
+  n = depth + 1
+  try:
+    i = int(idx)
+  except ValueError:
+    i = None
+  if part not in ("encoder", "decoder") or i is None or not -n <= i < n:
+    raise ValueError(f"unknown layer {layer!r}; expected encoder.i or decoder.i with "
+                     f"-{n} <= i < {n}, or memory")
+  i %= n
+  if part == "encoder":
+    return rf"^(encoder/)?Dense_{i}/(kernel|bias)$"
+  return rf"^decoder/Dense_{i}/(kernel|bias)$"
+
+
+def parse_layer_bits(items, depth: int):
+  """('encoder.0:2', 'decoder.-1:4') -> (group regexes, bit widths)."""
+  groups, widths = [], []
+  for item in items:
+    layer, sep, b = item.partition(":")
+    try:
+      width = int(b)
+    except ValueError:
+      width = -1
+    if not sep or width < 1:
+      raise ValueError(f"lpr_bits item {item!r}: expected <layer>:<bits>, e.g. encoder.0:2")
+    groups.append(layer_regex(layer.strip(), depth))
+    widths.append(width)
+  return tuple(groups), tuple(widths)
