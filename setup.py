@@ -24,6 +24,14 @@ INSTALL_REQUIRES = [
     "pyod>=3.6.7,<3.7",
 ]
 
+# Dependencies only one paper needs, each in its own extra; the test extra has them all.
+PAPER_EXTRAS = {
+    # neural_observer: the LMI certificates (SDPs) through cvxpy with the Clarabel solver.
+    "observer": ["cvxpy>=1.9.3,<1.10", "clarabel>=0.11.1,<0.12"],
+    # flowgda: minibatch optimal-transport pairing.
+    "flowgda": ["ott-jax>=0.6.0,<0.7"],
+}
+
 EXTRAS_REQUIRE = {
     # Test-only: the runner, parallel workers and the headless notebook executor.
     "test": [
@@ -32,7 +40,8 @@ EXTRAS_REQUIRE = {
         "nbformat>=5.11,<5.12",
         "nbclient>=0.11,<0.12",
         "ipykernel>=7.4,<7.5",
-    ],
+    ] + sorted({d for deps in PAPER_EXTRAS.values() for d in deps}),
+    **PAPER_EXTRAS,
     # lpr: reading the UCI tables of Debian's r-cran-mlbench (.rda files).
     "mlbench": ["rdata>=1.1.0,<1.2"],
     # PyTorch eager references for launch/benchmark.py (torch: a local CPU wheel here);

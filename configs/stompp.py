@@ -23,12 +23,21 @@ from jaxpapers.core import config as config_lib
 
 def get_config(arg=None):
   arg = config_lib.parse_arg(
-      arg, smoke=False, seed=0, study="depth",
+      arg,
+      # The MLP keeps the smoke run to seconds; tests cover the ResNets' shapes.
+      # Explicit args win over these (`:smoke,batch_size=4` runs batch 4).
+      smoke_args=dict(model="mlp", width=8, depth=2, steps=6, batch_size=16,
+                      log_every=2, eval_every=3, checkpoint_every=3, eval_batch_size=64,
+                      refresh_every=2, seeds=2, study_steps=20, study_depths=(1, 2),
+                      study_width=16, study_data="digits"),
+      smoke=False, seed=0, study="depth",
       model="resnet18", depth=4, width=16, first_real=True, last_real=True,
       rule="stompp", order="forward", binary_acts=True,
       refresh_every=50, refresh_frac=0.1, start=0.0, end=0.8, ramp="linear",
       data="digits", data_path="", steps=600, batch_size=128, lr=3e-3,
-      seeds=3, study_steps=800, study_depths=(2, 4, 8), study_width=128)
+      log_every=50, eval_every=200, checkpoint_every=200, eval_batch_size=512,
+      seeds=3, study_steps=800, study_depths=(2, 4, 8), study_width=128,
+      study_data="auto")
   c = ml_collections.ConfigDict()
   c.experiment = "jaxpapers.papers.stompp.experiment"
   c.seed = arg.seed
@@ -63,13 +72,13 @@ def get_config(arg=None):
   c.train = ml_collections.ConfigDict()
   c.train.steps = arg.steps
   c.train.batch_size = arg.batch_size  # global batch, split over processes and devices
-  c.train.log_every = 50
-  c.train.eval_every = 200
-  c.train.checkpoint_every = 200
+  c.train.log_every = arg.log_every
+  c.train.eval_every = arg.eval_every
+  c.train.checkpoint_every = arg.checkpoint_every
   c.train.keep_checkpoints = 2
 
   c.eval = ml_collections.ConfigDict()
-  c.eval.batch_size = 512
+  c.eval.batch_size = arg.eval_batch_size
 
   c.study = ml_collections.ConfigDict()
   c.study.name = arg.study  # depth: rule x order x depth on the binary MLP
@@ -77,22 +86,6 @@ def get_config(arg=None):
   c.study.steps = arg.study_steps
   c.study.depths = arg.study_depths  # binary hidden layers of the MLP
   c.study.width = arg.study_width
-  c.study.data = "auto"
+  c.study.data = arg.study_data  # auto: Fashion-MNIST where installed, else digits
 
-  if arg.smoke:  # the MLP keeps the smoke run to seconds; tests cover the ResNets' shapes
-    c.model.name = "mlp"
-    c.model.width = min(arg.width, 8)
-    c.model.depth = min(arg.depth, 2)
-    c.train.steps = 6
-    c.train.batch_size = 16
-    c.train.log_every = 2
-    c.train.eval_every = 3
-    c.train.checkpoint_every = 3
-    c.eval.batch_size = 64
-    c.binarize.refresh_every = 2
-    c.study.seeds = 2
-    c.study.steps = 20
-    c.study.depths = (1, 2)
-    c.study.width = 16
-    c.study.data = "digits"
-  return c
+  return config_lib.lock(c)

@@ -1,4 +1,8 @@
 """Flags shared by the launchers: --config, --workdir and multi-host start."""
+import os
+import re
+import sys
+
 from absl import flags
 from absl import logging
 from ml_collections import config_flags
@@ -12,6 +16,11 @@ COORDINATOR = flags.DEFINE_string(
     "coordinator_address", None, "host:port of process 0 for a multi-process run.")
 NUM_PROCESSES = flags.DEFINE_integer("num_processes", None, "Processes in the run.")
 PROCESS_ID = flags.DEFINE_integer("process_id", None, "This process's index.")
+VERBOSE = flags.DEFINE_bool(
+    "verbose", False, "On an error, print the full traceback instead of one line.")
+FORCE_RESUME = flags.DEFINE_bool(
+    "force_resume", False,
+    "Resume a workdir even though the config changes the computation (experts only).")
 flags.mark_flags_as_required(["config", "workdir"])
 
 
@@ -24,15 +33,97 @@ def start():
 
 
 def run_entry(entry: str):
-  """Starts the run and calls the paper module's `entry(config, workdir)`."""
+  """Starts the run and calls the paper module's `entry(config, workdir)`.
+
+  Process 0 holds the workdir lock for the whole run, so a second launcher on the same
+  workdir is refused instead of racing this one's checkpoints and metrics.
+  """
+  import jax
   from jaxpapers.core import experiment
+  from jaxpapers.core import workdir as workdir_lib
+  if FORCE_RESUME.value:
+    os.environ[workdir_lib.FORCE_ENV] = "1"
   config, workdir = start()
-  return experiment.load(config, entry)(config, workdir)
+  fn = experiment.load(config, entry)
+  lock = workdir_lib.WorkdirLock(workdir)
+  if jax.process_index() == 0:
+    lock.acquire()
+  try:
+    return fn(config, workdir)
+  finally:
+    lock.release()
 
 
-def main_for(entry: str):
-  """An absl main that runs `entry` and exits 0 (absl would exit with a returned value)."""
+# The project's own errors: bad config, missing data, refused resume, NaN, unreadable
+# checkpoints. They end the run with one line on stderr; anything else is a bug and keeps
+# its traceback.
+def _expected_errors():
+  from jaxpapers.core import checkpoint
+  return (ValueError, KeyError, FileNotFoundError, FloatingPointError, ImportError,
+          checkpoint.CheckpointError)
+
+
+def _one_line(e: BaseException) -> str:
+  lines = str(e).strip().splitlines()
+  msg = lines[0] if lines else type(e).__name__
+  return msg.strip("'\"") if isinstance(e, (KeyError, AttributeError)) else msg
+
+
+def parse_flags(argv):
+  """absl's flag parser, but a bad --config (unknown key, bad value) is one line, exit 1.
+
+  ml_collections applies `--config.a.b=v` while parsing, so its errors would otherwise
+  surface as a 50-line traceback from inside absl.
+  """
+  # ml_collections reports a missing config file only when the config is first read.
+  for a in argv[1:]:
+    if a.startswith("--config="):
+      path = a.split("=", 1)[1].split(":")[0]
+      if not os.path.exists(path):
+        print(f"error: config file {path} does not exist (paths are relative to the "
+              "working directory, e.g. --config=configs/stompp.py)", file=sys.stderr,
+              flush=True)
+        sys.exit(1)
+  try:
+    return flags.FLAGS(argv)
+  except flags.Error as e:
+    # ml_collections wraps a get_config error with its whole traceback: keep the flag
+    # and the final "SomeError: message" line.
+    lines = [line.strip() for line in str(e).splitlines() if line.strip()]
+    cause = [line for line in lines if re.match(r"^[A-Za-z_.]*(Error|Exception): ", line)]
+    flag = lines[0].split(": ")[0] if lines else ""
+    text = f"{flag}: {cause[-1]}" if cause else " ".join(lines)
+    print(f"error: {text}", file=sys.stderr, flush=True)
+  except (AttributeError, KeyError) as e:
+    bad = [a for a in argv[1:] if a.startswith("--config.")]
+    key = _one_line(e)
+    where = [a for a in bad if a.split("=")[0].endswith("." + key)] or bad
+    print(f"error: unknown config field {key!r} in {', '.join(where)}", file=sys.stderr,
+          flush=True)
+  except (ValueError, TypeError) as e:
+    print(f"error: bad --config: {type(e).__name__}: {_one_line(e)}", file=sys.stderr,
+          flush=True)
+  sys.exit(1)
+
+
+def run_app(main):
+  """`app.run` with the one-line flag errors of `parse_flags`."""
+  from absl import app
+  app.run(main, flags_parser=parse_flags)
+
+
+def main_for(entry: str, on_result=None):
+  """An absl main that runs `entry`, exits 0, or 1 with one line naming the problem."""
   def main(argv):
     del argv
-    run_entry(entry)
+    try:
+      result = run_entry(entry)
+      if on_result is not None:
+        on_result(result)
+    except _expected_errors() as e:
+      if VERBOSE.value:
+        raise
+      print(f"error: {type(e).__name__}: {_one_line(e)} (--verbose for the traceback)",
+            file=sys.stderr, flush=True)
+      sys.exit(1)
   return main

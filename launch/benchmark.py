@@ -10,14 +10,10 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from absl import app  # noqa: E402
-
 import _common  # noqa: E402
 
 
-def main(argv):
-  del argv
-  result = _common.run_entry("benchmark")
+def write_result(result):
   workdir = _common.WORKDIR.value
   os.makedirs(workdir, exist_ok=True)
   with open(os.path.join(workdir, "benchmark.json"), "w") as f:
@@ -26,4 +22,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  _common.run_app(_common.main_for("benchmark", on_result=write_result))

@@ -4,9 +4,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from absl import app  # noqa: E402
-
 import _common  # noqa: E402
 
 if __name__ == "__main__":
-  app.run(_common.main_for("train_and_evaluate"))
+  _common.run_app(_common.main_for("train_and_evaluate"))

@@ -44,3 +44,25 @@ def test_locked_config_rejects_new_keys_by_name():
   c.depth = 8  # existing keys stay writable
   with pytest.raises(AttributeError, match="dpeth"):
     c.dpeth = 3
+
+
+def test_smoke_args_apply_first_and_explicit_args_win():
+  kw = dict(smoke_args=dict(steps=6, batch_size=16), smoke=False, steps=600,
+            batch_size=128, lr=0.1)
+  c = config_lib.parse_arg("batch_size=4,smoke", **kw)
+  assert (c.steps, c.batch_size, c.lr) == (6, 4, 0.1)
+  c = config_lib.parse_arg("smoke,batch_size=4", **kw)
+  assert (c.steps, c.batch_size) == (6, 4)
+  assert config_lib.parse_arg("batch_size=4", **kw).steps == 600  # no smoke: untouched
+  with pytest.raises(ValueError, match="'stpes'"):
+    config_lib.parse_arg("smoke", smoke_args=dict(stpes=1), smoke=False, steps=1)
+
+
+def test_stompp_smoke_respects_explicit_batch_size():
+  c = config_lib.load("configs/stompp.py:smoke,batch_size=4")
+  assert (c.train.batch_size, c.train.steps, c.model.name) == (4, 6, "mlp")
+
+
+def test_load_names_a_missing_config():
+  with pytest.raises(FileNotFoundError, match="configs/nosuch.py"):
+    config_lib.load("configs/nosuch.py:smoke")

@@ -8,6 +8,7 @@ step and continuing reproduces an uninterrupted run bit for bit.
 from __future__ import annotations
 
 import os
+import time
 
 import jax
 import orbax.checkpoint as ocp
@@ -21,11 +22,22 @@ def _abstract(tree):
   return jax.tree.map(one, tree)
 
 
+class CheckpointError(RuntimeError):
+  """No checkpoint in the workdir can be restored."""
+
+
+def _one_line(e: BaseException) -> str:
+  text = f"{type(e).__name__}: {e}".strip().splitlines()
+  first = text[0] if text else type(e).__name__
+  return first[:300]
+
+
 class Checkpointer:
   """Thin wrapper over `ocp.CheckpointManager` for one pytree state."""
 
   def __init__(self, workdir: str, keep: int = 3):
     directory = os.path.abspath(os.path.join(workdir, "checkpoints"))
+    self.directory = directory
     self.manager = ocp.CheckpointManager(
         directory,
         options=ocp.CheckpointManagerOptions(
@@ -35,12 +47,43 @@ class Checkpointer:
     return self.manager.latest_step()
 
   def restore_or(self, state):
-    """Returns (state, step): the latest checkpoint laid out like `state`, or (state, 0)."""
-    step = self.manager.latest_step()
-    if step is None:
-      return state, 0
-    restored = self.manager.restore(step, args=ocp.args.StandardRestore(_abstract(state)))
-    return restored, int(step)
+    """Returns (state, step): the newest checkpoint that restores, or (state, 0).
+
+    A checkpoint that fails to restore (a truncated file, damaged metadata, another
+    model's shapes) is moved to `checkpoints_unreadable/` with one line saying why, and
+    the next older one is tried; if none restores, the run refuses with one line rather
+    than silently starting over.
+    """
+    steps = sorted(self.manager.all_steps(), reverse=True)
+    abstract = _abstract(state)
+    reasons = []
+    for step in steps:
+      try:
+        restored = self.manager.restore(step, args=ocp.args.StandardRestore(abstract))
+      except Exception as e:  # orbax raises many types; each means "unreadable"
+        reason = _one_line(e)
+        reasons.append(f"step {step}: {reason}")
+        print(f"skipping checkpoint {step}: {reason}", flush=True)
+        self._quarantine(step)
+        continue
+      return restored, int(step)
+    if reasons:
+      raise CheckpointError(
+          f"no checkpoint in {self.directory} restores ({'; '.join(reasons)}); "
+          "move the directory away to start over")
+    return state, 0
+
+  def _quarantine(self, step: int) -> None:
+    """Moves an unreadable checkpoint aside so the resumed run can save that step anew."""
+    if jax.process_index() != 0:
+      return
+    src = os.path.join(self.directory, str(step))
+    dst_dir = self.directory + "_unreadable"
+    os.makedirs(dst_dir, exist_ok=True)
+    dst = os.path.join(dst_dir, f"{step}.{int(time.time())}")
+    if os.path.exists(src):
+      os.replace(src, dst)
+    self.manager.reload()
 
   def save(self, step: int, state, force: bool = False) -> None:
     self.manager.save(int(step), args=ocp.args.StandardSave(state), force=force)

@@ -38,13 +38,18 @@ def _cast(key: str, text: str, default):
   return text
 
 
-def parse_arg(arg: str | None, **defaults) -> ml_collections.ConfigDict:
+def parse_arg(arg: str | None, smoke_args: dict | None = None,
+              **defaults) -> ml_collections.ConfigDict:
   """Parses 'k1=v1,k2=v2' into a ConfigDict typed by `defaults`.
 
   Every key must appear in `defaults`; the error names the unknown key and lists the
   known ones. A bare key `smoke` means `smoke=true` for boolean defaults.
+
+  `smoke_args` are the values a `smoke` run uses for other args (e.g. fewer steps). They
+  are applied first and explicit arguments after, whatever their order in `arg`, so
+  `:smoke,batch_size=4` runs the smoke setting with batch size 4.
   """
-  out = dict(defaults)
+  explicit = {}
   for item in (arg or "").split(","):
     item = item.strip()
     if not item:
@@ -58,7 +63,14 @@ def parse_arg(arg: str | None, **defaults) -> ml_collections.ConfigDict:
       if not isinstance(defaults[key], bool):
         raise ValueError(f"config arg {key!r} needs a value ({key}=...)")
       text = "true"
-    out[key] = _cast(key, text.strip(), defaults[key])
+    explicit[key] = _cast(key, text.strip(), defaults[key])
+  out = dict(defaults)
+  if explicit.get("smoke", defaults.get("smoke", False)) and smoke_args:
+    for key, value in smoke_args.items():
+      if key not in defaults:
+        raise ValueError(f"smoke_args names {key!r}, which is not a config arg")
+      out[key] = value
+  out.update(explicit)
   return ml_collections.ConfigDict(out)
 
 
@@ -85,3 +97,27 @@ def override(config: ml_collections.ConfigDict, overrides: dict) -> ml_collectio
       raise KeyError(f"unknown config key {dotted!r}")
     node[leaf] = value
   return new
+
+
+def load(spec: str) -> ml_collections.ConfigDict:
+  """Loads `configs/<name>.py[:args]` from Python (notebooks, studies, tests).
+
+  The path is tried as given (relative to the working directory) and then relative to the
+  repository root that holds this package, so a notebook anywhere in a clone can call
+  `config_lib.load("configs/stompp.py:smoke")` without path hacks.
+  """
+  import importlib.util
+  import os
+
+  path, _, arg = spec.partition(":")
+  root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+  for candidate in (path, os.path.join(root, path)):
+    if os.path.isfile(candidate):
+      break
+  else:
+    raise FileNotFoundError(f"config file {path} not found (nor under {root})")
+  name = "jaxpapers_config_" + os.path.basename(candidate)[:-3]
+  module_spec = importlib.util.spec_from_file_location(name, candidate)
+  module = importlib.util.module_from_spec(module_spec)
+  module_spec.loader.exec_module(module)
+  return module.get_config(arg or None)

@@ -55,12 +55,30 @@ def evaluate(task: Task, state, mesh, eval_fn, batch_size: int) -> dict:
   return {k: float(v) / count for k, v in totals.items()}
 
 
+def validate(config, mesh) -> None:
+  """Checks the loop's config fields before anything is initialized or compiled."""
+  t = config.train
+  for name in ("steps", "batch_size", "log_every", "eval_every", "checkpoint_every",
+               "keep_checkpoints"):
+    if int(t[name]) < 1:
+      raise ValueError(f"train.{name} must be >= 1, got {t[name]}")
+  shards = mesh.shape["data"] if "data" in mesh.shape else 1
+  for name, bs in (("train.batch_size", t.batch_size),
+                   ("eval.batch_size", config.eval.batch_size)):
+    if int(bs) < 1:
+      raise ValueError(f"{name} must be >= 1, got {bs}")
+    if bs % jax.process_count() or bs % shards:
+      raise ValueError(
+          f"{name}={bs} must be divisible by {jax.process_count()} processes and by the "
+          f"{shards} 'data' shards of the mesh")
+
+
 def train(config, workdir: str, task: Task):
   """Runs (or resumes) training; returns (final state, final eval metrics)."""
-  metrics_lib.write_config(workdir, config)
   mesh = mesh_lib.make_mesh(config.mesh)
+  validate(config, mesh)
+  metrics_lib.write_config(workdir, config)
   repl = mesh_lib.replicated(mesh)
-  data_sharding = mesh_lib.batch_sharding(mesh)
   rng = jax.random.PRNGKey(config.seed)
   init_rng, step_rng = jax.random.split(rng)
 
@@ -68,7 +86,25 @@ def train(config, workdir: str, task: Task):
   # sharding rules here later without touching the step.
   state = jax.jit(task.init, out_shardings=repl)(init_rng)
   ckpt = checkpoint_lib.Checkpointer(workdir, keep=config.train.keep_checkpoints)
+  try:
+    return _train(config, workdir, task, mesh, state, ckpt, step_rng)
+  finally:
+    # Also on errors, so that orbax's shutdown noise never buries the cause.
+    ckpt.close()
+
+
+def _train(config, workdir, task, mesh, state, ckpt, step_rng):
+  repl = mesh_lib.replicated(mesh)
+  data_sharding = mesh_lib.batch_sharding(mesh)
   state, start = ckpt.restore_or(state)
+  total = config.train.steps
+  if start > total:
+    raise ValueError(
+        f"train.steps={total} is below the step {start} already checkpointed in "
+        f"{workdir}; raise steps or use a new --workdir")
+  # Rows a killed run wrote past its checkpoint would otherwise appear twice.
+  metrics_lib.truncate_after(workdir, start,
+                             drop_at_step=("test",) if start == total else ())
 
   def step_fn(state, batch, step):
     return task.train_step(state, batch, jax.random.fold_in(step_rng, step), step)
@@ -79,7 +115,6 @@ def train(config, workdir: str, task: Task):
   eval_fn = jax.jit(task.eval_step, in_shardings=(repl, data_sharding),
                     out_shardings=repl)
 
-  total = config.train.steps
   writer = metrics_lib.MetricsWriter(workdir, total_steps=total)
   rows = mesh_lib.local_batch_slice(config.train.batch_size)
   eval_bs = config.eval.batch_size
@@ -115,5 +150,4 @@ def train(config, workdir: str, task: Task):
   if final_eval is None:  # resumed at the end: evaluate the restored state
     final_eval = evaluate(task, state, mesh, eval_fn, eval_bs)
     writer.write(total, final_eval, split="test")
-  ckpt.close()
   return state, final_eval

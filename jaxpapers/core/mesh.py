@@ -28,9 +28,22 @@ def initialize_distributed(coordinator: str | None = None,
     if num_processes is None or process_id is None:
       raise ValueError("--coordinator_address needs --num_processes and --process_id")
     jax.distributed.initialize(coordinator_address=coordinator,
-                               num_processes=num_processes, process_id=process_id)
+                               num_processes=num_processes, process_id=process_id,
+                               heartbeat_timeout_seconds=heartbeat_timeout_s())
   elif os.environ.get("JAXPAPERS_DISTRIBUTED") == "1":
-    jax.distributed.initialize()
+    jax.distributed.initialize(heartbeat_timeout_seconds=heartbeat_timeout_s())
+
+
+def heartbeat_timeout_s() -> int:
+  """Seconds before the survivors of a dead process abort.
+
+  JAX's default (100 s) suits pods, where a slow host is normal; a CPU run on one machine
+  (tests, laptops) learns of a dead peer in 15 s instead. `JAXPAPERS_HEARTBEAT_TIMEOUT_S`
+  overrides both.
+  """
+  if "JAXPAPERS_HEARTBEAT_TIMEOUT_S" in os.environ:
+    return int(os.environ["JAXPAPERS_HEARTBEAT_TIMEOUT_S"])
+  return 15 if os.environ.get("JAX_PLATFORMS", "") == "cpu" else 100
 
 
 def make_mesh(axes=(("data", -1),)) -> Mesh:

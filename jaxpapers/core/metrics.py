@@ -14,6 +14,8 @@ import time
 import jax
 import numpy as np
 
+from jaxpapers.core import workdir as workdir_lib
+
 
 def is_writer() -> bool:
   return jax.process_index() == 0
@@ -29,11 +31,16 @@ def _to_builtin(v):
 
 
 def write_config(workdir: str, config) -> None:
-  """Writes `config.json` (the resolved config) into the workdir, on process 0."""
+  """Writes `config.json` (the resolved config) into the workdir, on process 0.
+
+  When the workdir already holds a config (a resume), it must describe the same
+  computation: `workdir.check_resume` refuses otherwise, naming the differing fields.
+  """
   if not is_writer():
     return
   os.makedirs(workdir, exist_ok=True)
   d = config.to_dict() if hasattr(config, "to_dict") else dict(config)
+  workdir_lib.check_resume(workdir, d)
   # A per-process temporary name: studies may run several launchers on one workdir
   # (e.g. one per rank), and a shared name lets one replace the other's file away.
   tmp = os.path.join(workdir, f"config.json.tmp.{os.getpid()}")
@@ -53,6 +60,48 @@ def check_finite(step: int, metrics: dict) -> None:
     raise FloatingPointError(
         f"non-finite {', '.join(sorted(bad))} at step {step}: "
         + ", ".join(f"{k}={_to_builtin(metrics[k])}" for k in sorted(bad)))
+
+
+def _short(v) -> str:
+  """A value for a progress line: 4 significant digits; a long vector as min/mean/max."""
+  if isinstance(v, float):
+    return f"{v:.4g}"
+  if isinstance(v, list) and v and all(isinstance(x, (int, float)) for x in v):
+    if len(v) <= 4:
+      return "[" + ",".join(f"{x:.3g}" for x in v) + "]"
+    arr = np.asarray(v, dtype=np.float64)
+    return f"[{arr.min():.3g}..{arr.mean():.3g}..{arr.max():.3g}](n={len(v)})"
+  return str(v)
+
+
+def truncate_after(workdir: str, step: int, drop_at_step: tuple = ()) -> int:
+  """Drops rows past `step` (and rows of `drop_at_step` splits at `step`) atomically.
+
+  A resumed run restarts from its checkpoint at `step`; the rows a killed run wrote past
+  it would otherwise appear twice. Returns the number of rows dropped.
+  """
+  path = os.path.join(workdir, "metrics.jsonl")
+  if not is_writer() or not os.path.exists(path):
+    return 0
+  kept, dropped = [], 0
+  with open(path) as f:
+    for line in f:
+      try:
+        row = json.loads(line)
+      except json.JSONDecodeError:  # a line cut by the kill
+        dropped += 1
+        continue
+      s = row.get("step", 0)
+      if s > step or (s == step and row.get("split") in drop_at_step):
+        dropped += 1
+      else:
+        kept.append(line if line.endswith("\n") else line + "\n")
+  if dropped:
+    tmp = f"{path}.tmp.{os.getpid()}"
+    with open(tmp, "w") as f:
+      f.writelines(kept)
+    os.replace(tmp, path)
+  return dropped
 
 
 class MetricsWriter:
@@ -77,9 +126,8 @@ class MetricsWriter:
       with open(self.path, "a") as f:
         f.write(json.dumps(row) + "\n")
     if self.verbose:
-      shown = " ".join(
-          f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}"
-          for k, v in row.items() if k not in ("step", "split"))
+      shown = " ".join(f"{k}={_short(v)}" for k, v in row.items()
+                       if k not in ("step", "split"))
       print(f"[{split} {step}] {shown}", flush=True)
 
   def _progress(self, step: int) -> dict:

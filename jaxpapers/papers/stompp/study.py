@@ -92,6 +92,9 @@ def train_cell(config, ds, images, labels, seeds):
 
 
 def run(config, workdir: str):
+  # Stamped before running: the code that produced the table, not what is there later.
+  commit = study_lib.git_commit(['jaxpapers/papers/stompp', 'configs/stompp.py',
+                                 'jaxpapers/core', 'jaxpapers/data'])
   s = config.study
   if s.name != "depth":
     raise ValueError(f"unknown stompp study {s.name!r}; available: depth")
@@ -133,7 +136,7 @@ def run(config, workdir: str):
   header = (f"StoMPP depth study on {ds.name}: binary MLP width {s.width}, "
             f"{s.steps} steps, batch {config.train.batch_size}, {len(seeds)} seeds; "
             f"test accuracy of the fully committed (hard-sign) network.\n"
-            f"commit {study_lib.git_commit(['jaxpapers/papers/stompp', 'configs/stompp.py', 'jaxpapers/core', 'jaxpapers/data'])}\n\n"
+            f"commit {commit} (stamped when the study started)\n\n"
             + PAPER_CLAIMS)
   md = study_lib.write_table(workdir, "depth", rows,
                              ["depth", "variant", "mean acc", "std", "min", "seeds",

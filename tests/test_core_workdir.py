@@ -1,0 +1,157 @@
+"""A workdir belongs to one run: resume config check, clean metrics, checkpoint fallback,
+the one-launcher lock and one-line launcher errors."""
+import json
+import os
+import shutil
+import subprocess
+
+import numpy as np
+import pytest
+
+from jaxpapers.core import loop
+from jaxpapers.core import metrics
+from jaxpapers.core import workdir as workdir_lib
+from tests import _runs
+from tests.test_core_loop import _config, _task
+
+TIMING = ("steps_per_s", "eta_s")
+
+
+def _rows(workdir):
+  return [{k: v for k, v in r.items() if k not in TIMING}
+          for r in metrics.read_metrics(str(workdir))]
+
+
+def test_compare_refuses_computation_and_allows_bookkeeping():
+  old = {"seed": 0, "model": {"width": 16}, "train": {"steps": 200, "log_every": 10},
+         "study": {"seeds": 3}}
+  new = {"seed": 0, "model": {"width": 32}, "train": {"steps": 300, "log_every": 5},
+         "study": {"seeds": 5}}
+  refused, allowed = workdir_lib.compare(old, new)
+  assert refused == ["model.width: 16 -> 32"]
+  assert allowed == ["study.seeds: 3 -> 5", "train.log_every: 10 -> 5",
+                     "train.steps: 200 -> 300"]
+  refused, _ = workdir_lib.compare(old, {**old, "train": {"steps": 100, "log_every": 10}})
+  assert refused == ["train.steps: 200 -> 100"]
+  # Tuples are stored as JSON lists: the same value, not a change.
+  assert workdir_lib.compare({"a": [1, 2]}, {"a": (1, 2)}) == ([], [])
+
+
+def test_resume_with_another_config_is_refused_naming_fields(tmp_path, monkeypatch):
+  monkeypatch.delenv(workdir_lib.FORCE_ENV, raising=False)
+  loop.train(_config(), str(tmp_path), _task())
+  other = _config(steps=12)
+  other.seed = 1
+  with pytest.raises(workdir_lib.ResumeError, match=r"seed: 0 -> 1") as e:
+    loop.train(other, str(tmp_path), _task())
+  assert "train.steps" not in str(e.value)  # raised steps are allowed
+  assert "\n" not in str(e.value)
+  # Bookkeeping changes resume and are recorded.
+  more = _config(steps=12)
+  more.train.log_every = 2
+  loop.train(more, str(tmp_path), _task())
+  changes = [json.loads(l) for l in open(tmp_path / "config_changes.jsonl")]
+  assert changes[-1]["changes"] == ["train.log_every: 1 -> 2", "train.steps: 6 -> 12"]
+  # The expert escape accepts a computational change and records it as forced.
+  monkeypatch.setenv(workdir_lib.FORCE_ENV, "1")
+  loop.train(other, str(tmp_path / "x"), _task())  # fresh dir: nothing to compare
+  workdir_lib.check_resume(str(tmp_path), {**json.load(open(tmp_path / "config.json")),
+                                           "seed": 7})
+  assert json.loads(open(tmp_path / "config_changes.jsonl").readlines()[-1])["forced"]
+
+
+def test_lowering_steps_below_the_checkpoint_is_refused(tmp_path, monkeypatch):
+  monkeypatch.setenv(workdir_lib.FORCE_ENV, "1")  # get past the config check
+  loop.train(_config(steps=6), str(tmp_path), _task())
+  with pytest.raises(ValueError, match="train.steps=3 is below the step 6"):
+    loop.train(_config(steps=3), str(tmp_path), _task())
+
+
+def test_resumed_metrics_hold_each_step_once(tmp_path):
+  ref, killed = tmp_path / "ref", tmp_path / "killed"
+  loop.train(_config(), str(ref), _task())
+  loop.train(_config(), str(killed), _task())
+  # A run killed after logging steps 4-6 but before its step-6 checkpoint landed.
+  shutil.rmtree(killed / "checkpoints" / "6")
+  with open(killed / "metrics.jsonl", "a") as f:
+    f.write('{"step": 7, "spl')  # a line cut by the kill
+  loop.train(_config(), str(killed), _task())
+  assert _rows(killed) == _rows(ref)
+
+
+def test_resuming_a_finished_run_does_not_repeat_its_final_eval(tmp_path):
+  loop.train(_config(), str(tmp_path), _task())
+  before = _rows(tmp_path)
+  loop.train(_config(), str(tmp_path), _task())
+  assert _rows(tmp_path) == before
+
+
+@pytest.mark.parametrize("damage", ["truncate_arrays", "metadata"])
+def test_unreadable_latest_checkpoint_falls_back(tmp_path, damage, capsys):
+  ref, bad = tmp_path / "ref", tmp_path / "bad"
+  ref_state, _ = loop.train(_config(), str(ref), _task())
+  loop.train(_config(), str(bad), _task())
+  latest = bad / "checkpoints" / "6"
+  files = [os.path.join(d, f) for d, _, fs in os.walk(latest) for f in fs]
+  if damage == "metadata":
+    targets = [f for f in files if os.path.basename(f) == "_METADATA"]
+  else:
+    targets = [f for f in files if os.path.getsize(f) > 0
+               and "METADATA" not in os.path.basename(f)]
+  assert targets
+  for f in targets:
+    with open(f, "r+b") as h:
+      h.truncate(max(os.path.getsize(f) // 3, 1) if damage != "metadata" else 5)
+  state, _ = loop.train(_config(), str(bad), _task())
+  out = capsys.readouterr().out
+  assert "skipping checkpoint 6" in out and "resumed from step 3" in out
+  np.testing.assert_array_equal(np.asarray(state["w"]), np.asarray(ref_state["w"]))
+  assert _rows(bad) == _rows(ref)
+  assert os.listdir(bad / "checkpoints_unreadable")
+
+
+def test_validate_names_bad_batch_size(tmp_path):
+  config = _config()
+  config.train.batch_size = 12  # 8 forced devices
+  with pytest.raises(ValueError, match="train.batch_size=12 must be divisible"):
+    loop.train(config, str(tmp_path), _task())
+  config.train.batch_size = 0
+  with pytest.raises(ValueError, match="train.batch_size must be >= 1"):
+    loop.train(config, str(tmp_path), _task())
+  assert not (tmp_path / "checkpoints").exists()
+
+
+def test_workdir_lock_refuses_a_second_holder(tmp_path):
+  with workdir_lib.WorkdirLock(str(tmp_path)):
+    with pytest.raises(workdir_lib.ResumeError, match=f"pid {os.getpid()}"):
+      workdir_lib.WorkdirLock(str(tmp_path)).acquire()
+  workdir_lib.WorkdirLock(str(tmp_path)).acquire().release()  # free again
+
+
+def _launch(args, env):
+  return subprocess.run(args, env=env, capture_output=True, text=True, timeout=300)
+
+
+def test_launcher_errors_are_one_line_with_exit_1(tmp_path):
+  env = _runs.env_with_devices(1)
+  cases = {
+      "--config.train.nosuch=3": "unknown config field 'nosuch' in --config.train.nosuch=3",
+      "--config.train.batch_size=0": "train.batch_size must be >= 1",
+  }
+  for flag, message in cases.items():
+    out = _launch(_runs.train_cmd("stompp.py:smoke", tmp_path / "w", flag), env)
+    assert out.returncode == 1, out.stderr[-2000:]
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and message in lines[0], out.stderr[-2000:]
+  out = _launch(_runs.train_cmd("stompp.py:smoke,no_such_arg=1", tmp_path / "w"), env)
+  assert out.returncode == 1 and "unknown config arg 'no_such_arg'" in out.stderr
+  assert len(out.stderr.strip().splitlines()) == 1
+
+
+def test_launcher_refuses_a_live_workdir(tmp_path):
+  env = _runs.env_with_devices(1)
+  with workdir_lib.WorkdirLock(str(tmp_path)):
+    out = _launch(_runs.train_cmd("stompp.py:smoke", tmp_path), env)
+  assert out.returncode == 1
+  assert f"in use by another run (pid {os.getpid()})" in out.stderr
+  assert not (tmp_path / "metrics.jsonl").exists()
