@@ -83,3 +83,10 @@ def test_tfds_imagenet_split_names_offline():
 def test_unprepared_tfds_fails_fast_naming_dir_and_fix(tmp_path):
   with pytest.raises(FileNotFoundError, match=f"{tmp_path}.*tfds build cifar10"):
     sources.load("tfds:cifar10", str(tmp_path))
+
+
+def test_unknown_tfds_name_lists_close_matches_only(tmp_path):
+  with pytest.raises(FileNotFoundError) as e:
+    sources.load("tfds:cifar1O", str(tmp_path))
+  msg = str(e.value)
+  assert "did you mean cifar10" in msg and "\n" not in msg and len(msg) < 300

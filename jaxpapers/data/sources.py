@@ -17,7 +17,9 @@ from __future__ import annotations
 import dataclasses
 import functools
 import gzip
+import difflib
 import os
+import re
 from typing import Any
 
 import numpy as np
@@ -170,9 +172,18 @@ def tfds_images(name: str, data_dir: str | None = None) -> Dataset:
     sources = tfds.data_source(name, split=[train_split, test_split], data_dir=data_dir,
                                download=False)
   except Exception as e:  # tfds raises several types for a missing/unprepared dataset
+    # An unknown name makes tfds list all ~1,000 builders; name the closest ones instead.
+    known = re.findall(r"^\s*- (\S+)\s*$", str(e), flags=re.M)
+    base = name.split("/")[0].split(":")[0]
+    if known and base not in known:
+      close = difflib.get_close_matches(base, known, n=5, cutoff=0.6)
+      raise FileNotFoundError(
+          f"no TFDS dataset named {base!r}"
+          + (f"; did you mean {', '.join(close)}?" if close else "")) from None
     where = data_dir or os.environ.get("TFDS_DATA_DIR", "~/tensorflow_datasets")
     raise FileNotFoundError(
-        f"TFDS dataset {name!r} is not prepared in {where} ({type(e).__name__}: {e}). "
+        f"TFDS dataset {name!r} is not prepared in {where} "
+        f"({type(e).__name__}: {str(e).strip().splitlines()[0][:200]}). "
         f"Prepare it on a machine with network access with `tfds build {name} "
         f"--data_dir=DIR --file_format=array_record` (needs `pip install tensorflow`), "
         "copy DIR here and set data.path=DIR.") from None
