@@ -1,0 +1,309 @@
+"""Two-stage training of LMI-certified neural network observers (abstract 4): training.
+
+Methods on one (plant, seed) problem, sharing data, gain L, network and optimiser:
+- two_stage: stage 1, point-guided Lyapunov pre-training (estimation loss + hinge on
+  V' + alpha V <= -margin V at fresh uniform samples of (state, error) over the prescribed
+  boxes, V = e^T P e with P learned); stage 2, LMI fine-tuning: alternate the certificate
+  SDP (lmi.CertificateSDP: P, multipliers for the current weights) and network updates on
+  estimation loss + rho * relu(lambda_max(F(theta; P, mu, lam)) + margin), until a
+  certificate verified by lmi.verify holds (and the validation target is met).
+- direct: the same SDP-in-the-loop alternation from the first step (no pre-training), as
+  in direct LMI-constrained observer training (arXiv 2208.13006).
+- unconstrained: estimation loss only (no Lyapunov term, no certificate).
+- two_stage_nohinge: ablation, stage 1 without the hinge.
+Updates run as jitted `lax.scan` chunks of `sdp_every` steps; the SDP and the NumPy check
+run on the host between chunks. Wall-clock starts before the first update and excludes
+XLA compilation (ahead-of-time compiled before the clock starts).
+"""
+from __future__ import annotations
+
+import dataclasses
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from jaxpapers.papers.neural_observer import baselines
+from jaxpapers.papers.neural_observer import lmi
+from jaxpapers.papers.neural_observer import observer
+from jaxpapers.papers.neural_observer import plants as plants_lib
+
+SPLITS = {"train": 0, "val": 1, "test": 2}
+
+
+@dataclasses.dataclass
+class Problem:
+  plant: plants_lib.Plant
+  L: np.ndarray
+  s_z: jnp.ndarray
+  s_y: jnp.ndarray
+  z_box: np.ndarray
+  err_box: np.ndarray
+  data: dict
+  dt: float
+  alpha: float
+
+
+def build_problem(cfg, plant_name: str, seed: int, noise_scale: float = 1.0,
+                  data: dict | None = None) -> Problem:
+  """Data of (plant, seed) from PRNGKey(seed) folded with the split (method-independent)."""
+  plant = plants_lib.make_plant(plant_name, noise_scale)
+  z_box = np.concatenate([plant.x_box, 1.5 * plant.d_amp * np.ones(plant.nd)])
+  err_box = cfg.err_scale * z_box
+  if data is None:
+    key = jax.random.PRNGKey(seed)
+    data = {}
+    for split, sid in SPLITS.items():
+      n = cfg.n_train if split == "train" else cfg.n_eval
+      make = jax.jit(lambda k, n=n: plants_lib.make_dataset(plant, k, n, cfg.steps, cfg.dt,
+                                                            err_box))
+      data[split] = make(jax.random.fold_in(key, sid))
+  L, _ = lmi.design_gain(plant.Abar, plant.Cbar, plant.Gbar, plant.Qbar, cfg.alpha_gain)
+  s_y = jnp.asarray(np.abs(plant.C) @ plant.x_box + 1e-6)
+  return Problem(plant, L, jnp.asarray(z_box), s_y, z_box, err_box, data, cfg.dt,
+                 cfg.alpha)
+
+
+def evaluate(prob: Problem, zhat, split: str) -> dict:
+  m = observer.errors(zhat, prob.data[split], prob.plant.nx, prob.s_z)
+  return {k: float(v) for k, v in m.items()}
+
+
+def linear_part_metrics(prob: Problem, split: str) -> dict:
+  f = observer.field(prob.plant, prob.L, None, prob.s_z, prob.s_y)
+  zhat = jax.jit(lambda d: observer.rollout_batch(f, d, prob.dt))(prob.data[split])
+  return evaluate(prob, zhat, split)
+
+
+class Trainer:
+  """Jitted, ahead-of-time compiled update chunks for one (problem, width, lr)."""
+
+  def __init__(self, prob: Problem, width: int, cfg):
+    # Data, learning rate and seed are arguments of the compiled chunks, so one Trainer
+    # serves every seed / noise level / learning rate of a (plant, width).
+    self.prob, self.width, self.cfg = prob, width, cfg
+    plant = prob.plant
+    self.opt = optax.inject_hyperparams(optax.adam)(learning_rate=1e-3)
+    A_L = jnp.asarray(plant.Abar - prob.L @ plant.Cbar)
+    G, Q = jnp.asarray(plant.Gbar), jnp.asarray(plant.Qbar)
+    def est_loss(params, train):
+      f = observer.field(plant, prob.L, params, prob.s_z, prob.s_y)
+      zhat = observer.rollout_batch(f, train, prob.dt)
+      return observer.errors(zhat, train, plant.nx, prob.s_z)["nmse"]
+
+    def stage1_loss(trainable, key, w_hinge, train):
+      params, R = trainable
+      z, e = observer.sample_error_states(plant, key, cfg.n_points, prob.z_box,
+                                          prob.err_box)
+      hinge, frac = observer.lyapunov_hinge(plant, prob.L, params, R, prob.s_z,
+                                            prob.s_y, z, e, prob.alpha, cfg.hinge_margin)
+      est = est_loss(params, train)
+      return est + w_hinge * hinge, dict(est=est, hinge=hinge, frac_ok=frac)
+
+    def stage2_loss(params, cert, train):
+      W2, K = observer.lmi_weights(params, plant.Cbar, prob.s_y)
+      F = lmi.assemble_jax(cert["P"], cert["mu"], cert["lam"], A_L, G, W2, K, Q,
+                           prob.alpha)
+      lmax = jnp.linalg.eigvalsh(F)[-1]
+      est = est_loss(params, train)
+      return est + cfg.rho * jax.nn.relu(lmax + cfg.lmi_margin), dict(est=est, lmax=lmax)
+
+    def chunk1(state, key, w_hinge, train):
+      def step(st, i):
+        trainable, opt_state = st
+        (_, aux), g = jax.value_and_grad(stage1_loss, has_aux=True)(
+            trainable, jax.random.fold_in(key, i), w_hinge, train)
+        upd, opt_state = self.opt.update(g, opt_state, trainable)
+        return (optax.apply_updates(trainable, upd), opt_state), aux
+      state, aux = jax.lax.scan(step, state, jnp.arange(cfg.sdp_every))
+      return state, jax.tree.map(lambda a: a[-1], aux)
+
+    def chunk2(state, cert, train):
+      def step(st, _):
+        params, opt_state = st
+        (_, aux), g = jax.value_and_grad(stage2_loss, has_aux=True)(params, cert,
+                                                                        train)
+        upd, opt_state = self.opt.update(g, opt_state, params)
+        return (optax.apply_updates(params, upd), opt_state), aux
+      state, aux = jax.lax.scan(step, state, None, length=cfg.sdp_every)
+      return state, jax.tree.map(lambda a: a[-1], aux)
+
+    def val_nmse(params, val):
+      f = observer.field(plant, prob.L, params, prob.s_z, prob.s_y)
+      return observer.errors(observer.rollout_batch(f, val, prob.dt), val, plant.nx,
+                             prob.s_z)["nmse"]
+
+    p0, r0 = self.init(0)
+    s1 = ((p0, r0), self.opt.init((p0, r0)))
+    s2 = (p0, self.opt.init(p0))
+    tr, va = prob.data["train"], prob.data["val"]
+    nz, h = plant.nz, width
+    cert0 = dict(P=jnp.eye(nz), mu=jnp.ones((G.shape[1],)), lam=jnp.ones((h,)))
+    key0 = jax.random.PRNGKey(0)
+    self.chunk1 = jax.jit(chunk1).lower(s1, key0, 1.0, tr).compile()
+    self.chunk2 = jax.jit(chunk2).lower(s2, cert0, tr).compile()
+    self.val_nmse = jax.jit(val_nmse).lower(p0, va).compile()
+    self.predict = jax.jit(lambda params, data: observer.rollout_batch(
+        observer.field(plant, prob.L, params, prob.s_z, prob.s_y), data, prob.dt))
+    self.A_L, self.G, self.Q = np.asarray(A_L), np.asarray(G), np.asarray(Q)
+
+  def init(self, seed: int):
+    plant = self.prob.plant
+    params = observer.init_params(jax.random.PRNGKey(seed), plant.nz, plant.ny,
+                                  self.width, self.cfg.out_scale)
+    return params, jnp.eye(plant.nz)
+
+  def lmi_weights(self, params):
+    W2, K = observer.lmi_weights(params, self.prob.plant.Cbar, self.prob.s_y)
+    return np.asarray(W2, np.float64), np.asarray(K, np.float64)
+
+  def opt_init(self, trainable, lr):
+    state = self.opt.init(trainable)
+    state.hyperparams["learning_rate"] = jnp.asarray(lr, jnp.float32)
+    return state
+
+  def run(self, method: str, seed: int, lr: float, prob: Problem | None = None,
+          sdp_solver: str = "CLARABEL"):
+    """Trains one method for cfg.total_steps updates; returns (params, trace, summary).
+
+    Neural methods keep the best-on-validation model; the LMI methods keep the best
+    validation model among those holding a verified certificate (None if none did).
+    trace rows (one per chunk): time, step, val nmse, and for LMI rounds the SDP's t,
+    the verified flag and margin.
+    """
+    cfg, prob = self.cfg, prob or self.prob
+    tr, va = prob.data["train"], prob.data["val"]
+    params, R = self.init(seed)
+    key = jax.random.fold_in(jax.random.PRNGKey(seed), 7)
+    trace, summary = [], dict(method=method, width=self.width, seed=seed)
+    pre_steps = cfg.stage1_steps if method in ("two_stage", "two_stage_nohinge") else 0
+    if method == "unconstrained":
+      pre_steps = cfg.total_steps
+    w_hinge = cfg.w_hinge if method == "two_stage" else 0.0
+    t0 = time.perf_counter()
+    step = 0
+    s1 = ((params, R), self.opt_init((params, R), lr))
+    aux1, best_free = {}, (np.inf, params)
+    while step < pre_steps:
+      s1, aux1 = self.chunk1(s1, jax.random.fold_in(key, step), w_hinge, tr)
+      step += cfg.sdp_every
+      if method == "unconstrained":
+        val = float(self.val_nmse(s1[0][0], va))
+        trace.append(dict(step=step, time_s=time.perf_counter() - t0, val_nmse=val))
+        if val < best_free[0]:
+          best_free = (val, s1[0][0])
+    (params, R), _ = s1
+    jax.block_until_ready(params)
+    self.stage1_state = (params, R)
+    summary["stage1_s"] = time.perf_counter() - t0
+    if method == "unconstrained":
+      summary.update(total_s=summary["stage1_s"], certified=False, time_to_cert=np.nan,
+                     sdp_solves=0, best_val_nmse=best_free[0])
+      return best_free[1], trace, summary
+    if pre_steps:
+      summary["stage1_hinge"] = float(aux1["hinge"])
+      summary["stage1_frac_ok"] = float(aux1["frac_ok"])
+    sdp = lmi.CertificateSDP(prob.plant.nz, prob.plant.Gbar.shape[1], self.width,
+                             prob.plant.Gbar, prob.plant.Qbar, prob.alpha,
+                             solver=sdp_solver)
+    s2 = (params, self.opt_init(params, lr))
+    best, best_val, t_cert, solves, sdp_s = None, np.inf, np.nan, 0, 0.0
+    while True:
+      params = s2[0]
+      W2, K = self.lmi_weights(params)
+      cert = sdp.solve(self.A_L, W2, K)
+      solves += 1
+      sdp_s += cert["solve_s"]
+      check = lmi.verify(cert, self.A_L, self.G, W2, K, self.Q, prob.alpha)
+      val = float(self.val_nmse(params, va))
+      now = time.perf_counter() - t0
+      trace.append(dict(step=step, time_s=now, sdp_t=cert["t"], valid=check["valid"],
+                        margin=check["margin"], val_nmse=val, sdp_s=cert["solve_s"]))
+      if check["valid"]:
+        if np.isnan(t_cert):
+          t_cert = now
+        if val < best_val:
+          best, best_val = (jax.tree.map(np.asarray, params), cert, check), val
+      if step >= cfg.total_steps:
+        break
+      s2, _ = self.chunk2(s2, {k: jnp.asarray(cert[k], jnp.float32)
+                               for k in ("P", "mu", "lam")}, tr)
+      step += cfg.sdp_every
+    summary.update(total_s=time.perf_counter() - t0, certified=best is not None,
+                   time_to_cert=t_cert, sdp_solves=solves, sdp_s=sdp_s,
+                   best_val_nmse=best_val)
+    if best is None:
+      return None, trace, summary
+    params, cert, check = best
+    summary.update(margin=check["margin"], min_eig_P=check["min_eig_P"], cert=cert)
+    return jax.tree.map(jnp.asarray, params), trace, summary
+
+
+def time_to_accuracy(trace, level: float) -> float:
+  """First wall-clock at which a verified certificate holds with val nmse <= level."""
+  for r in trace:
+    if r.get("valid") and r["val_nmse"] <= level:
+      return r["time_s"]
+  return float("nan")
+
+
+def stage1_guarantees(prob: Problem, params, R, n_check: int, beta: float, seed: int):
+  """Local radius and coverage of the stage-1 decrease condition on fresh samples."""
+  z, e = observer.sample_error_states(prob.plant, jax.random.PRNGKey(10_000 + seed),
+                                      n_check, prob.z_box, prob.err_box)
+  P = R.T @ R + 1e-3 * jnp.eye(R.shape[0])
+  q = observer.decrease_ratio(prob.plant, prob.L, params, P, prob.s_z, prob.s_y, z, e,
+                              prob.alpha)
+  viol = float(jnp.mean(q >= 0.0))
+  return dict(local_radius=observer.local_radius(q, e, prob.err_box), violation=viol,
+              coverage_eps=observer.coverage_epsilon(n_check, beta))
+
+
+# ---------- classical baselines, each tuned on validation ----------
+
+def _linear_obs_eval(prob: Problem, use_model_phi: bool):
+  plant = prob.plant
+
+  def run(L, data):
+    if use_model_phi:
+      f = observer.field(plant, L, None, prob.s_z, prob.s_y)
+    else:
+      f = baselines.eso_field(plant, L)
+    zhat = observer.rollout_batch(f, data, prob.dt)
+    return zhat if use_model_phi else baselines.eso_disturbance(plant, zhat)
+  return jax.jit(run)
+
+
+def tune_baselines(prob: Problem, grids) -> dict:
+  """Each baseline's key hyper-parameter picked on val nmse; returns test metrics."""
+  plant, out = prob.plant, {}
+  model_run, eso_run = _linear_obs_eval(prob, True), _linear_obs_eval(prob, False)
+
+  def pick(name, cands, gain_fn, runner):
+    best = None
+    for c in cands:
+      try:
+        L = np.asarray(gain_fn(c))
+      except ValueError:
+        continue
+      v = evaluate(prob, runner(L, prob.data["val"]), "val")["nmse"]
+      if np.isfinite(v) and (best is None or v < best[0]):
+        best = (v, c, L)
+    if best is None:
+      return
+    m = evaluate(prob, runner(best[2], prob.data["test"]), "test")
+    out[name] = dict(hparam=best[1], val_nmse=best[0], **m)
+
+  pick("luenberger", grids.luenberger_alpha,
+       lambda a: lmi.design_gain(plant.Abar, plant.Cbar, plant.Gbar, plant.Qbar, a)[0],
+       model_run)
+  pick("high_gain", grids.high_gain_eps, lambda e: baselines.high_gain_gain(plant, e),
+       model_run)
+  pick("eso", grids.eso_w0, lambda w: baselines.eso_gain(plant, w), eso_run)
+  p0 = jnp.square(prob.err_box) / 3.0
+  ekf_run = jax.jit(lambda q, data: baselines.ekf_batch(plant, data, prob.dt, q,
+                                                        1e-4, p0, prob.s_z))
+  pick("ekf", grids.ekf_qd, lambda q: q, lambda q, d: ekf_run(float(q), d))
+  return out
