@@ -1,20 +1,24 @@
-"""BFMNet: truthful budget-feasible procurement mechanisms learned as menus (abstract 8).
+"""BFMNet: truthful budget-feasible procurement menus (abstract 8).
 
 Train BFMNet (self-bid-independent posted-price menus + the ex-post budget
 transformation) and the RegretNet-style baseline on one market, then evaluate them with
-Singer's proportional share and Chen-Gravin-Lu RANDOM-SM:
+the truthful classical baselines (Singer's proportional share, Chen-Gravin-Lu RANDOM-SM
+with an affordable i*, GREEDY-SM(B/2) alone, tuned sequential posted prices):
 
   python launch/train.py --config=configs/bfmnet.py:n=10,valuation=additive --workdir=/tmp/bfm
   python launch/study.py --config=configs/bfmnet.py --workdir=/tmp/bfm_study
+  python launch/study.py --config=configs/bfmnet.py:study=classical --workdir=/tmp/bfm_cl
+  python launch/study.py --config=configs/bfmnet.py:study=singer_gap --workdir=/tmp/bfm_gap
+  python launch/study.py --config=configs/bfmnet.py:study=scale --workdir=/tmp/bfm_scale
   python launch/benchmark.py --config=configs/bfmnet.py:n=10 --workdir=/tmp/bfm_bench
 
-Expected (2 shared CPU cores): the train run takes a few minutes, mostly XLA compilation.
-BFMNet has exactly zero regret, zero budget violations and zero IR violations. Measured
-against the best classical mechanism: +11% to +34% on coverage (submodular) markets with
-n <= 20, and 12-25% below Singer's proportional share on additive ones. The full study
-(n = 5, 10, 20, 50 x additive/submodular x uniform/bimodal costs) took 10-13 min per
-process with `ns=5+10`, `ns=20` and `ns=50` run in parallel. The table and commands are
-in jaxpapers/papers/bfmnet/README.md.
+Expected (2 shared CPU cores): the train run takes a few minutes, mostly XLA compilation,
+and checkpoints (orbax) so a killed run resumes to the same parameters. BFMNet has zero
+budget and IR violations and no gain from any misreport. Against the corrected classical
+baselines BFMNet is below the best truthful baseline on additive markets and roughly level
+on submodular ones; the tables, commands and runtimes are in
+jaxpapers/papers/bfmnet/README.md. `study=classical` (no training) runs in ~2-3 min,
+`study=singer_gap` and `study=scale` in under 12 min each.
 """
 from ml_collections import ConfigDict
 
@@ -24,13 +28,25 @@ from jaxpapers.core import config as config_lib
 # Per n: (training steps, instances per step, eval instances, regret instances x n sellers
 # x 21 misreports), sized for a shared, contended 2-core CPU.
 _STUDY_PER_N = {5: (200, 32, 128, 8), 10: (200, 32, 128, 8), 20: (150, 16, 64, 4),
-                50: (50, 8, 32, 2)}
+                50: (50, 8, 32, 2), 100: (50, 4, 16, 1)}
+# What `:smoke` changes; every entry is an arg, so `:smoke,steps=50` runs 50 steps.
+_SMOKE = dict(n=5, steps=10, batch=8, log_every=5, hidden=8, channels=4, monotone=4,
+              eval_instances=8, regret_instances=0, regret_grid=5, timing=False,
+              classical=False, baseline=False, spp_val_instances=16, ns=(4, 5),
+              valuations=("additive",), cost_dists=("uniform",), study_steps=(5, 5),
+              study_batch=(8, 8), study_eval=(8, 8), study_regret=(2, 2), gap_steps=10,
+              distill_steps=10)
 
 
 def get_config(arg=None):
-  arg = config_lib.parse_arg(arg, smoke=False, seed=0, study="main", n=10,
-                             valuation="additive", cost_dist="uniform", steps=400,
-                             baseline=True, ns=(5, 10, 20, 50))
+  arg = config_lib.parse_arg(
+      arg, smoke_args=_SMOKE, smoke=False, seed=0, study="main", n=10,
+      valuation="additive", cost_dist="uniform", steps=400, batch=64, log_every=50,
+      hidden=32, channels=16, monotone=8, offset=0.0, eval_instances=256,
+      regret_instances=16, regret_grid=21, timing=True, classical=True, baseline=True,
+      spp_val_instances=256, ns=(5, 10, 20, 50), valuations=("additive", "submodular"),
+      cost_dists=("uniform", "bimodal"), study_steps=(0,), study_batch=(0,),
+      study_eval=(0,), study_regret=(0,), gap_steps=200, distill_steps=400)
   config = ConfigDict()
   config.experiment = "jaxpapers.papers.bfmnet.experiment"
   config.seed = arg.seed
@@ -38,72 +54,59 @@ def get_config(arg=None):
   config.market = ConfigDict()
   config.market.n = arg.n                          # number of sellers
   config.market.valuation = arg.valuation          # additive | submodular (coverage)
-  config.market.cost_dist = arg.cost_dist          # uniform | beta | bimodal, costs in [0, 1]
+  config.market.cost_dist = arg.cost_dist          # uniform | skewed | bimodal, costs in [0, 1]
   config.market.budget_per_seller = 0.1            # B = 0.1 n: ~1/4 of sellers affordable
 
   config.model = ConfigDict()
-  config.model.hidden = 32                         # embedding width
-  config.model.channels = 16                       # monotone bid channels
-  config.model.monotone = 8                        # monotone-MLP outputs mixed by gates
+  config.model.hidden = arg.hidden                 # embedding width
+  config.model.channels = arg.channels             # monotone bid channels
+  config.model.monotone = arg.monotone             # monotone-MLP outputs mixed by gates
+  config.model.offset = arg.offset                 # initial raw prices ~ softplus(O(1) - offset)
   config.model.tau = 0.05                          # sigmoid temperature of the relaxation
 
   config.baseline = ConfigDict()
   config.baseline.train = arg.baseline             # also train the RegretNet baseline
-  config.baseline.hidden = 32
+  config.baseline.hidden = arg.hidden
   config.baseline.rho = 1.0                        # augmented-Lagrangian step / penalty
   config.baseline.train_grid = 5                   # grid misreports per seller per step
 
   config.optim = ConfigDict()
   config.optim.steps = arg.steps
-  config.optim.batch = 64                          # instances per step (vmapped)
+  config.optim.batch = arg.batch                   # instances per step (vmapped)
   config.optim.lr = 3e-3
   config.optim.clip = 1.0
-  config.optim.log_every = 50                      # steps per jitted lax.scan chunk
+  config.optim.log_every = arg.log_every           # steps per jitted lax.scan chunk
 
   config.eval = ConfigDict()
-  config.eval.instances = 256                      # for value / violations
-  config.eval.regret_instances = 16                # exhaustive misreport search
-  config.eval.regret_grid = 21                     # misreports per seller on [0, 1]
+  config.eval.instances = arg.eval_instances       # for value / violations
+  config.eval.regret_instances = arg.regret_instances  # exhaustive misreport search
+  config.eval.regret_grid = arg.regret_grid        # misreports per seller on [0, 1]
   config.eval.milp_time_limit = 1.0                # seconds per optimum MILP
-  config.eval.timing = True                        # time inference of every mechanism
-  config.eval.classical = True                     # also evaluate Singer / CGL
+  config.eval.timing = arg.timing                  # time inference of every mechanism
+  config.eval.classical = arg.classical            # also evaluate the classical baselines
+  config.eval.spp_val_instances = arg.spp_val_instances  # validation markets to tune SPP
 
   config.study = ConfigDict()
-  config.study.name = arg.study                    # main
-  # Study grid; `ns=5+10` runs a subset (e.g. one process per n on a shared machine).
+  # main (BFMNet + baselines over n) | classical (baselines only, no training) |
+  # singer_gap (ablations on additive n=10) | scale (n = 50, 100)
+  config.study.name = arg.study
   unknown = [n for n in arg.ns if n not in _STUDY_PER_N]
-  if unknown:
+  if unknown and not arg.smoke:
     raise ValueError(f"ns: no study settings for n={unknown}; known: {sorted(_STUDY_PER_N)}")
-  config.study.ns = tuple(arg.ns)
-  config.study.valuations = ("additive", "submodular")
-  config.study.cost_dists = ("uniform", "bimodal")
-  config.study.steps = tuple(_STUDY_PER_N[n][0] for n in arg.ns)
-  config.study.batch = tuple(_STUDY_PER_N[n][1] for n in arg.ns)
-  config.study.eval_instances = tuple(_STUDY_PER_N[n][2] for n in arg.ns)
-  config.study.regret_instances = tuple(_STUDY_PER_N[n][3] for n in arg.ns)
+  config.study.ns = tuple(arg.ns)                  # `ns=5+10` runs a subset of the grid
+  config.study.valuations = tuple(arg.valuations)
+  config.study.cost_dists = tuple(arg.cost_dists)
 
-  if arg.smoke:
-    config.market.n = min(arg.n, 5)
-    config.optim.steps = 10
-    config.optim.batch = 8
-    config.optim.log_every = 5
-    config.model.hidden = 8
-    config.model.channels = 4
-    config.model.monotone = 4
-    config.baseline.hidden = 8
-    config.eval.instances = 8
-    config.eval.regret_instances = 0               # the misreport audit is in the tests
-    config.eval.regret_grid = 5
-    config.eval.timing = False
-    # The smoke run (< 15 s incl. compilation) trains and audits BFMNet only; the
-    # baselines have their own tests in tests/test_bfmnet.py.
-    config.eval.classical = False
-    config.baseline.train = False
-    config.study.ns = (4, 5)
-    config.study.valuations = ("additive",)
-    config.study.cost_dists = ("uniform",)
-    config.study.steps = (5, 5)
-    config.study.batch = (8, 8)
-    config.study.eval_instances = (8, 8)
-    config.study.regret_instances = (2, 2)
-  return config
+  def per_n(given, k):  # explicit tuple if given, else the per-n defaults above
+    if any(given):
+      if len(given) != len(arg.ns):
+        raise ValueError(f"study tuple {given} needs one entry per n in ns={arg.ns}")
+      return tuple(given)
+    return tuple(_STUDY_PER_N[n][k] for n in arg.ns)
+  config.study.steps = per_n(arg.study_steps, 0)
+  config.study.batch = per_n(arg.study_batch, 1)
+  config.study.eval_instances = per_n(arg.study_eval, 2)
+  config.study.regret_instances = per_n(arg.study_regret, 3)
+  config.study.gap_steps = arg.gap_steps           # singer_gap: value-training steps
+  config.study.distill_steps = arg.distill_steps   # singer_gap: regression to Singer's prices
+  return config_lib.lock(config)

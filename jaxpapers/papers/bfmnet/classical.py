@@ -3,10 +3,22 @@
 * Singer (FOCS 2010), proportional share for additive valuations: sort sellers by
   v_i / b_i, keep the longest prefix with b_k <= B v_k / v(S_k), pay threshold prices.
 * Chen, Gravin and Lu (SODA 2011), RANDOM-SM for submodular valuations: with probability
-  2/5 buy only i* = argmax_i v({i}) at posted price B; otherwise run GREEDY-SM with budget
-  B/2: repeatedly take the seller of largest marginal value per bid and stop at the first
-  one with b_k > (B/2) m_k(S_{k-1}) / v(S_{k-1} + k); pay threshold prices. For additive v
-  GREEDY-SM(B) is exactly Singer's rule, so both share `greedy_ps`.
+  2/5 buy only i* at posted price B; otherwise run GREEDY-SM with budget B/2: repeatedly
+  take the seller of largest marginal value per bid and stop at the first one with
+  b_k > (B/2) m_k(S_{k-1}) / v(S_{k-1} + k); pay threshold prices. For additive v
+  GREEDY-SM(B) is exactly Singer's rule, so both share `greedy_ps`. CGL assume every cost
+  is at most B; our costs are not, so i* = argmax v({i}) over the sellers *bidding at most
+  B* (an unaffordable i* would buy nothing). This stays truthful: whether i is the top
+  affordable seller depends on b_i only through b_i <= B, so i faces the posted price B.
+* GREEDY-SM(B/2) alone (CGL's greedy branch): truthful and budget feasible on its own.
+* Singer's rule GREEDY-SM(B) on submodular markets: a practical reference only (no proof
+  of budget feasibility there); its overspends are counted, not hidden.
+* Sequential posted prices (SPP), a Bayesian truthful baseline: visit sellers in order of
+  largest marginal value given those already bought; offer seller j the price
+  alpha B m_j(S) / v(N) if the remaining budget covers it; j sells iff b_j <= price. The
+  offer and whether it is made depend only on earlier sellers' answers, never on b_j,
+  so SPP is DSIC, IR and budget feasible by construction. alpha is tuned per market
+  distribution on validation markets (experiment.py).
 
 Threshold payments are exact, not bisected. Run the greedy on the others N \\ {i},
 giving picks j_1, j_2, ... with prefixes T_{r-1}; seller i would be picked at step r if
@@ -86,19 +98,56 @@ def singer(market, bids_N):
   return greedy_ps_mechanism(market, bids_N, market["budget"])
 
 
+def top_affordable(market, bids_N):
+  """i* = argmax v({i}) among sellers bidding at most B (lowest index on ties); -1 if none."""
+  v1 = market["cover"] @ market["weights"]
+  ok = bids_N <= market["budget"]
+  top = jnp.argmax(jnp.where(ok, v1, -jnp.inf))
+  return jnp.where(jnp.any(ok), top, -1)
+
+
 def cgl_random_sm(market, bids_N, p_top: float = 0.4):
   """Chen-Gravin-Lu RANDOM-SM as the distribution over its two branches.
 
   Returns the expected allocation/payment and each branch's (win, pay): with probability
-  p_top i* = argmax v({i}) is offered the posted price B, otherwise GREEDY-SM(B/2).
-  Both branches are universally truthful and budget feasible ex post.
+  p_top i* (the top affordable seller) is offered the posted price B, otherwise
+  GREEDY-SM(B/2). Both branches are universally truthful and budget feasible ex post.
   """
-  v1 = market["cover"] @ market["weights"]
-  top = jnp.argmax(v1)
+  top = top_affordable(market, bids_N)
   n = bids_N.shape[0]
-  top_win = ((jnp.arange(n) == top) & (bids_N <= market["budget"])).astype(jnp.float32)
+  top_win = (jnp.arange(n) == top).astype(jnp.float32)
   top_pay = top_win * market["budget"]
   g_win, g_pay = greedy_ps_mechanism(market, bids_N, 0.5 * market["budget"])
   x = p_top * top_win + (1 - p_top) * g_win
   p = p_top * top_pay + (1 - p_top) * g_pay
   return x, p, {"top": (top_win, top_pay), "greedy": (g_win, g_pay)}
+
+
+def greedy_half(market, bids_N):
+  """CGL's GREEDY-SM with budget B/2 alone (truthful, budget feasible)."""
+  return greedy_ps_mechanism(market, bids_N, 0.5 * market["budget"])
+
+
+def spp(market, bids_N, alpha):
+  """Sequential posted prices (see the module docstring): (win_N, pay_N)."""
+  n, u = market["cover"].shape
+  scale = alpha * market["budget"] / jnp.maximum(jnp.sum(market["weights"]
+                                                         * jnp.max(market["cover"], 0)),
+                                                 _TINY)
+
+  def step(carry, _):
+    visited, covered, left, win, pay = carry
+    marg = _marginals(market, covered)
+    j = jnp.argmax(jnp.where(visited, -jnp.inf, marg))
+    price = scale * marg[j]
+    offered = price <= left
+    sold = offered & (bids_N[j] <= price)
+    hot = jnp.arange(n) == j
+    covered = jnp.where(sold, jnp.maximum(covered, market["cover"][j]), covered)
+    return (visited | hot, covered, left - jnp.where(sold, price, 0.0),
+            win | (hot & sold), jnp.where(hot & sold, price, pay)), None
+
+  init = (jnp.zeros((n,), bool), jnp.zeros((u,)), market["budget"],
+          jnp.zeros((n,), bool), jnp.zeros((n,)))
+  (_, _, _, win, pay), _ = jax.lax.scan(step, init, None, length=n)
+  return win.astype(jnp.float32), pay

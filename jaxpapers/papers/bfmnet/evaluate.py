@@ -89,7 +89,9 @@ def cgl_mechanism(p_top: float = 0.4) -> Mechanism:
     return x, p, value, spend
 
   def seller(market, bids, i):
-    top = jnp.argmax(markets_lib.singleton_values(market))     # bid-independent
+    # i is the top affordable seller iff it bids <= B and tops {i} + the affordable others
+    # (computed with b_i set to 0, so nothing else about b_i is read).
+    top = classical.top_affordable(market, bids.at[i].set(0.0))
     x_top = ((top == i) & (bids[i] <= market["budget"])).astype(jnp.float32)
     thr = classical.threshold(market, bids, 0.5 * market["budget"], i)
     x_g = (bids[i] <= thr).astype(jnp.float32)
@@ -98,13 +100,40 @@ def cgl_mechanism(p_top: float = 0.4) -> Mechanism:
   return Mechanism(full, seller)
 
 
+def greedy_half_mechanism() -> Mechanism:
+  def full(market, bids):
+    x, p = classical.greedy_half(market, bids)
+    return x, p, markets_lib.value(market, x), jnp.sum(p)
+
+  def seller(market, bids, i):
+    thr = classical.threshold(market, bids, 0.5 * market["budget"], i)
+    x = (bids[i] <= thr).astype(jnp.float32)
+    return x, thr * x
+  return Mechanism(full, seller)
+
+
+def spp_mechanism(alpha) -> Mechanism:
+  """Sequential posted prices with price scale alpha (may be traced: one per cell)."""
+  def full(market, bids):
+    x, p = classical.spp(market, bids, alpha)
+    return x, p, markets_lib.value(market, x), jnp.sum(p)
+  return _from_full(full)
+
+
 def outcomes(mech: Mechanism, markets):
   """Truthful outcomes of a batch (jit-able)."""
   return jax.vmap(lambda m: mech.full(m, m["costs"]))(markets)
 
 
 def regrets(mech: Mechanism, markets, grid_G):
-  """Per-instance, per-seller regret from the exhaustive misreport grid: (B, N)."""
+  """Per-instance, per-seller regret from the exhaustive misreport grid: (B, N).
+
+  Misreport utilities come from `mech.seller` (seller i's own price computation); the
+  truthful utility comes from `mech.full` on the truthful profile, a separate code path,
+  so a bug that made the seller view follow the bid would not cancel out. The price of
+  the independence is float round-off between the two paths (~1e-7), which the metric
+  reports as it is.
+  """
   def one(market):
     costs = market["costs"]
     n = costs.shape[0]
@@ -113,12 +142,10 @@ def regrets(mech: Mechanism, markets, grid_G):
       x, p = mech.seller(market, jnp.where(jnp.arange(n) == i, b, costs), i)
       return p - costs[i] * x
 
-    # The truthful bid rides in the same batch as the misreports, so both go through the
-    # identically compiled computation (no batch-shape-dependent float rounding).
-    bids_NxG1 = jnp.concatenate(
-        [jnp.broadcast_to(grid_G[None], (n, grid_G.shape[0])), costs[:, None]], axis=1)
-    u = jax.vmap(lambda i, bs: jax.vmap(lambda b: util(i, b))(bs))(jnp.arange(n), bids_NxG1)
-    return jnp.maximum(jnp.max(u[:, :-1], axis=1) - u[:, -1], 0.0)
+    u_mis = jax.vmap(lambda i: jax.vmap(lambda b: util(i, b))(grid_G))(jnp.arange(n))
+    x, p, _, _ = mech.full(market, costs)
+    u_true = p - costs * x
+    return jnp.maximum(jnp.max(u_mis, axis=1) - u_true, 0.0)
   return jax.lax.map(one, markets)
 
 

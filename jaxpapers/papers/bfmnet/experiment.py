@@ -20,6 +20,7 @@ from jaxpapers.core import checkpoint as checkpoint_lib
 from jaxpapers.core import config as config_lib
 from jaxpapers.core import metrics as metrics_lib
 from jaxpapers.core import study as study_lib
+from jaxpapers.papers.bfmnet import classical
 from jaxpapers.papers.bfmnet import evaluate
 from jaxpapers.papers.bfmnet import markets as markets_lib
 from jaxpapers.papers.bfmnet import train_lib
@@ -33,14 +34,20 @@ def _check(cfg):
     raise ValueError(f"n={cfg.market.n}: a procurement market needs at least 2 sellers")
 
 
-def train(cfg, kind: str, ids_Cx2, workdir: str | None = None, writer=None, names=None):
+def train(cfg, kind: str, ids_Cx2, workdir: str | None = None, writer=None, names=None,
+          stop_at: int | None = None, init_params=None):
   """Trains 'bfmnet' or 'regretnet' for every cell at once (vmapped).
 
   Returns (model, params with a leading cell axis, info). Orbax checkpoints of the
-  stacked states make a killed run resume to the same parameters.
+  stacked states make a killed run resume to the same parameters; `stop_at` ends the
+  run after that step as a kill would (tests of exact resume). `init_params` (stacked
+  per cell) replaces the random initialisation (the Singer-distillation ablation).
   """
   cells = ids_Cx2.shape[0]
   model, opt, states = train_lib.init_states(cfg, kind, jax.random.PRNGKey(cfg.seed), cells)
+  if init_params is not None:
+    states = {"params": init_params, "opt": jax.vmap(opt.init)(init_params),
+              "lam": states["lam"]}
   length = min(cfg.optim.log_every, cfg.optim.steps)
   if cfg.optim.steps % length:
     raise ValueError(f"optim.steps={cfg.optim.steps} must be a multiple of "
@@ -52,6 +59,8 @@ def train(cfg, kind: str, ids_Cx2, workdir: str | None = None, writer=None, name
     states, start = ckpt.restore_or(states)
   timed_steps, timed_s = 0, 0.0
   for s in range(start, cfg.optim.steps, length):
+    if stop_at is not None and s >= stop_at:
+      break
     t0 = time.perf_counter()
     states, m = chunk(states, jnp.asarray(s), ids_Cx2)
     m = jax.device_get(m)
@@ -88,7 +97,28 @@ def eval_sets(cfg, ids_Cx2):
   return mk, np.stack(opts), timeouts
 
 
-def mechanism_builders(cfg, trained) -> dict:
+SPP_ALPHAS = tuple(float(a) for a in np.geomspace(0.25, 16.0, 13))
+
+
+def tune_spp(cfg, ids_Cx2):
+  """Per cell, the SPP price scale alpha with the highest mean value on validation markets
+  (a key disjoint from training and test), from the grid SPP_ALPHAS."""
+  rng = jax.random.PRNGKey(cfg.seed + 20_011)
+  alphas = jnp.asarray(SPP_ALPHAS)
+
+  @jax.jit
+  def values(ids):
+    mk = markets_lib.sample_markets(rng, cfg.eval.spp_val_instances, cfg.market.n, ids,
+                                    cfg.market.budget_per_seller)
+    def at(a):
+      x = jax.vmap(lambda m: classical.spp(m, m["costs"], a)[0])(mk)
+      return jnp.mean(jax.vmap(markets_lib.value)(mk, x))
+    return jax.vmap(at)(alphas)
+  v_CxA = jax.vmap(values)(ids_Cx2)
+  return alphas[jnp.argmax(v_CxA, axis=1)]
+
+
+def mechanism_builders(cfg, trained, ids_Cx2=None) -> dict:
   """name -> (builder(params) -> Mechanism, stacked params or None)."""
   out = {}
   if "bfmnet" in trained:
@@ -101,6 +131,9 @@ def mechanism_builders(cfg, trained) -> dict:
   if cfg.eval.classical:
     out["singer"] = (lambda p: evaluate.singer_mechanism(), None)
     out["cgl"] = (lambda p: evaluate.cgl_mechanism(), None)
+    out["greedy_half"] = (lambda p: evaluate.greedy_half_mechanism(), None)
+    if ids_Cx2 is not None:
+      out["spp"] = (evaluate.spp_mechanism, tune_spp(cfg, ids_Cx2))
   return out
 
 
@@ -111,12 +144,18 @@ def _cell_fn(builder, params, fn):
   return jax.jit(jax.vmap(lambda p, *a: fn(builder(p), *a))), (params,)
 
 
-def run_cells(cfg, cells, workdir: str, writer=None) -> list[dict]:
-  """Trains and audits every mechanism on the given (valuation, dist) cells of one n."""
+def run_cells(cfg, cells, workdir: str, writer=None, kinds=None, trained=None) -> list[dict]:
+  """Trains and audits every mechanism on the given (valuation, dist) cells of one n.
+
+  `kinds` (default: bfmnet, plus regretnet if configured) are trained; `trained` may bring
+  already trained (model, stacked params) by name instead.
+  """
   ids = jnp.stack([markets_lib.cell_ids(v, d) for v, d in cells])
   names = [f"{v}_{d}" for v, d in cells]
-  trained, info = {}, {}
-  for kind in ["bfmnet"] + (["regretnet"] if cfg.baseline.train else []):
+  trained, info = dict(trained or {}), {}
+  if kinds is None:
+    kinds = ["bfmnet"] + (["regretnet"] if cfg.baseline.train else [])
+  for kind in kinds:
     model, params, info[kind] = train(cfg, kind, ids, workdir, writer, names)
     trained[kind] = (model, params)
   mk, opt, timeouts = eval_sets(cfg, ids)
@@ -124,17 +163,19 @@ def run_cells(cfg, cells, workdir: str, writer=None) -> list[dict]:
   grid = jnp.linspace(0.0, markets_lib.COST_MAX, cfg.eval.regret_grid)
   results = [{"train": info, "milp_timeouts": timeouts, "inference_per_s": {}}
              for _ in cells]
-  for name, (builder, params) in mechanism_builders(cfg, trained).items():
+  for name, (builder, params) in mechanism_builders(cfg, trained, ids).items():
     with_regret = name != "raw_menus" and cfg.eval.regret_instances > 0
     fn, pargs = _cell_fn(builder, params, lambda m, a, r: evaluate.audit(
         m, a, r if with_regret else None, grid))
     arrays, r = fn(*pargs, mk, reg)
     for c, (valuation, _) in enumerate(cells):
-      if name == "singer" and valuation != "additive":
-        continue  # Singer's mechanism is only proven budget feasible for additive values
+      # Singer's rule runs on submodular cells too, as an unproven reference whose
+      # overspends are counted (its budget feasibility is proven for additive values only).
       cell_mk = jax.tree.map(lambda x: x[c], mk)
       res = evaluate.summarize(jax.tree.map(lambda x: x[c], arrays),
                                None if r is None else r[c], cell_mk, opt[c])
+      if name == "spp":
+        res["alpha"] = float(params[c])
       results[c][name] = res
       if writer:
         writer.write(cfg.optim.steps, {f"{names[c]}/{name}/{k}": v for k, v in res.items()},
@@ -170,7 +211,8 @@ def _variant(config, n, k):
 def run_study(config, workdir: str) -> str:
   """The n x valuation x cost table against classical and RegretNet baselines."""
   if config.study.name != "main":
-    raise ValueError(f"unknown study {config.study.name!r}; known: main")
+    from jaxpapers.papers.bfmnet import studies  # the other studies; imports this module
+    return studies.run(config, workdir)
   metrics_lib.write_config(workdir, config)
   rows, timing = [], []
   t_start = time.perf_counter()
@@ -199,19 +241,34 @@ def run_study(config, workdir: str) -> str:
   return md
 
 
+def proven_truthful(res, valuation):
+  """Values of the classical baselines proven truthful and budget feasible in this cell."""
+  names = (["singer"] if valuation == "additive" else []) + ["cgl", "greedy_half", "spp"]
+  return {k: res[k]["value_ratio"] for k in names if k in res}
+
+
+def classical_columns(res, valuation):
+  sg = res["singer"]
+  return {"Singer": sg["value_ratio"] if valuation == "additive" else "-",
+          "Singer_rule_unproven": "-" if valuation == "additive" else sg["value_ratio"],
+          "Singer_budget_viol": sg["budget_viol"],
+          "CGL": res["cgl"]["value_ratio"], "GreedyHalf": res["greedy_half"]["value_ratio"],
+          "SPP": res["spp"]["value_ratio"], "SPP_alpha": res["spp"]["alpha"],
+          "classical_regret_max": max(res[k].get("regret_max", 0.0)
+                                      for k in ("cgl", "greedy_half", "spp"))}
+
+
 def _row(n, valuation, dist, res):
   bfm = res["bfmnet"]
-  classical = {k: res[k]["value_ratio"] for k in ("singer", "cgl") if k in res}
-  best_name = max(classical, key=classical.get)
-  best = classical[best_name]
-  row = {"n": n, "valuation": valuation, "costs": dist,
-         "BFMNet": bfm["value_ratio"],
-         "Singer": res["singer"]["value_ratio"] if "singer" in res else "-",
-         "CGL": res["cgl"]["value_ratio"],
-         "gain_vs_best_classical_%": 100.0 * (bfm["value_ratio"] / best - 1.0),
-         "BFMNet_regret_max": bfm["regret_max"],
-         "BFMNet_budget/IR_viol": f"{bfm['budget_viol']}/{bfm['ir_viol']}",
-         "raw_menus_budget_viol": res["raw_menus"]["budget_viol"]}
+  truthful = proven_truthful(res, valuation)
+  best_name = max(truthful, key=truthful.get)
+  row = {"n": n, "valuation": valuation, "costs": dist, "BFMNet": bfm["value_ratio"]}
+  row.update(classical_columns(res, valuation))
+  row.update({"best_truthful": best_name,
+              "gain_vs_best_truthful_%": 100.0 * (bfm["value_ratio"] / truthful[best_name] - 1),
+              "BFMNet_regret_max": bfm["regret_max"],
+              "BFMNet_budget/IR_viol": f"{bfm['budget_viol']}/{bfm['ir_viol']}",
+              "raw_menus_budget_viol": res["raw_menus"]["budget_viol"]})
   if "regretnet" in res:
     rn = res["regretnet"]
     row.update({"RegretNet": rn["value_ratio"], "RegretNet_regret_mean": rn["regret_mean"],

@@ -78,7 +78,8 @@ def regretnet_loss(params, model, markets, rng, lam, rho, grid_G):
 def init_state(cfg, kind: str, rng):
   n = cfg.market.n
   if kind == "bfmnet":
-    model = menus.MenuNet(cfg.model.hidden, cfg.model.channels, cfg.model.monotone)
+    model = menus.MenuNet(cfg.model.hidden, cfg.model.channels, cfg.model.monotone,
+                          cfg.model.get("offset", 0.0))
     params = menus.init_params(rng, model, n)
   else:
     model = regretnet_lib.RegretNet(cfg.baseline.hidden)

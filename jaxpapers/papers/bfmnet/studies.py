@@ -1,0 +1,265 @@
+"""BFMNet: truthful budget-feasible procurement menus -- the follow-up studies.
+
+* `classical`: every classical baseline (Singer, CGL with an affordable i*, GREEDY-SM(B/2),
+  tuned sequential posted prices, Singer's rule on submodular markets as an unproven
+  reference) on the held-out instances of the main study (same keys), without training.
+* `singer_gap`: why BFMNet loses to Singer on additive markets (n = 10). Measures whether
+  Singer's threshold prices lie in BFMNet's class (self-bid-independent: yes by
+  construction; non-decreasing in the other bids: counted), checks that Singer's prices
+  pass the budget transformation unchanged, and trains BFMNet variants: the main study's
+  budget, 4x the steps, a 2x wider network, and an initialisation distilled from Singer's
+  prices (regression of the raw menus onto Singer's thresholds), before and after value
+  training.
+* `scale`: n = 50 and 100 (submodular and additive, uniform costs), BFMNet with the
+  default initial price scale and with a lower one (`offset`), against the classical
+  baselines; measured inference time.
+"""
+from __future__ import annotations
+
+import os
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from jaxpapers.core import config as config_lib
+from jaxpapers.core import metrics as metrics_lib
+from jaxpapers.core import study as study_lib
+from jaxpapers.papers.bfmnet import classical
+from jaxpapers.papers.bfmnet import experiment
+from jaxpapers.papers.bfmnet import markets as markets_lib
+from jaxpapers.papers.bfmnet import mechanism
+from jaxpapers.papers.bfmnet import menus
+from jaxpapers.papers.bfmnet import train_lib
+
+
+def run(config, workdir: str) -> str:
+  fn = {"classical": classical_study, "singer_gap": singer_gap_study,
+        "scale": scale_study}.get(config.study.name)
+  if fn is None:
+    raise ValueError(f"unknown study {config.study.name!r}; known: main, classical, "
+                     "singer_gap, scale")
+  metrics_lib.write_config(workdir, config)
+  return fn(config, workdir)
+
+
+def _header(name, config, t0, commit):
+  return (f"BFMNet study `{name}` (`python launch/study.py --config=configs/bfmnet.py:"
+          f"study={name} --workdir=DIR`), commit {commit}, "
+          f"{time.perf_counter() - t0:.0f} s wall. Value = buyer value / optimum.")
+
+
+def classical_study(config, workdir):
+  commit = study_lib.git_commit(paths=experiment.PAPER_PATHS)
+  t0 = time.perf_counter()
+  cells = [(v, d) for v in config.study.valuations for d in config.study.cost_dists]
+  rows = []
+  for k, n in enumerate(config.study.ns):
+    cfg = experiment._variant(config, n, k)
+    res = experiment.run_cells(cfg, cells, os.path.join(workdir, f"n{n}"), kinds=[])
+    for (valuation, dist), r in zip(cells, res):
+      truthful = experiment.proven_truthful(r, valuation)
+      best = max(truthful, key=truthful.get)
+      row = {"n": n, "valuation": valuation, "costs": dist}
+      row.update(experiment.classical_columns(r, valuation))
+      row.update({"best_truthful": best, "best_value": truthful[best],
+                  "milp_timeouts": r["milp_timeouts"]})
+      rows.append(row)
+      print(f"[classical] {row}", flush=True)
+  return study_lib.write_table(workdir, "bfmnet_classical", rows,
+                               header=_header("classical", config, t0, commit))
+
+
+def singer_raw_fn(market):
+  """Singer's threshold prices as raw menus: t_i(b_{-i}) for every seller and profile."""
+  n = market["costs"].shape[0]
+
+  def one(bids_N):
+    return jax.vmap(lambda i: classical.threshold(market, bids_N, market["budget"], i))(
+        jnp.arange(n))
+  return lambda bids_PxN: jax.vmap(one)(bids_PxN)
+
+
+def singer_monotonicity(markets, deltas=(0.05, 0.2)):
+  """Share of (instance, i, j != i, delta) where raising b_j by delta LOWERS i's Singer
+  threshold (by more than 1e-6), and share of instances with at least one such case."""
+  def one(market):
+    raw = singer_raw_fn(market)
+    b = market["costs"]
+    n = b.shape[0]
+    base = raw(b[None])[0]
+    out = []
+    for d in deltas:
+      prof = jnp.minimum(b[None, :] + d * jnp.eye(n), markets_lib.COST_MAX)  # row j: b_j up
+      t = raw(prof)                                                    # (j, i)
+      drop = (t < base[None, :] - 1e-6) & ~jnp.eye(n, dtype=bool)
+      out.append(drop)
+    return jnp.stack(out)
+  drops = np.asarray(jax.jit(jax.vmap(one))(markets))                  # (B, D, n, n)
+  n = drops.shape[-1]
+  pairs = drops.shape[0] * drops.shape[1] * n * (n - 1)
+  return float(drops.sum() / pairs), float(drops.reshape(drops.shape[0], -1).any(1).mean())
+
+
+def singer_through_transformation(markets):
+  """Fraction of instances where Singer's prices, fed through the budget transformation
+  as raw menus, give exactly Singer's winners and payments (the cap never binds)."""
+  def one(market):
+    win, pay = mechanism.outcome(singer_raw_fn(market), market["budget"], market["costs"])
+    w0, p0 = classical.singer(market, market["costs"])
+    return jnp.all(win == w0) & jnp.all(jnp.abs(pay - p0) <= 1e-6)
+  return float(np.mean(np.asarray(jax.jit(jax.vmap(one))(markets))))
+
+
+def distill(cfg, ids_Cx2, steps: int):
+  """Raw menus regressed onto Singer's thresholds at truthful profiles (per cell, vmapped).
+
+  Stays inside the architecture (monotone, self-bid-independent), so every guarantee of
+  the transformed mechanism holds for the distilled and the fine-tuned networks.
+  Returns (stacked params, final relative RMSE of the fit).
+  """
+  cells = ids_Cx2.shape[0]
+  model, opt, states = train_lib.init_states(cfg, "bfmnet", jax.random.PRNGKey(cfg.seed),
+                                             cells)
+  base = jax.random.PRNGKey(cfg.seed + 31_337)
+
+  def loss_fn(params, mk):
+    def one(market):
+      b = market["costs"]
+      target = jax.lax.stop_gradient(singer_raw_fn(market)(b[None])[0])
+      pred = menus.raw_price_fn(model, params, market)(b[None])[0]
+      return jnp.mean((pred - target) ** 2), jnp.mean(target ** 2)
+    err, scale = jax.vmap(one)(mk)
+    return jnp.mean(err), jnp.sqrt(jnp.mean(err) / jnp.mean(scale))
+
+  def step(state, i, ids):
+    mk = markets_lib.sample_markets(jax.random.fold_in(base, i), cfg.optim.batch,
+                                    cfg.market.n, ids, cfg.market.budget_per_seller)
+    (loss, rel), grads = jax.value_and_grad(loss_fn, has_aux=True)(state["params"], mk)
+    updates, opt_state = opt.update(grads, state["opt"], state["params"])
+    return ({"params": optax.apply_updates(state["params"], updates), "opt": opt_state,
+             "lam": state["lam"]}, {"loss": loss, "rel_rmse": rel})
+
+  length = min(cfg.optim.log_every, steps)
+  chunk = train_lib.make_chunk(step, length)
+  m = None
+  for s in range(0, steps, length):
+    states, m = chunk(states, jnp.asarray(s), ids_Cx2)
+  return model, states["params"], np.asarray(m["rel_rmse"])
+
+
+def _gap_row(name, cfg, res_c, steps, wall, extra=None):
+  bfm = res_c["bfmnet"]
+  row = {"variant": name, "cell": None, "steps": steps, "hidden": cfg.model.hidden,
+         "BFMNet": bfm["value_ratio"], "regret_max": bfm.get("regret_max", float("nan")),
+         "budget/IR_viol": f"{bfm['budget_viol']}/{bfm['ir_viol']}",
+         "raw_budget_viol": res_c["raw_menus"]["budget_viol"], "wall_s": wall}
+  row.update(extra or {})
+  return row
+
+
+def singer_gap_study(config, workdir):
+  commit = study_lib.git_commit(paths=experiment.PAPER_PATHS)
+  t0 = time.perf_counter()
+  n = 10
+  cells = [("additive", d) for d in config.study.cost_dists]
+  names = [d for _, d in cells]
+  ids = jnp.stack([markets_lib.cell_ids(v, d) for v, d in cells])
+  steps = config.study.gap_steps
+  base = config_lib.override(config, {
+      "market.n": n, "optim.steps": steps, "optim.batch": 32, "eval.instances": 128,
+      "eval.regret_instances": 4, "eval.classical": False, "eval.timing": False,
+      "baseline.train": False})
+  base.optim.log_every = min(base.optim.log_every, steps)
+  rows, facts = [], []
+  # 1. Is Singer inside the class?  Self-bid-independent by construction; monotone?
+  mk, _, _ = experiment.eval_sets(config_lib.override(base, {"eval.instances": 64}), ids)
+  for c, name in enumerate(names):
+    cell = jax.tree.map(lambda x: x[c], mk)
+    pair_share, inst_share = singer_monotonicity(cell)
+    same = singer_through_transformation(cell)
+    facts.append({"cell": name, "instances": 64,
+                  "pairs_where_raising_b_j_lowers_t_i": pair_share,
+                  "instances_with_such_a_pair": inst_share,
+                  "singer_through_transformation_identical": same})
+    print(f"[singer_gap] {facts[-1]}", flush=True)
+  classical_cfg = config_lib.override(base, {"eval.classical": True})
+  cl = experiment.run_cells(classical_cfg, cells, os.path.join(workdir, "classical"),
+                            kinds=[])
+  variants = [("main-study budget", {}),
+              ("4x steps", {"optim.steps": 4 * steps}),
+              ("2x wider", {"model.hidden": 2 * config.model.hidden,
+                            "model.channels": 2 * config.model.channels,
+                            "model.monotone": 2 * config.model.monotone})]
+  for vname, over in variants:
+    cfg = config_lib.override(base, over)
+    t1 = time.perf_counter()
+    res = experiment.run_cells(cfg, cells, os.path.join(workdir, vname.replace(" ", "_")),
+                               kinds=["bfmnet"])
+    for c, name in enumerate(names):
+      rows.append(_gap_row(vname, cfg, res[c], cfg.optim.steps, time.perf_counter() - t1))
+      rows[-1]["cell"] = name
+      print(f"[singer_gap] {rows[-1]}", flush=True)
+  # Distillation onto Singer's prices, then value training from there.
+  t1 = time.perf_counter()
+  model, params, rel = distill(base, ids, config.study.distill_steps)
+  res = experiment.run_cells(base, cells, os.path.join(workdir, "distilled"), kinds=[],
+                             trained={"bfmnet": (model, params)})
+  for c, name in enumerate(names):
+    rows.append(_gap_row("distilled from Singer (no value training)", base, res[c], 0,
+                         time.perf_counter() - t1, {"distill_rel_rmse": float(rel[c])}))
+    rows[-1]["cell"] = name
+  t1 = time.perf_counter()
+  _, params_ft, _ = experiment.train(base, "bfmnet", ids, os.path.join(workdir, "ft"),
+                                     init_params=params)
+  res = experiment.run_cells(base, cells, os.path.join(workdir, "distilled_ft"), kinds=[],
+                             trained={"bfmnet": (model, params_ft)})
+  for c, name in enumerate(names):
+    rows.append(_gap_row("distilled, then value training", base, res[c], steps,
+                         time.perf_counter() - t1))
+    rows[-1]["cell"] = name
+  for c, name in enumerate(names):
+    rows.append({"variant": "Singer (reference)", "cell": name,
+                 "BFMNet": cl[c]["singer"]["value_ratio"]})
+    rows.append({"variant": "best other truthful (SPP/CGL/greedy-half)", "cell": name,
+                 "BFMNet": max(cl[c][k]["value_ratio"] for k in ("cgl", "greedy_half", "spp"))})
+  header = _header("singer_gap", config, t0, commit) + " n = 10, additive."
+  md = study_lib.write_table(workdir, "bfmnet_singer_gap", rows, header=header)
+  md += "\n" + study_lib.write_table(workdir, "bfmnet_singer_class", facts,
+                                     header="Is Singer's mechanism in BFMNet's class?")
+  return md
+
+
+def scale_study(config, workdir):
+  commit = study_lib.git_commit(paths=experiment.PAPER_PATHS)
+  t0 = time.perf_counter()
+  cells = [(v, "uniform") for v in config.study.valuations]
+  rows = []
+  for k, n in enumerate(config.study.ns):
+    for offset in (0.0, 2.0):
+      cfg = config_lib.override(experiment._variant(config, n, k), {
+          "model.offset": offset, "baseline.train": False, "eval.classical": offset == 0.0})
+      t1 = time.perf_counter()
+      res = experiment.run_cells(cfg, cells, os.path.join(workdir, f"n{n}_off{offset:g}"),
+                                 kinds=["bfmnet"])
+      wall = time.perf_counter() - t1
+      for (valuation, dist), r in zip(cells, res):
+        bfm = r["bfmnet"]
+        row = {"n": n, "valuation": valuation, "offset": offset, "steps": cfg.optim.steps,
+               "batch": cfg.optim.batch, "BFMNet": bfm["value_ratio"],
+               "budget/IR_viol": f"{bfm['budget_viol']}/{bfm['ir_viol']}",
+               "regret_max": bfm.get("regret_max", float("nan")),
+               "raw_budget_viol": r["raw_menus"]["budget_viol"],
+               "train_cell_steps/s": r["train"]["bfmnet"]["steps_per_s"],
+               "BFMNet_infer_inst/s": r["inference_per_s"].get("bfmnet", float("nan")),
+               "wall_s_both_cells": wall}
+        if "cgl" in r:
+          truthful = experiment.proven_truthful(r, valuation)
+          best = max(truthful, key=truthful.get)
+          row.update({"best_truthful": best, "best_truthful_value": truthful[best]})
+        rows.append(row)
+        print(f"[scale] {row}", flush=True)
+  return study_lib.write_table(workdir, "bfmnet_scale", rows,
+                               header=_header("scale", config, t0, commit))
