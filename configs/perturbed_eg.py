@@ -35,21 +35,33 @@ def _doubling(t_min: int, t_max: int) -> tuple:
   return tuple(out)
 
 
+_ALL = ("game_random", "game_rps", "bilinear_box", "quadratic_ball",
+        "quadratic_ball_boundary", "bilinear_free")
+# What `:smoke` changes; every entry is an arg, so `:smoke,t_max=4000` runs to 4000.
+_SMOKE = dict(t_max=1000, seeds=4, numpy_steps=500, breadth_dim=10)
+
+
 def get_config(arg=None):
-  arg = config_lib.parse_arg(arg, smoke=False, seed=0, study="rates", method="pseg",
-                             problem="game_random", seeds=20, t_max=1_024_000, eps=0.05,
-                             sigma=1.0)
+  arg = config_lib.parse_arg(
+      arg, smoke_args=_SMOKE, smoke=False, seed=0, study="rates", method="pseg",
+      problem="game_random", seeds=20, t_max=1_024_000, eps=0.05, sigma=1.0, n=7,
+      instance_seed=0, problems=_ALL, methods=("seg", "sogda", "pseg", "psogda", "dseg"),
+      free_methods=("seg", "dseg", "pseg", "sogda", "psogda"), tail_min=32_000,
+      numpy_steps=20_000, breadth_dim=50, breadth_instances=(0, 1, 2),
+      breadth_sigmas=(0.1, 1.0, 3.0),
+      breadth_problems=("game_random", "bilinear_box", "quadratic_ball"))
   config = ml_collections.ConfigDict()
   config.experiment = "jaxpapers.papers.perturbed_eg.experiment"
   config.seed = arg.seed  # noise streams; the problem instance has its own seed below
 
   config.problem = ml_collections.ConfigDict()
-  # game_random | game_rps | bilinear_box | quadratic_ball | bilinear_free
+  # game_random | game_rps | bilinear_box | quadratic_ball (interior saddle) |
+  # quadratic_ball_boundary (saddle on the spheres) | bilinear_free
   config.problem.name = arg.problem
-  config.problem.n = 7  # dimension of x (game_rps needs n == m odd)
-  config.problem.m = 7  # dimension of y
-  config.problem.rank = 2  # rank of P, Q (quadratic_ball) or of A (bilinear_free)
-  config.problem.instance_seed = 0  # draws A, b, c, P, Q
+  config.problem.n = arg.n  # dimension of x (game_rps needs n == m odd)
+  config.problem.m = arg.n  # dimension of y
+  config.problem.rank = 2  # rank of P, Q (quadratic_ball*) or of A (bilinear_free)
+  config.problem.instance_seed = arg.instance_seed  # draws A, b, c, P, Q
 
   config.noise = ml_collections.ConfigDict()
   config.noise.sigma = arg.sigma  # std of the Gaussian noise per coordinate and oracle call
@@ -73,22 +85,23 @@ def get_config(arg=None):
   config.run.seeds = arg.seeds  # independent noise streams, vmapped
 
   config.study = ml_collections.ConfigDict()
-  config.study.name = arg.study  # only "rates" is declared
-  config.study.problems = ("game_random", "game_rps", "bilinear_box", "quadratic_ball",
-                           "bilinear_free")
-  config.study.methods = ("seg", "sogda", "pseg", "psogda")
-  config.study.free_methods = ("seg", "dseg", "pseg", "sogda", "psogda")
+  # rates: every method on `problems`; breadth: instances x dimension x noise levels
+  config.study.name = arg.study
+  config.study.problems = tuple(arg.problems)
+  config.study.methods = tuple(arg.methods)  # on constrained problems
+  config.study.free_methods = tuple(arg.free_methods)  # on bilinear_free
   # Vanilla runs stop at this horizon so that they pack into one extra lane beside the
   # perturbed runs (whose doubling grid fills two lanes exactly); they plateau anyway.
   config.study.vanilla_t_max = arg.t_max // 2
+  config.study.tail_min = arg.tail_min  # the tail slope is fitted over T >= tail_min
+  config.study.breadth_problems = tuple(arg.breadth_problems)
+  config.study.breadth_instances = tuple(arg.breadth_instances)  # instance seeds, n x n
+  config.study.breadth_dim = arg.breadth_dim  # one larger instance per family (seed 0)
+  config.study.breadth_sigmas = tuple(arg.breadth_sigmas)  # noise levels (seed 0, n x n)
 
   config.bench = ml_collections.ConfigDict()
-  config.bench.numpy_steps = 20_000  # iterations of the NumPy reference loop
+  config.bench.numpy_steps = arg.numpy_steps  # iterations of the NumPy reference loop
 
-  if arg.study != "rates":
-    raise ValueError(f"unknown study {arg.study!r}; known: rates")
-  if arg.smoke:
-    config.run.horizons = _doubling(125, 1000)
-    config.run.seeds = 4
-    config.bench.numpy_steps = 500
+  if arg.study not in ("rates", "breadth"):
+    raise ValueError(f"unknown study {arg.study!r}; known: rates, breadth")
   return config_lib.lock(config)

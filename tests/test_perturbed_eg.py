@@ -10,7 +10,7 @@ import scipy.optimize
 
 from jaxpapers.core import metrics as metrics_lib
 from jaxpapers.papers.perturbed_eg import (analysis, experiment, gaps, methods, problems,
-                                           projections, schedules)
+                                           projections, reference_numpy, schedules)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -210,6 +210,79 @@ def test_schedule_exponents_balance_the_three_errors():
   assert eta_of(1.0) * (2.0 + mu_of(1.0)) <= config.schedule.eta_cap + 1e-9
 
 
+# --- interior vs boundary quadratic, and the independent NumPy cross-check -------------
+
+@pytest.mark.parametrize("n,seed", [(7, 0), (7, 1), (7, 2), (50, 0)])
+def test_quadratic_ball_saddle_is_interior(n, seed):
+  spec, data = problems.make("quadratic_ball", n, n, seed=seed)
+  x, y = problems.stationary_point(data)
+  assert np.linalg.norm(x) < 1 and np.linalg.norm(y) < 1
+  # An interior stationary point of a convex-concave f is a saddle of the constrained
+  # problem: the exact gap (trust-region computation) vanishes there.
+  g = float(gaps.gap(spec, data, jnp.asarray(x, jnp.float32), jnp.asarray(y, jnp.float32)))
+  assert abs(g) < 1e-4
+  # ... and it is not the anchor (the centre), so the methods have work to do.
+  assert np.linalg.norm(x) > 0.4 and np.linalg.norm(y) > 0.4
+
+
+def test_quadratic_ball_boundary_saddle_is_on_the_spheres():
+  spec, data = problems.make("quadratic_ball_boundary", 7, 7, seed=0)
+  x, y = problems.stationary_point(data)
+  np.testing.assert_allclose([np.linalg.norm(x), np.linalg.norm(y)], [1.588, 1.478],
+                             atol=2e-3)
+  # Noiseless EG from the centre ends on both unit spheres.
+  eta = 0.4 / spec.lipschitz
+  plan = methods.anytime_plan(4000, [4000], 100, eta, eta, 0.0)
+  snaps = methods.run_plan(spec, methods.Method("eg", 0.0), data, plan,
+                           jax.random.key(0), 1, 100)
+  np.testing.assert_allclose([float(jnp.linalg.norm(snaps.x[0, 0, 0])),
+                              float(jnp.linalg.norm(snaps.y[0, 0, 0]))], [1.0, 1.0],
+                             atol=1e-4)
+
+
+@pytest.mark.parametrize("name", problems.PROBLEMS)
+@pytest.mark.parametrize("algorithm", ["eg", "ogda"])
+def test_jax_program_matches_numpy_reference(name, algorithm):
+  # Noise off, 1000 steps, every variant of the algorithm as a lane of one JAX program
+  # (vanilla, perturbed at the T = 1000 horizon constants, and constant two-timescale
+  # steps gamma = 2 eta), against the float64 NumPy loop in reference_numpy.py.
+  config = load_config("eps=0.05")
+  spec, data = problems.make(name, 5, 5, seed=0)
+  steps = 1000
+  runs = []
+  for g, perturbed in enumerate((False, True)):
+    eta_of, mu_of = schedules.horizon_constants(config.schedule, spec.lipschitz, perturbed)
+    runs.append((g, steps, eta_of(steps), eta_of(steps), mu_of(steps)))
+  eta2 = 0.25 / spec.lipschitz
+  runs.append((2, steps, eta2, 2 * eta2, 0.0))
+  plan = methods.horizon_plan(runs, 125)
+  snaps = methods.run_plan(spec, methods.Method(algorithm, 0.0), data, plan,
+                           jax.random.key(0), 1, 125)
+  for g, (_, _, eta, gamma, mu) in enumerate(runs):
+    lane = int(np.nonzero((plan.slot_group == g).any(1))[0][0])
+    x_ref, y_ref = reference_numpy.run(spec, data, algorithm, eta, mu, 0.0, steps, None,
+                                       np.random.default_rng(0), gamma=gamma)
+    np.testing.assert_allclose(np.asarray(snaps.x[lane, 0, 0]), x_ref, atol=2e-4)
+    np.testing.assert_allclose(np.asarray(snaps.y[lane, 0, 0]), y_ref, atol=2e-4)
+    # Not trivially equal to the start: the iterates moved.
+    assert np.linalg.norm(x_ref - np.asarray(data.x0)) > 1e-3
+
+
+def test_two_timescale_prior_runs_on_constrained_problems():
+  config = load_config("smoke=true")
+  spec, data = problems.make("bilinear_box", 5, 5)
+  out = experiment.run_methods(config, spec, data, ["dseg"], list(config.run.horizons))
+  assert list(out["dseg"]["steps"]) == list(config.run.horizons)
+  assert np.all(np.isfinite(out["dseg"]["last"])) and np.all(out["dseg"]["last"] >= 0)
+
+
+def test_tail_slope_uses_only_long_horizons():
+  t = np.asarray([125 * 2**k for k in range(10)])
+  vals = np.where(t[:, None] < 32_000, 1.0, 50.0 * t[:, None] ** -0.5) * np.ones((1, 3))
+  s, _, _ = experiment.tail_slope({"steps": t, "last": vals}, 32_000)
+  np.testing.assert_allclose(s, -0.5, atol=1e-9)
+
+
 # --- slope estimator -------------------------------------------------------------------
 
 def test_slope_estimator_on_synthetic_power_laws():
@@ -246,4 +319,4 @@ def test_unknown_method_and_problem_are_named():
   config = load_config("smoke=true")
   spec, data = problems.make("game_rps", 3, 3)
   with pytest.raises(ValueError, match="dseg"):
-    experiment.run_methods(config, spec, data, ["dseg"], [125])
+    experiment.run_methods(config, spec, data, ["seg", "dseg"], [125])

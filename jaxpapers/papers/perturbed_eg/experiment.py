@@ -21,6 +21,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxpapers.core import config as config_lib
 from jaxpapers.core import metrics as metrics_lib
 from jaxpapers.core import study as study_lib
 from jaxpapers.papers.perturbed_eg import analysis, gaps, methods, problems
@@ -69,10 +70,14 @@ def run_methods(config, spec, data, keys, horizons, seed: int | None = None,
     raise ValueError(f"methods {keys} mix algorithms {algorithms}; run them separately")
   sched, block, seeds = config.schedule, config.run.block, config.run.seeds
   free = spec.x_set == "free"
-  if not free and any(schedules.lookup(k)[3] for k in keys):
-    raise ValueError("the two-timescale baseline 'dseg' is defined for the unconstrained "
-                     "(anytime) experiment only: use problem=bilinear_free")
-  if free:
+  two = [schedules.lookup(k)[3] for k in keys]
+  if not free and any(two) and not all(two):
+    raise ValueError("on constrained problems the two-timescale baseline 'dseg' runs as "
+                     "its own (anytime) program: pass it alone")
+  # The two-timescale prior method is an anytime method: one decaying run per seed,
+  # its last iterate read at every T of the grid (also on constrained problems).
+  anytime = free or all(two)
+  if anytime:
     plan = methods.merge([schedules.anytime_plan(k, sched, spec.lipschitz, max(horizons),
                                                  horizons, block) for k in keys])
   else:
@@ -99,7 +104,7 @@ def run_methods(config, spec, data, keys, horizons, seed: int | None = None,
     if free:
       res["to_anchor"] = _by_horizon(plan, _anchor_distance(data, snaps.x, snaps.y), g)[1]
     out[k] = res
-  useful = (len(keys) * max(horizons) if free else
+  useful = (len(keys) * max(horizons) if anytime else
             int(sum(r[1] for r in runs))) * seeds
   out["_program"] = {"seconds": seconds, "useful_seed_steps": useful,
                      "lane_seed_steps": int(plan.eta.size * block * seeds)}
@@ -127,13 +132,23 @@ def train_and_evaluate(config, workdir: str) -> dict:
   return summary
 
 
-def _row(problem, res, claim):
+def tail_slope(res, tail_min: int):
+  """Slope and CI over the horizons T >= tail_min (nan if fewer than 2 of them)."""
+  keep = np.asarray(res["steps"]) >= tail_min
+  if keep.sum() < 2:
+    return float("nan"), float("nan"), float("nan")
+  return analysis.slope_ci(np.asarray(res["steps"])[keep], np.asarray(res["last"])[keep])
+
+
+def _row(problem, res, claim, tail_min: int = 32_000):
   slope, lo, hi = analysis.slope_ci(res["steps"], res["last"])
+  tslope, tlo, thi = tail_slope(res, tail_min)
   per_seed = analysis.loglog_slopes(res["steps"], res["last"])
   aslope, _, _ = analysis.slope_ci(res["steps"], res["avg"])
   t = res["steps"]
   return {"problem": problem, "method": res["label"], "T range": f"{t[0]:.0e}-{t[-1]:.0e}",
           "last-iterate slope": slope, "95% CI": f"[{lo:.3f}, {hi:.3f}]",
+          "tail slope": tslope, "tail 95% CI": f"[{tlo:.3f}, {thi:.3f}]",
           f"median gap @T_min": float(np.median(res["last"][0])),
           f"median gap @T_max": float(np.median(res["last"][-1])),
           "avg-iterate slope": aslope, "claim": claim,
@@ -150,17 +165,27 @@ def run_study(config, workdir: str) -> list[dict]:
   st = config.study
   writer = metrics_lib.MetricsWriter(workdir)
   rows, panels = [], {}
+  if st.name == "breadth":
+    return run_breadth(config, workdir, commit)
+  theory = -(0.25 - config.schedule.eps)
   claims = {"seg": "no convergence", "sogda": "no convergence",
-            "pseg": "~ -1/4 (< -1/7)", "psogda": "~ -1/4 (< -1/7)",
-            "dseg": "converges (prior, two timescales)"}
+            "pseg": f"theory {theory:.2f} (< -1/7)", "psogda": f"theory {theory:.2f} (< -1/7)",
+            "dseg": "prior ~T^-1/7 (two timescales)"}
   horizons = list(config.run.horizons)
   for name in st.problems:
     spec, data = build_problem(config, name)
+    if name.startswith("quadratic_ball"):
+      xs, ys = problems.stationary_point(data)
+      print(f"[{name}] unconstrained stationary point |x| = {np.linalg.norm(xs):.3f}, "
+            f"|y| = {np.linalg.norm(ys):.3f} (interior iff both < 1)", flush=True)
     free = spec.x_set == "free"
     keys = list(st.free_methods if free else st.methods)
-    groups = {}  # one program per algorithm: its variants are lanes of that program
+    # One program per algorithm (its variants are lanes of that program); the anytime
+    # two-timescale method is its own program on constrained problems.
+    groups = {}
     for k in keys:
-      groups.setdefault(schedules.lookup(k)[1], []).append(k)
+      _, alg, _, two = schedules.lookup(k)
+      groups.setdefault((alg, two and not free), []).append(k)
     results = {}
     for group in groups.values():
       out = run_methods(config, spec, data, group, horizons,
@@ -171,7 +196,7 @@ def run_study(config, workdir: str) -> list[dict]:
       res = results[key]
       claim = ("a.s. convergence, one timescale" if free and key in ("pseg", "psogda")
                else claims[key])
-      row = _row(name, res, claim)
+      row = _row(name, res, claim, st.tail_min)
       if free:
         row["max over seeds @T_max"] = float(res["last"][-1].max())
         row["min over seeds @T_min"] = float(res["last"][0].min())
@@ -189,10 +214,12 @@ def run_study(config, workdir: str) -> list[dict]:
             f"exponents (eta, mu) = {schedules.exponents(config.schedule)}; "
             f"wall {time.perf_counter() - start:.0f} s. For bilinear_free the 'gap' "
             "columns are distances to the solution set (one decaying run, checkpoints t).")
-  columns = ["problem", "method", "T range", "last-iterate slope", "95% CI",
+  columns = ["problem", "method", "T range", "last-iterate slope", "95% CI", "tail slope",
+             "tail 95% CI",
              "median gap @T_min", "median gap @T_max", "avg-iterate slope", "claim",
              "seeds with slope < 0", "min over seeds @T_min", "max over seeds @T_max",
              "to z0's projection @T_max", "program s"]
+  header += f" Tail slope: fitted over T >= {st.tail_min}."
   md = study_lib.write_table(workdir, "perturbed_eg_study", rows, columns, header)
   analysis.plot(os.path.join(workdir, "perturbed_eg_study.png"), panels,
                 title=f"median and 10-90% band over {config.run.seeds} seeds")
@@ -224,3 +251,50 @@ def benchmark(config, workdir: str) -> dict:
   metrics_lib.MetricsWriter(workdir).write(0, {k: v for k, v in out.items()
                                                if isinstance(v, float)}, split="benchmark")
   return out
+
+
+def run_breadth(config, workdir: str, commit: str) -> list[dict]:
+  """Several instances per family, a larger dimension and three noise levels.
+
+  Per (family, instance seed, dimension, sigma): vanilla S-EG and perturbed S-EG (one
+  program), slopes over the (shorter) horizon grid, and the plot of gap vs T.
+  """
+  st = config.study
+  start = time.perf_counter()
+  rows, panels = [], {}
+  cases = []
+  for fam in st.breadth_problems:
+    for inst in st.breadth_instances:
+      cases.append((fam, inst, config.problem.n, config.noise.sigma))
+    cases.append((fam, 0, st.breadth_dim, config.noise.sigma))
+    for sig in st.breadth_sigmas:
+      if sig != config.noise.sigma:
+        cases.append((fam, 0, config.problem.n, sig))
+  horizons = list(config.run.horizons)
+  theory = -(0.25 - config.schedule.eps)
+  for fam, inst, dim, sig in cases:
+    cfg = config_lib.override(config, {"problem.instance_seed": inst, "problem.n": dim,
+                                      "problem.m": dim, "noise.sigma": sig})
+    spec, data = build_problem(cfg, fam)
+    keys = ["seg", "pseg"]
+    out = run_methods(cfg, spec, data, keys, horizons, vanilla_t_max=st.vanilla_t_max)
+    name = f"{fam} #{inst} {dim}x{dim} sigma={sig:g}"
+    panel = {}
+    for k in keys:
+      claim = "no convergence" if k == "seg" else f"theory {theory:.2f}"
+      row = _row(name, out[k], claim, st.tail_min)
+      rows.append(row)
+      panel[out[k]["label"]] = (out[k]["steps"], out[k]["last"])
+      print(f"[breadth] {row}", flush=True)
+    panels[name] = panel
+  header = (f"Perturbed S-EG breadth study (commit {commit}); seeds={config.run.seeds}, "
+            f"eps={config.schedule.eps}, T up to {max(horizons)}; wall "
+            f"{time.perf_counter() - start:.0f} s. Tail slope: T >= {st.tail_min}.")
+  columns = ["problem", "method", "T range", "last-iterate slope", "95% CI", "tail slope",
+             "tail 95% CI", "median gap @T_min", "median gap @T_max", "avg-iterate slope",
+             "claim", "seeds with slope < 0", "program s"]
+  md = study_lib.write_table(workdir, "perturbed_eg_breadth", rows, columns, header)
+  analysis.plot(os.path.join(workdir, "perturbed_eg_breadth.png"), panels,
+                title=f"last-iterate gap, median and 10-90% over {config.run.seeds} seeds")
+  print(md)
+  return rows

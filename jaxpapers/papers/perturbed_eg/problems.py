@@ -10,7 +10,12 @@ call (the bounded-variance oracle of the paper's setting). Builders, one per fam
 issue names: (a) matrix games x'Ay on simplices, random or structured (a weighted
 generalised rock-paper-scissors with a known, non-uniform, fully mixed equilibrium);
 (b) bilinear games with linear terms on boxes; (c) a quadratic with coupling on l2 balls
-(P, Q rank deficient, so the problem is convex-concave but not strongly); (d) an
+(P, Q rank deficient, so the problem is convex-concave but not strongly), in two named
+versions: `quadratic_ball`, whose saddle point is built to be interior (the linear terms
+are solved for from a chosen saddle (x*, y*) with |x*| = |y*| = 1/2), and
+`quadratic_ball_boundary`, random linear terms of scale 0.2 whose unconstrained
+stationary point lies outside the unit balls, so the constrained saddle is on the
+spheres (this was the earlier `quadratic_ball`, kept as it was); (d) an
 unconstrained bilinear game with a rank-deficient A (the solution set is a subspace).
 """
 from __future__ import annotations
@@ -23,7 +28,8 @@ import numpy as np
 
 from jaxpapers.papers.perturbed_eg import projections
 
-PROBLEMS = ("game_random", "game_rps", "bilinear_box", "quadratic_ball", "bilinear_free")
+PROBLEMS = ("game_random", "game_rps", "bilinear_box", "quadratic_ball",
+            "quadratic_ball_boundary", "bilinear_free")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -122,14 +128,25 @@ def make(name: str, n: int, m: int, seed: int = 0, rank: int = 2) -> tuple[Spec,
     b = 0.5 * rng.normal(size=n)
     c = 0.5 * rng.normal(size=m)
     x_set = y_set = "box"
-  elif name == "quadratic_ball":
+  elif name in ("quadratic_ball", "quadratic_ball_boundary"):
     A = rng.normal(size=(n, m)) / np.sqrt(m)
     P = _psd(rng, n, rank, 1.0)
     Q = _psd(rng, m, rank, 1.0)
-    # Small linear terms keep the saddle point inside the balls, where the bilinear
-    # directions (null spaces of P and Q) make vanilla methods cycle.
-    b = 0.2 * rng.normal(size=n)
-    c = 0.2 * rng.normal(size=m)
+    if name == "quadratic_ball_boundary":
+      # Random linear terms: for seed 0 at 7 x 7 the unconstrained stationary point has
+      # |x| = 1.59, |y| = 1.48, so the constrained saddle sits on both spheres.
+      b = 0.2 * rng.normal(size=n)
+      c = 0.2 * rng.normal(size=m)
+    else:
+      # Interior saddle by construction: pick (x*, y*) with |x*| = |y*| = 1/2 and solve
+      # F(x*, y*) = 0 for the linear terms. Inside the balls the projections are inactive
+      # near the solution, and the null spaces of P and Q leave bilinear directions
+      # where vanilla methods cycle under noise.
+      xs = rng.normal(size=n)
+      ys = rng.normal(size=m)
+      xs, ys = 0.5 * xs / np.linalg.norm(xs), 0.5 * ys / np.linalg.norm(ys)
+      b = -(P @ xs + A @ ys)
+      c = A.T @ xs - Q @ ys
     x_set = y_set = "ball"
   elif name == "bilinear_free":
     u = np.linalg.qr(rng.normal(size=(n, n)))[0][:, :rank]
@@ -154,3 +171,12 @@ def make(name: str, n: int, m: int, seed: int = 0, rank: int = 2) -> tuple[Spec,
               (f32(pw), f32(pv)), (f32(qw), f32(qv)),
               f32(_orth_range(A)), f32(_orth_range(A.T)))
   return spec, data
+
+
+def stationary_point(data: Data) -> tuple[np.ndarray, np.ndarray]:
+  """The unconstrained stationary point F(x, y) = 0 (least-squares if M is singular)."""
+  A, P, Q = (np.asarray(a, np.float64) for a in (data.A, data.P, data.Q))
+  M = np.block([[P, A], [-A.T, Q]])
+  rhs = -np.concatenate([np.asarray(data.b, np.float64), np.asarray(data.c, np.float64)])
+  z = np.linalg.lstsq(M, rhs, rcond=None)[0]
+  return z[:A.shape[0]], z[A.shape[0]:]

@@ -1,9 +1,11 @@
 """Perturbed S-EG / S-OGDA (abstract 19): a plain NumPy loop of the same algorithm.
 
-Only for the benchmark (and a cross-check test): the iteration of `methods.step` with a
-horizon-T constant schedule, written as a Python loop over steps with NumPy arithmetic,
-either for one run at a time or vectorised over seeds. It is what one would write
-without JAX; the benchmark reports seed-iterations per second against the vmapped scan.
+For the benchmark and the cross-check test (tests/test_perturbed_eg.py runs it noiseless
+for 1000 steps on every problem and method against the JAX program): the iteration of
+`methods.step` with constant steps (extrapolation gamma, update eta, regularisation mu),
+written independently as a Python loop over steps with float64 NumPy arithmetic, for one
+run at a time or vectorised over seeds. It is what one would write without JAX; the
+benchmark reports seed-iterations per second against the vmapped scan.
 """
 from __future__ import annotations
 
@@ -31,8 +33,11 @@ def _project(kind, v, r):
 
 
 def run(spec, data, algorithm: str, eta: float, mu: float, sigma: float, steps: int,
-        seeds: int | None, rng: np.random.Generator):
-  """Runs `steps` iterations; seeds=None is one run (vectors), else a (seeds, d) batch."""
+        seeds: int | None, rng: np.random.Generator, gamma: float | None = None):
+  """Runs `steps` iterations; seeds=None is one run (vectors), else a (seeds, d) batch.
+
+  gamma is the extrapolation step (default eta: one timescale)."""
+  gamma = eta if gamma is None else gamma
   A, P, Q, b, c, x0, y0 = (np.asarray(a, np.float64) for a in data[:7])
   shape = () if seeds is None else (seeds,)
   n = x0.shape[0]
@@ -52,8 +57,8 @@ def run(spec, data, algorithm: str, eta: float, mu: float, sigma: float, steps: 
   for _ in range(steps):
     if algorithm == "eg":
       gx, gy = oracle(x, y)
-    xh = _project(spec.x_set, x - eta * gx, spec.radius)
-    yh = _project(spec.y_set, y - eta * gy, spec.radius)
+    xh = _project(spec.x_set, x - gamma * gx, spec.radius)
+    yh = _project(spec.y_set, y - gamma * gy, spec.radius)
     gx, gy = oracle(xh, yh)
     x = _project(spec.x_set, x - eta * gx, spec.radius)
     y = _project(spec.y_set, y - eta * gy, spec.radius)
