@@ -40,7 +40,7 @@ def run_plant(config, plant: str, width: int, methods, seeds, noise_scale: float
     if trainer is None:
       trainer = train.Trainer(prob, width, cfg)
     base = dict(plant=plant, width=width, seed=seed, noise_scale=noise_scale)
-    lin = train.evaluate(prob, _linear(prob), "test")
+    lin = train.linear_part_metrics(prob, "test")
     rows.append(dict(base, method="linear_part", **lin))
     if baselines:
       for name, m in train.tune_baselines(prob, config.baselines).items():
@@ -69,13 +69,6 @@ def run_plant(config, plant: str, width: int, methods, seeds, noise_scale: float
       for m in ("two_stage", "direct"):
         summaries[m][2]["time_to_matched"] = train.time_to_accuracy(summaries[m][0], level)
   return rows, trainer
-
-
-def _linear(prob):
-  import jax as _jax  # local: keeps the jitted closure out of module scope
-  from jaxpapers.papers.neural_observer import observer
-  f = observer.field(prob.plant, prob.L, None, prob.s_z, prob.s_y)
-  return _jax.jit(lambda d: observer.rollout_batch(f, d, prob.dt))(prob.data["test"])
 
 
 def aggregate(rows, keys, metrics):
