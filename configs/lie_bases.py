@@ -1,0 +1,96 @@
+"""Neural orthonormal bases as paths on the orthogonal group (abstract 6, arXiv 2605.19959).
+
+A basis of L2 on an interval (or the square) is the endpoint of a path U(t) on the
+orthogonal group started at the Fourier basis; dU/dt = K_t U with the rank-2r skew-adjoint
+integral generator K_t(x, y) = sum_i a_i(x, t) b_i(y, t) - b_i(x, t) a_i(y, t), a, b an MLP
+of (x, t), integrated by closed-form low-rank exponentials. Trained to turn Fourier into
+the Karhunen-Loeve basis of Brownian motion / bridge / sheet, the Hermite functions of the
+harmonic oscillator, or the modes of a simulated anharmonic Schroedinger equation.
+
+  # the learned path on one target (all seeds x learning rates in one program):
+  python launch/train.py --config=configs/lie_bases.py:target=bm --workdir=/tmp/lie_bm
+  # the study (4 targets x {reference, learned path, Stiefel-Cayley, exact}, 4x finer grid,
+  # rank and step sweeps, integrator and reference ablations); table + plots in workdir:
+  flock /tmp/jaxpapers_heavy.lock nice -n 5 python launch/study.py \
+      --config=configs/lie_bases.py --workdir=/tmp/lie_study
+  # your own functional data (npz with x (P,) and f (n, P), or csv: first row = grid):
+  python launch/train.py --config=configs/lie_bases.py:target=file,data_path=curves.npz \
+      --workdir=/tmp/lie_file
+
+Expected: see jaxpapers/papers/lie_bases/README.md for the measured table and its commit;
+a default train run takes about a minute on 2 CPU cores, `:smoke` a few seconds plus
+compilation, the study about 10 minutes.
+"""
+import ml_collections
+
+from jaxpapers.core import config as config_lib
+
+
+def get_config(arg=None):
+  arg = config_lib.parse_arg(
+      arg, smoke_args=dict(seeds=2, steps=20, log_every=10, n=16, rank=2, int_steps=4,
+                           width=16, n_train=40, lrs=(0.003,), taus=(0.3,), study_steps=20),
+      smoke=False, seed=0, target="bm", reference="fourier", data_path="", seeds=3,
+      steps=1500, log_every=250, n=64, rank=2, int_steps=16, scheme="cayley", width=64,
+      n_train=256, lrs=(0.001, 0.003, 0.01), taus=(0.1, 0.3, 1.0, 3.0), study_steps=1500)
+  config = ml_collections.ConfigDict()
+  config.experiment = "jaxpapers.papers.lie_bases.experiment"
+  config.seed = arg.seed  # base seed: lane i uses seed + i for data and initialization
+
+  config.target = ml_collections.ConfigDict()
+  config.target.name = arg.target  # bm | bridge | sheet | oscillator | schrodinger | file
+  config.target.reference = arg.reference  # fourier | legendre: where the path starts
+  config.target.n = arg.n  # quadrature nodes per axis (the square uses n // 4 per axis)
+  config.target.fine_factor = 4  # evaluation grid: fine_factor x more nodes per axis
+  config.target.m = 8  # basis functions tracked on the interval
+  config.target.m2d = 7  # on the square (the Brownian sheet has a spectral gap after 7)
+  config.target.half_width = 7.0  # oscillator / Schroedinger domain [-L, L]
+  config.target.kappa = 0.1  # Schroedinger: anharmonic term kappa x^4
+  config.target.n_train = arg.n_train  # pca: training curves per seed
+  config.target.n_val = 128  # pca: validation curves (learning-rate selection)
+  config.target.n_test = 512  # pca: test curves
+  config.target.dt = 0.05  # Schroedinger: time between snapshots (one Crank-Nicolson step)
+  config.target.snapshots = 64  # Schroedinger: snapshots per trajectory
+  config.target.beta = 0.5  # Schroedinger: thermal initial states e^{-beta H / 2} xi
+  config.target.n_traj = 8  # Schroedinger: train / val / test trajectories
+  config.target.n_traj_val = 4
+  config.target.n_traj_test = 8
+  config.target.data_path = arg.data_path  # target=file: npz (x, f) or csv of curves
+
+  config.model = ml_collections.ConfigDict()
+  config.model.rank = arg.rank  # r: generator rank 2r (the paper's universality: r = 1)
+  config.model.width = arg.width  # MLP width for a, b
+  config.model.depth = 2  # hidden layers
+  config.model.features = 6  # Fourier features sin/cos(pi k s), k <= 6, of each coordinate
+  config.model.out_scale = 0.5  # last-layer init scale (start near the reference basis)
+  config.model.steps = arg.int_steps  # integration steps on [0, 1]
+  config.model.scheme = arg.scheme  # cayley | exp (Magnus midpoint): both exactly orthogonal
+
+  config.optim = ml_collections.ConfigDict()
+  config.optim.lrs = arg.lrs  # Adam learning rates (lanes), selected on validation
+  config.optim.taus = arg.taus  # Stiefel-Cayley baseline step sizes, selected likewise
+
+  config.train = ml_collections.ConfigDict()
+  config.train.steps = arg.steps  # optimization steps
+  config.train.log_every = arg.log_every  # chunk length: log + checkpoint
+  config.train.seeds = arg.seeds  # vmapped seeds (data and initialization)
+
+  config.study = ml_collections.ConfigDict()
+  config.study.targets = ("bm", "sheet", "oscillator", "schrodinger")
+  config.study.steps = arg.study_steps  # optimization steps of every study run
+  config.study.sweep_target = "bm"  # universality sweeps run on this target
+  config.study.ranks = (1, 2, 4, 8)  # r of the rank sweep
+  config.study.int_steps = (2, 4, 8, 16, 32)  # integration steps of the step sweep
+  config.study.long_steps = (256, 4096)  # orthonormality check over long paths
+
+  known = ("bm", "bridge", "sheet", "oscillator", "schrodinger", "file")
+  if arg.target not in known:
+    raise ValueError(f"unknown target {arg.target!r}; known: {', '.join(known)}")
+  if arg.target == "file" and not arg.data_path:
+    raise ValueError("target=file needs data_path=<npz or csv of curves>")
+  if arg.smoke:
+    config.study.targets = ("bm", "oscillator")
+    config.study.ranks = (1, 2)
+    config.study.int_steps = (2, 4)
+    config.study.long_steps = (64,)
+  return config_lib.lock(config)

@@ -1,0 +1,317 @@
+"""lie_bases (abstract 6): quadrature, the low-rank skew generator and its closed-form group
+maps against dense references, the structure-preserving integrator, targets against their
+closed forms, the Stiefel baseline, the data loader, exact resume and bad input."""
+import importlib.util
+import os
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+import scipy.linalg
+import scipy.stats
+
+from jaxpapers.papers.lie_bases import data as data_lib
+from jaxpapers.papers.lie_bases import experiment, generator, lowrank, methods, quadrature
+from jaxpapers.papers.lie_bases import targets
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def load_config(arg):
+  spec = importlib.util.spec_from_file_location(
+      "lie_bases_config", os.path.join(ROOT, "configs", "lie_bases.py"))
+  module = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(module)
+  return module.get_config(arg)
+
+
+# --- quadrature and reference bases -----------------------------------------------------
+
+@pytest.mark.parametrize("kind", ["fourier", "legendre"])
+@pytest.mark.parametrize("dim,n", [(1, 32), (2, 12)])
+def test_reference_bases_orthonormal_under_quadrature(kind, dim, n):
+  grid = quadrature.make_grid(n, -0.5, 1.5, dim)
+  u = quadrature.reference_basis(grid, kind, 7)
+  gram = u.T @ (grid.w[:, None] * u)
+  np.testing.assert_allclose(gram, np.eye(7), atol=1e-10)
+  assert grid.w.sum() == pytest.approx(2.0 ** dim)
+
+
+def test_reference_functions_match_closed_forms():
+  grid = quadrature.make_grid(9, 0.0, 2.0)
+  x = grid.x[:, 0]
+  f = quadrature.reference_basis(grid, "fourier", 4)
+  np.testing.assert_allclose(f[:, 2], np.sin(np.pi * x), atol=1e-12)  # sqrt(2/L) = 1
+  leg = quadrature.reference_basis(grid, "legendre", 3)
+  s = x - 1.0
+  np.testing.assert_allclose(leg[:, 2], np.sqrt(5 / 2) * 0.5 * (3 * s ** 2 - 1), atol=1e-12)
+
+
+def test_legendre_interpolation_and_derivative_exact_on_polynomials():
+  grid = quadrature.make_grid(8, -1.0, 3.0)
+  coef = np.array([0.3, -1.0, 0.5, 2.0, 0.0, 0.1, -0.2])  # degree 6 < 8
+  poly = np.polynomial.Polynomial(coef)
+  pts = np.linspace(-1, 3, 11)[:, None]
+  vals = poly(grid.x[:, 0])
+  np.testing.assert_allclose(quadrature.legendre_interp(grid, pts) @ vals, poly(pts[:, 0]),
+                             atol=1e-9)
+  np.testing.assert_allclose(quadrature.legendre_interp(grid, pts, derivative=0) @ vals,
+                             poly.deriv()(pts[:, 0]), atol=1e-8)
+
+
+def test_bad_domain_and_basis_are_named():
+  with pytest.raises(ValueError, match="empty interval"):
+    quadrature.make_grid(8, 1.0, 1.0)
+  with pytest.raises(ValueError, match="'wavelet'"):
+    quadrature.reference_basis(quadrature.make_grid(8, 0, 1), "wavelet", 3)
+  with pytest.raises(ValueError, match="dimension"):
+    quadrature.make_grid(4, 0, 1, dim=3)
+
+
+# --- the generator and its closed-form group maps ---------------------------------------
+
+def _kernel_operator(a, b, x, w):
+  """(K f)(x_i) = sum_j K(x_i, x_j) w_j f_j with K built pointwise from the kernel formula."""
+  n = x.size
+  k = np.zeros((n, n))
+  for i in range(n):
+    for j in range(n):
+      k[i, j] = np.sum(a[i] * b[j] - b[i] * a[j])
+  return k * w[None, :]
+
+
+def test_generator_is_skew_adjoint_in_the_weighted_inner_product():
+  rng = np.random.default_rng(0)
+  grid = quadrature.make_grid(10, 0.0, 2.0)
+  a, b = rng.normal(size=(10, 2)), rng.normal(size=(10, 2))
+  kop = _kernel_operator(a, b, grid.x[:, 0], grid.w)
+  f, g = rng.normal(size=10), rng.normal(size=10)
+  inner = lambda u, v: np.sum(grid.w * u * v)  # noqa: E731
+  assert inner(kop @ f, g) == pytest.approx(-inner(f, kop @ g), abs=1e-10)
+  # The weighted-coordinate matrix of the method is the same operator.
+  sw = grid.sqrt_w
+  kw = np.asarray(lowrank.skew_matrix(sw[:, None] * a, sw[:, None] * b))
+  np.testing.assert_allclose(kw @ (sw * f), sw * (kop @ f), atol=1e-10)
+  np.testing.assert_allclose(kw, -kw.T, atol=1e-12)
+
+
+@pytest.mark.parametrize("scheme", ["exp", "cayley"])
+@pytest.mark.parametrize("r,h", [(1, 0.3), (2, 1.0), (3, 0.05)])
+def test_lowrank_group_map_equals_dense_reference(scheme, r, h):
+  rng = np.random.default_rng(r)
+  n, m = 12, 4
+  a, b = rng.normal(size=(n, r)) / 2, rng.normal(size=(n, r)) / 2
+  u = np.linalg.qr(rng.normal(size=(n, m)))[0]
+  k = a @ b.T - b @ a.T
+  if scheme == "exp":
+    ref = scipy.linalg.expm(h * k) @ u
+  else:
+    ref = np.linalg.solve(np.eye(n) - 0.5 * h * k, (np.eye(n) + 0.5 * h * k) @ u)
+  got = lowrank.apply(jnp.asarray(a, jnp.float32), jnp.asarray(b, jnp.float32),
+                      jnp.asarray(u, jnp.float32), h, scheme)
+  np.testing.assert_allclose(np.asarray(got), ref, atol=2e-5)
+
+
+@pytest.mark.parametrize("scale", [1e-3, 1.0, 40.0, 500.0])
+def test_small_expm_matches_scipy(scale):
+  # The matrices phi1 sees: h J G (G = Z^T Z), similar to a skew matrix, so bounded e^M.
+  rng = np.random.default_rng(1)
+  z = rng.normal(size=(20, 8))
+  j = np.block([[np.zeros((4, 4)), np.eye(4)], [-np.eye(4), np.zeros((4, 4))]])
+  a = scale / 40 * j @ z.T @ z
+  got = np.asarray(lowrank.expm_small(jnp.asarray(a, jnp.float32)))
+  ref = scipy.linalg.expm(a)
+  np.testing.assert_allclose(got, ref, rtol=2e-4, atol=2e-4 * np.abs(ref).max())
+
+
+@pytest.mark.parametrize("scheme", ["cayley", "exp"])
+def test_integrator_keeps_orthonormality_over_long_paths(scheme):
+  grid = quadrature.make_grid(24, 0.0, 1.0)
+  s = jnp.asarray(methods.normalized_coords(grid))
+  sw = jnp.asarray(grid.sqrt_w, jnp.float32)
+  u0 = jnp.asarray(grid.sqrt_w[:, None] * quadrature.reference_basis(grid, "fourier", 6),
+                   jnp.float32)
+  params = generator.init_mlp(jax.random.key(3), 1, 2, 16, 2, 3, out_scale=3.0)
+  u1 = generator.integrate(params, s, sw, u0, 2000, 3, scheme)
+  assert float(jnp.abs(u1 - u0).max()) > 0.3  # the path really moves the basis
+  np.testing.assert_allclose(np.asarray(u1.T @ u1), np.eye(6), atol=1e-5)
+
+
+def test_midpoint_integrator_is_second_order_against_dense_solution():
+  grid = quadrature.make_grid(10, 0.0, 1.0)
+  s = jnp.asarray(methods.normalized_coords(grid))
+  sw = grid.sqrt_w
+  u0 = np.linalg.qr(np.random.default_rng(0).normal(size=(10, 3)))[0]
+  params = generator.init_mlp(jax.random.key(1), 1, 1, 8, 1, 2, out_scale=2.0)
+
+  def dense(n_sub):  # independent: products of dense expm of the midpoint generator
+    u = u0.copy()
+    for i in range(n_sub):
+      a, b = generator.ab(params, s, (i + 0.5) / n_sub, 2)
+      k = np.asarray(lowrank.skew_matrix(sw[:, None] * np.asarray(a), sw[:, None] * np.asarray(b)),
+                     np.float64)
+      u = scipy.linalg.expm(k / n_sub) @ u
+    return u
+
+  truth = dense(512)
+  errs = [np.abs(np.asarray(generator.integrate(params, s, jnp.asarray(sw, jnp.float32),
+                                                jnp.asarray(u0, jnp.float32), k, 2, "exp"))
+                 - truth).max() for k in (4, 8, 16)]
+  assert errs[0] > 1e-4
+  assert errs[0] / errs[1] > 3.0 and errs[1] / errs[2] > 3.0  # ~4x per halving
+
+
+def test_masked_rank_and_steps_lanes_equal_plain_runs():
+  grid = quadrature.make_grid(12, 0.0, 1.0)
+  s = jnp.asarray(methods.normalized_coords(grid))
+  sw = jnp.asarray(grid.sqrt_w, jnp.float32)
+  u0 = jnp.eye(12, 4)
+  params = generator.init_mlp(jax.random.key(0), 1, 2, 8, 1, 2, out_scale=1.0)
+  plain = generator.integrate(params, s, sw, u0, 5, 2, "cayley")
+  padded = generator.integrate(params, s, sw, u0, 9, 2, "cayley", steps=jnp.float32(5))
+  np.testing.assert_allclose(np.asarray(padded), np.asarray(plain), atol=1e-6)
+  # rank=1 of a 2-pair network equals a network whose second pair is zeroed.
+  zeroed = jax.tree.map(lambda x: x, params)
+  last = zeroed["layers"][-1]
+  keep = jnp.asarray([1.0, 0.0, 1.0, 0.0])  # outputs are [a_1, a_2, b_1, b_2]
+  zeroed["layers"][-1] = {"w": last["w"] * keep, "b": last["b"] * keep}
+  np.testing.assert_allclose(
+      np.asarray(generator.integrate(params, s, sw, u0, 5, 2, "cayley", rank=1)),
+      np.asarray(generator.integrate(zeroed, s, sw, u0, 5, 2, "cayley")), atol=1e-6)
+
+
+# --- targets against closed forms ---------------------------------------------------------
+
+def _target_cfg():
+  return load_config("").target
+
+
+@pytest.mark.parametrize("name", ["bm", "bridge"])
+def test_kl_closed_form_is_eigenpair_of_the_sampled_covariance(name):
+  p = targets.make_problem(name, _target_cfg(), 96)
+  # int k(x, y) phi_k(y) dy = lambda_k phi_k(x), with k from the covariance formula.
+  resid = p.cov_w @ p.truth_w - p.truth_w * p.eigvals
+  assert np.abs(resid).max() < 2e-3 * p.eigvals[0]
+  assert p.cov_w.trace() == pytest.approx(p.total_var, rel=1e-6)
+
+
+def test_hermite_functions_are_oscillator_eigenfunctions():
+  p = targets.make_problem("oscillator", _target_cfg(), 64)
+  np.testing.assert_allclose(p.op_w @ p.truth_w, p.truth_w * p.eigvals, atol=1e-6)
+  np.testing.assert_allclose(np.linalg.eigvalsh(p.op_w)[:8], np.arange(8) + 0.5, atol=1e-8)
+
+
+def test_schroedinger_simulation_is_unitary_and_conserves_energy():
+  cfg = _target_cfg()
+  p = targets.make_problem("schrodinger", cfg, 32)
+  d = targets.sample_data(p, cfg, seed=0)["train"].astype(np.float64)
+  psi = d[0] + 1j * d[1]  # (k, T, N)
+  norms = np.sum(np.abs(psi) ** 2, -1)
+  energy = np.real(np.einsum("ktn,nm,ktm->kt", psi.conj(), p.op_w, psi))
+  np.testing.assert_allclose(norms, 1.0, atol=1e-5)
+  np.testing.assert_allclose(energy, energy[:, :1], rtol=1e-4)
+
+
+def test_dynamics_objective_vanishes_exactly_on_modes():
+  cfg = _target_cfg()
+  p = targets.make_problem("schrodinger", cfg, 32)
+  d = targets.sample_data(p, cfg, seed=1)["train"]
+  lost, resid = targets.dynamics_terms(p.truth_w[:, :p.m].astype(np.float32), d)
+  assert float(resid) < 1e-5 and float(lost) < 0.05
+  mixed = p.truth_w[:, :p.m] @ scipy.stats.ortho_group.rvs(p.m, random_state=0)
+  assert float(targets.dynamics_terms(mixed.astype(np.float32), d)[1]) > 10 * float(resid)
+
+
+def test_sheet_samples_have_the_kronecker_covariance():
+  cfg = _target_cfg()
+  p = targets.make_problem("sheet", cfg, 6)
+  f = np.concatenate([targets.sample_data(p, cfg, s)["train"] for s in range(8)]
+                     ).astype(np.float64)
+  emp = f.T @ f / f.shape[0]
+  assert np.abs(emp - p.cov_w).max() < 0.1 * np.abs(p.cov_w).max()
+
+
+def test_principal_angle_of_a_known_rotation():
+  theta = 0.3
+  u = np.array([[1.0, 0.0], [0.0, 1.0], [0.0, 0.0]])
+  v = np.array([[1.0, 0.0], [0.0, np.cos(theta)], [0.0, np.sin(theta)]])
+  assert targets.sin_max_angle(u, v) == pytest.approx(np.sin(theta), abs=1e-7)
+
+
+# --- baselines -------------------------------------------------------------------------
+
+def test_stiefel_cayley_finds_the_eigenvectors_of_a_small_operator():
+  rng = np.random.default_rng(0)
+  q = np.linalg.qr(rng.normal(size=(10, 10)))[0]
+  evals = np.arange(1.0, 11.0)
+  h = (q * evals) @ q.T
+  coef = jnp.asarray(targets.brockett_weights(3))
+  x0 = np.linalg.qr(rng.normal(size=(10, 3)))[0]
+  x, losses = methods.stiefel_chunk(jnp.asarray(x0[None, None], jnp.float32),
+                                    jnp.asarray([0.1]), jnp.asarray(h[None], jnp.float32),
+                                    coef, kind="operator", n=3000)
+  x = np.asarray(x[0, 0])
+  np.testing.assert_allclose(x.T @ x, np.eye(3), atol=1e-5)
+  assert np.all(np.diff(np.asarray(losses[0, 0])[:50]) <= 1e-6)
+  np.testing.assert_allclose(np.abs(np.sum(x * q[:, :3], 0)), 1.0, atol=1e-3)
+
+
+def test_exact_dmd_recovers_modes():
+  cfg = _target_cfg()
+  p = targets.make_problem("schrodinger", cfg, 32)
+  d = targets.sample_data(p, cfg, seed=0)["train"]
+  u = methods.exact_basis(p, d)
+  assert targets.metrics(p, u)["purity"] > 0.999
+
+
+# --- data loader, training, resume and bad input --------------------------------------
+
+def test_loader_reads_npz_and_csv_and_rejects_bad_files(tmp_path):
+  rng = np.random.default_rng(0)
+  x = np.linspace(0, 2, 30)
+  f = rng.normal(size=(40, 1)) * np.sin(x) + 0.3 * rng.normal(size=(40, 1)) * np.cos(3 * x)
+  np.savez(tmp_path / "c.npz", x=x, f=f)
+  np.savetxt(tmp_path / "c.csv", np.vstack([x, f]), delimiter=",")
+  cfg = _target_cfg()
+  pa, sa = data_lib.file_problem(str(tmp_path / "c.npz"), cfg, 16)
+  pb, sb = data_lib.file_problem(str(tmp_path / "c.csv"), cfg, 16)
+  np.testing.assert_allclose(sa["train"], sb["train"], atol=1e-5)
+  assert sa["train"].shape == (24, 16) and sa["test"].shape == (8, 16)
+  # Two functions explain the data: the empirical KL's first two capture ~all variance.
+  assert pa.eigvals[:2].sum() / pa.total_var > 0.99
+  with pytest.raises(FileNotFoundError, match="nope.npz"):
+    data_lib.read_curves(str(tmp_path / "nope.npz"))
+  np.savez(tmp_path / "bad.npz", x=x, g=f)
+  with pytest.raises(ValueError, match="'f'"):
+    data_lib.read_curves(str(tmp_path / "bad.npz"))
+  np.savez(tmp_path / "shape.npz", x=x[:-1], f=f)
+  with pytest.raises(ValueError, match="do not match"):
+    data_lib.read_curves(str(tmp_path / "shape.npz"))
+
+
+def test_config_errors_are_named():
+  with pytest.raises(ValueError, match="'moon'"):
+    load_config("target=moon")
+  with pytest.raises(ValueError, match="data_path"):
+    load_config("target=file")
+
+
+def test_training_resumes_exactly_and_learns(tmp_path):
+  config = load_config("smoke")
+  problem, data = experiment.setup(config, "oscillator", seeds=2)
+  spec = methods.spec_from(config.model)
+  hp = experiment.variants(problem, spec, (0.01,))
+  full = experiment.fit_path(config, problem, data, spec, hp, 20, chunk=10,
+                             workdir=str(tmp_path / "a"))
+  experiment.fit_path(config, problem, data, spec, hp, 10, chunk=10,
+                      workdir=str(tmp_path / "b"))
+  resumed = experiment.fit_path(config, problem, data, spec, hp, 20, chunk=10,
+                                workdir=str(tmp_path / "b"))
+  for x, y in zip(jax.tree.leaves(full["params"]), jax.tree.leaves(resumed["params"])):
+    np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
+  curve = full["curves"][:, 0]
+  assert np.all(np.isfinite(curve)) and np.all(curve[:, -1] < curve[:, 0])
+  assert full["u"].shape == (2, 1, problem.grid.size, problem.m)
+  u = full["u"][0, 0]
+  np.testing.assert_allclose(u.T @ u, problem.ref_w.T @ problem.ref_w, atol=1e-5)
