@@ -6,8 +6,13 @@ and residual-based adaptive steps, dynamic regret O(T^(2/3) V_T^(1/3)).
   # the regret-vs-T study (log-log slopes for several beta, adaptive vs oracle vs fixed
   # vs baselines, the failure regime over noise levels, the LDS; table + plots):
   nice -n 10 python launch/study.py --config=configs/drift_ident.py --workdir=/tmp/di_study
-  # add the C-MAPSS health indicator (needs the NASA files, see the paper README):
-  nice -n 10 python launch/study.py --config=configs/drift_ident.py:cmapss_dir=/data/CMAPSSData --workdir=/tmp/di_study
+  # the slope check at large T (up to 256000; noise 0.3, 2 seeds x 3 drift kinds):
+  nice -n 10 python launch/study.py --config=configs/drift_ident.py:study=large_t --workdir=/tmp/di_large
+  # C-MAPSS health indicators (proxy + baselines, train trend and test RUL), seconds:
+  python launch/train.py --config=configs/drift_ident.py:task=cmapss,cmapss_dir=/data/CMAPSSData --workdir=/tmp/di_fd001
+  python launch/train.py --config=configs/drift_ident.py:task=cmapss,cmapss_dir=/data/CMAPSSData,cmapss_subset=FD002 --workdir=/tmp/di_fd002
+  # the same pipeline on generated files in the NASA format (no download; NOT real data):
+  python launch/train.py --config=configs/drift_ident.py:task=cmapss,cmapss_synthetic=true --workdir=/tmp/di_cm_synth
   # steps/s of the vmapped scan:
   python launch/benchmark.py --config=configs/drift_ident.py --workdir=/tmp/di_bench
 
@@ -22,14 +27,28 @@ import ml_collections
 
 from jaxpapers.core import config as config_lib
 
+# What `:smoke` changes; every entry is an arg, so `:smoke,horizon=800` runs T = 800.
+SMOKE = dict(horizon=400, records=4, seeds=1, horizons=(400, 800), betas=(0.0, 0.5),
+             noises=(0.3,), lds_horizons=(400,), lds_betas=(0.5,), lds_seeds=1,
+             large_horizons=(400, 800), large_seeds=1, bench_horizon=400, bench_batch=4)
+
 
 def get_config(arg=None):
-  arg = config_lib.parse_arg(arg, smoke=False, seed=0, study="regret", system="regression",
-                             horizon=32000, beta=0.5, noise=0.3, seeds=4, t_max=64000,
-                             cmapss_dir="", cmapss_subset="FD001")
+  arg = config_lib.parse_arg(
+      arg, smoke_args=SMOKE, smoke=False, seed=0, study="regret", task="synthetic",
+      system="regression", horizon=32000, records=50, beta=0.5, noise=0.3, seeds=4,
+      t_max=64000, horizons=(2000, 4000, 8000, 16000, 32000, 64000, 128000),
+      betas=(0.0, 0.25, 0.5, 0.75), noises=(0.1, 0.3, 1.0),
+      lds_horizons=(4000, 16000, 64000), lds_betas=(0.25, 0.75), lds_seeds=2,
+      large_horizons=(16000, 32000, 64000, 128000, 256000), large_seeds=2,
+      bench_horizon=16000, bench_batch=48, cmapss_dir="", cmapss_subset="FD001",
+      cmapss_synthetic=False, cmapss_sensors="lit14")
+  if arg.task not in ("synthetic", "cmapss"):
+    raise ValueError(f"config arg 'task': expected synthetic or cmapss, got {arg.task!r}")
   config = ml_collections.ConfigDict()
   config.experiment = "jaxpapers.papers.drift_ident.experiment"
   config.seed = arg.seed  # first stream seed; runs use seed, seed+1, ...
+  config.task = arg.task  # synthetic: regret on drifting streams; cmapss: health indicators
 
   config.system = ml_collections.ConfigDict()
   config.system.name = arg.system  # regression | lds
@@ -61,43 +80,34 @@ def get_config(arg=None):
 
   config.run = ml_collections.ConfigDict()
   config.run.horizon = arg.horizon  # T for train_and_evaluate
-  config.run.records = 50  # points on each cumulative curve (T must be a multiple)
+  config.run.records = arg.records  # points on each cumulative curve (T must be a multiple)
   config.run.seeds = arg.seeds  # streams per drift kind, vmapped
 
   config.study = ml_collections.ConfigDict()
-  config.study.name = arg.study  # only "regret" is declared
-  config.study.horizons = tuple(t for t in (2000, 4000, 8000, 16000, 32000, 64000, 128000)
-                                if t <= arg.t_max)
-  config.study.betas = (0.0, 0.25, 0.5, 0.75)
-  config.study.noises = (0.1, 0.3, 1.0)  # the main noise is 0.3; 0.1 / 1.0 probe failure
-  config.study.lds_horizons = (4000, 16000, 64000)
-  config.study.lds_betas = (0.25, 0.75)
-  config.study.lds_seeds = 2
+  config.study.name = arg.study  # regret (the main study) | large_t (slopes up to 256k)
+  config.study.horizons = tuple(t for t in arg.horizons if t <= arg.t_max)
+  config.study.betas = arg.betas
+  config.study.noises = arg.noises  # the main noise is 0.3; 0.1 / 1.0 probe failure
+  config.study.lds_horizons = arg.lds_horizons
+  config.study.lds_betas = arg.lds_betas
+  config.study.lds_seeds = arg.lds_seeds
+  config.study.large_horizons = arg.large_horizons  # study=large_t, at noise `noise`
+  config.study.large_seeds = arg.large_seeds
 
   config.cmapss = ml_collections.ConfigDict()
   config.cmapss.dir = arg.cmapss_dir  # directory with train_FD001.txt etc.; "" = skip
-  config.cmapss.subset = arg.cmapss_subset
+  config.cmapss.subset = arg.cmapss_subset  # FD001 .. FD004
+  config.cmapss.synthetic = arg.cmapss_synthetic  # write generated NASA-format files
+  config.cmapss.sensors = arg.cmapss_sensors  # lit14 (the usual 14) | auto
+  config.cmapss.regimes = 0  # operating regimes (0: 6 on FD002/FD004, else 1)
   config.cmapss.window = 16  # cycles per proxy block
   config.cmapss.eta = 0.05  # OGD step on standardised sensors
   config.cmapss.radius = 10.0  # parameter ball
   config.cmapss.baseline_cycles = 30  # healthy reference for standardisation
-  # Regress sensors on the operating settings only where there are several conditions.
-  config.cmapss.use_settings = arg.cmapss_subset in ("FD002", "FD004")
+  config.cmapss.rls_lambda = 0.95  # RLS level-tracking baseline: forgetting factor
+  config.cmapss.kalman_q = 1e-3  # random-walk Kalman baseline: process noise (z units^2)
 
   config.bench = ml_collections.ConfigDict()
-  config.bench.horizon = 16000
-  config.bench.batch = 48  # runs in the vmapped scan
-
-  if arg.smoke:
-    config.run.horizon = 400
-    config.run.records = 4
-    config.run.seeds = 1
-    config.study.horizons = (400, 800)
-    config.study.betas = (0.0, 0.5)
-    config.study.noises = (0.3,)
-    config.study.lds_horizons = (400,)
-    config.study.lds_betas = (0.5,)
-    config.study.lds_seeds = 1
-    config.bench.horizon = 400
-    config.bench.batch = 4
-  return config
+  config.bench.horizon = arg.bench_horizon
+  config.bench.batch = arg.bench_batch  # runs in the vmapped scan
+  return config_lib.lock(config)

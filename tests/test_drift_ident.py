@@ -12,6 +12,7 @@ import pytest
 from jaxpapers.papers.drift_ident import cmapss
 from jaxpapers.papers.drift_ident import drift
 from jaxpapers.papers.drift_ident import estimators
+from jaxpapers.papers.drift_ident import health
 from jaxpapers.papers.drift_ident import simulate
 from jaxpapers.papers.drift_ident import systems
 
@@ -97,6 +98,13 @@ def test_regret_matches_brute_force_reference():
   state = systems.init(r_init, system)
   dparams = drift.make_params(0, variation, horizon, system.radius)
   theta_hat = np.zeros(3)
+  # Independent NumPy references of two baselines (issue 16): restarted OGD (Besbes et
+  # al. 2015: back to the centre every `restart_len` steps, eta_s = (2D/G)/sqrt(s+1)
+  # capped) and the random-walk Kalman filter (predict P + qI, update with gain
+  # P Phi^T (Phi P Phi^T + r I)^-1).
+  restart_len, q, r_var = int(hp["restart_len"]), float(hp["kalman_q"]), float(hp["kalman_r"])
+  th_rs, th_k, p_k = np.zeros(3), np.zeros(3), np.eye(3) * float(hp["kalman_p0"])
+  i_rs, i_k = estimators.METHODS.index("restart"), estimators.METHODS.index("kalman")
   regret = pseudo = 0.0
   for t in range(horizon):
     draws = jax.tree.map(lambda a: a[0], systems.draw(jax.random.fold_in(r_stream, t),
@@ -110,6 +118,19 @@ def test_regret_matches_brute_force_reference():
     if np.linalg.norm(theta_hat) > 1.0:
       theta_hat = theta_hat / np.linalg.norm(theta_hat)
     np.testing.assert_allclose(out["theta"][t, 0], theta_hat, rtol=1e-4, atol=1e-5)
+    s_t = t % restart_len
+    eta_s = min(2.0 * 1.0 / 2.0 / np.sqrt(s_t + 1.0), 0.5)
+    th_rs = th_rs + eta_s * phi.T @ (y - phi @ th_rs)
+    if np.linalg.norm(th_rs) > 1.0:
+      th_rs = th_rs / np.linalg.norm(th_rs)
+    if s_t == restart_len - 1:
+      th_rs = np.zeros(3)
+    p_k = p_k + q * np.eye(3)
+    gain = p_k @ phi.T @ np.linalg.inv(phi @ p_k @ phi.T + r_var * np.eye(len(y)))
+    th_k = th_k + gain @ (y - phi @ th_k)
+    p_k = p_k - gain @ phi @ p_k
+    np.testing.assert_allclose(out["theta"][t, i_rs], th_rs, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(out["theta"][t, i_k], th_k, rtol=1e-3, atol=1e-4)
     np.testing.assert_allclose(out["regret"][t, 0], regret, rtol=1e-4, atol=1e-4)
     np.testing.assert_allclose(out["pseudo"][t, 0], pseudo, rtol=1e-4, atol=1e-4)
   # The path variation accumulated inside the scan is the target V_T.
@@ -150,13 +171,15 @@ def _write_synthetic_cmapss(directory, engines=12, degrade=True, seed=0):
   for unit in range(1, engines + 1):
     life = int(rng.integers(120, 220))
     gains = rng.normal(size=21)
-    gains[[0, 4, 5]] = 0.0  # constant sensors, as s1, s5, s6 in FD001
+    const = [0, 4, 9, 15, 17, 18]  # s1, s5, s10, s16, s18, s19: constant on FD001
+    gains[const + [5]] = 0.0
     for cycle in range(1, life + 1):
       settings = rng.normal(size=3) * [0.002, 0.0003, 0.0]
       # Wear grows exponentially over the second half of life, as in C-MAPSS.
       wear = np.exp(5.0 * (cycle / life - 1.0)) if degrade else 0.0
       sensors = 500 + 3 * gains * wear + rng.normal(size=21) * 0.3
-      sensors[[0, 4, 5]] = [518.67, 14.62, 21.61]
+      sensors[const] = [518.67, 14.62, 1.30, 0.03, 2388, 100.0]
+      sensors[5] = 21.61 if rng.uniform() < 0.97 else 21.60  # s6 takes two values on FD001
       rows.append([unit, cycle, *(settings + [0, 0, 100]), *sensors])
   os.makedirs(directory, exist_ok=True)
   with open(os.path.join(directory, "train_FD001.txt"), "w") as f:
@@ -173,7 +196,7 @@ def test_cmapss_loader_and_health_indicator(tmp_path):
   assert len(engines) == 12 and engines[0][3].shape[1] == 21
   assert np.all(np.diff(engines[0][1]) == 1)
   rows, keep = cmapss.health_indicator(engines, 16, 0.05, 10.0, 30, False)
-  assert len(keep) == 18  # the 3 constant sensors are dropped
+  assert len(keep) == 15  # the 6 constant sensors are dropped (s6 is not constant)
   deg = cmapss.summarise(rows)
   _write_synthetic_cmapss(str(tmp_path / "flat"), degrade=False)
   flat = cmapss.summarise(cmapss.health_indicator(
@@ -209,3 +232,70 @@ def test_smoke_config_runs_and_logs(tmp_path):
 def test_unknown_arg_is_named():
   with pytest.raises(ValueError, match="no_such_key"):
     _config("no_such_key=1")
+
+
+def test_generated_files_have_the_nasa_format_and_sensor_sets(tmp_path):
+  d = cmapss.write_synthetic(str(tmp_path), "FD001", train_engines=5, test_engines=4)
+  for split in ("train", "test"):
+    lines = open(os.path.join(d, f"{split}_FD001.txt")).read().splitlines()
+    fields = lines[0].split()
+    assert len(fields) == 26 and fields[0] == "1" and fields[1] == "1"
+    assert fields[4] == "100.0" and fields[5] == "518.67" and fields[22] == "2388"
+    assert len(fields[2].split(".")[1]) == 4 and len(fields[24].split(".")[1]) == 2
+  train = cmapss.split_engines(cmapss.load(d, "FD001", "train"))
+  test = cmapss.split_engines(cmapss.load(d, "FD001", "test"))
+  rul = cmapss.load_rul(d, "FD001")
+  assert len(train) == 5 and len(test) == len(rul) == 4 and np.all(rul >= 0)
+  # s6 is two-valued (not constant): `auto` drops it with the 6 constant sensors and
+  # keeps exactly the usual 14.
+  s6 = np.concatenate([e[3][:, 5] for e in train])
+  assert len(np.unique(s6)) == 2
+  np.testing.assert_array_equal(cmapss.select_sensors(train, "auto"),
+                                np.asarray(cmapss.LIT14) - 1)
+  with pytest.raises(ValueError, match="sensor set"):
+    cmapss.select_sensors(train, "all21")
+
+
+def test_filter_residuals_match_scalar_numpy_recursions():
+  rng = np.random.default_rng(0)
+  z = rng.normal(size=(40, 3)).astype(np.float32) + np.linspace(0, 2, 40)[:, None]
+  mask = np.ones(40, bool)
+  mask[35:] = False  # padded tail: state frozen, residuals still reported
+  lam, q = 0.9, 0.01
+  out = np.asarray(health.filter_residuals(jnp.asarray(z), jnp.asarray(mask), lam, q))
+  # With Phi = I the filters decouple per sensor: scalar recursions.
+  th_r, p_r, th_k, p_k = np.zeros(3), np.ones(3), np.zeros(3), np.ones(3)
+  for t in range(35):
+    want = [np.mean((z[t] - th_r) ** 2), np.mean((z[t] - th_k) ** 2)]
+    np.testing.assert_allclose(out[t], want, rtol=1e-4, atol=1e-6)
+    k = p_r / (lam + p_r)
+    th_r, p_r = th_r + k * (z[t] - th_r), (p_r - k * p_r) / lam
+    p_k = p_k + q
+    k = p_k / (1.0 + p_k)
+    th_k, p_k = th_k + k * (z[t] - th_k), p_k - k * p_k
+
+
+def test_per_regime_normalisation_recovers_the_trend_on_fd002_format(tmp_path):
+  d = cmapss.write_synthetic(str(tmp_path), "FD002", train_engines=12, test_engines=6)
+  cfg = _config("smoke").cmapss.copy_and_resolve_references()
+  per_regime = health.run(d, "FD002", cfg)
+  assert per_regime["regimes"] == 6
+  cfg.regimes = 1
+  pooled = health.run(d, "FD002", cfg, test=False)
+  med = lambda out, m: [r for r in out["train"] if r["indicator"] == m][0]["median_spearman"]  # noqa: E731
+  # Six operating conditions shift every sensor: without per-regime normalisation the
+  # regime noise swamps the proxy's trend; with it both it and the trivial HI trend up.
+  assert med(per_regime, "deviation") > 0.8
+  assert med(per_regime, "proxy") > med(pooled, "proxy") + 0.2
+  assert set(per_regime["test"]) >= set(health.INDICATORS)
+
+
+def test_cmapss_task_runs_on_generated_files_and_needs_a_dir(tmp_path):
+  from jaxpapers.papers.drift_ident import experiment
+  final = experiment.train_and_evaluate(
+      _config("smoke,task=cmapss,cmapss_synthetic=true"), str(tmp_path / "ok"))
+  rows = json.load(open(tmp_path / "ok" / "cmapss.json"))
+  assert [r["indicator"] for r in rows] == list(health.INDICATORS)
+  assert final["train/deviation/median_spearman"] > 0.8
+  with pytest.raises(FileNotFoundError, match="cmapss_dir"):
+    experiment.train_and_evaluate(_config("smoke,task=cmapss"), str(tmp_path / "none"))

@@ -16,6 +16,14 @@ stationary (P_k near its noise floor); degradation makes the sensor/setting rela
 drift faster towards end of life, so P_k should trend upwards with cycle. The trend
 statistic is the Spearman rank correlation of P_k with the block's cycle, per engine.
 Engines are padded to a common length and vmapped; padded steps leave the state as is.
+
+Sensor handling follows the C-MAPSS literature: the usual 14 informative sensors
+(s2, s3, s4, s7, s8, s9, s11, s12, s13, s14, s15, s17, s20, s21; s1, s5, s10, s16, s18,
+s19 are constant on FD001 and s6 takes two values), or `auto` (drop sensors with at most
+two distinct values inside every operating regime). Multi-condition subsets (FD002,
+FD004: six operating conditions) are normalised per operating regime (KMeans on the
+three settings), each regime on its own healthy baseline. `write_synthetic` writes
+generated files in the exact NASA text format (tests, smoke, notebook; no real data).
 """
 from __future__ import annotations
 
@@ -38,8 +46,25 @@ HOW_TO_GET = (
     "pcoe/pcoe-data-set-repository/), unzip CMAPSSData.zip and pass that directory.")
 
 
+LIT14 = (2, 3, 4, 7, 8, 9, 11, 12, 13, 14, 15, 17, 20, 21)  # 1-based sensor numbers
+SENSOR_SETS = ("lit14", "auto")
+MULTI_CONDITION = ("FD002", "FD004")
+
+
 def expected_files(subset: str = "FD001"):
   return [f"train_{subset}.txt", f"test_{subset}.txt", f"RUL_{subset}.txt"]
+
+
+def load_rul(directory: str, subset: str = "FD001") -> np.ndarray:
+  """True remaining useful life of each test engine (`RUL_<subset>.txt`, one per line)."""
+  path = os.path.join(directory, f"RUL_{subset}.txt")
+  if not os.path.isfile(path):
+    raise FileNotFoundError(f"C-MAPSS file {path!r} not found. {HOW_TO_GET}")
+  with open(path) as f:
+    vals = [line.split() for line in f if line.strip()]
+  if any(len(v) != 1 for v in vals):
+    raise ValueError(f"{path}: expected one RUL value per line")
+  return np.asarray([float(v[0]) for v in vals])
 
 
 def load(directory: str, subset: str = "FD001", split: str = "train") -> np.ndarray:
@@ -77,6 +102,62 @@ def split_engines(data: np.ndarray):
     rows = rows[np.argsort(rows[:, 1])]
     out.append((int(unit), rows[:, 1], rows[:, 2:5], rows[:, 5:]))
   return out
+
+
+def select_sensors(engines, mode: str, regimes=None) -> np.ndarray:
+  """0-based indices of the sensors used (`lit14` or `auto`, see module docstring)."""
+  if mode == "lit14":
+    return np.asarray(LIT14) - 1
+  if mode != "auto":
+    raise ValueError(f"unknown C-MAPSS sensor set {mode!r}; expected one of {SENSOR_SETS}")
+  sen = np.concatenate([e[3] for e in engines])
+  reg = (np.zeros(len(sen), int) if regimes is None
+         else np.concatenate([regimes.predict(e[2]) for e in engines]))
+  levels = np.array([[len(np.unique(sen[reg == r, j])) for r in np.unique(reg)]
+                     for j in range(sen.shape[1])])
+  return np.where(levels.max(axis=1) > 2)[0]
+
+
+def fit_regimes(engines, n_regimes: int, seed: int = 0):
+  """KMeans on the (scaled) operating settings; None when there is one regime."""
+  if n_regimes <= 1:
+    return None
+  from sklearn import cluster, pipeline, preprocessing  # pylint: disable=g-import-not-at-top
+  x = np.concatenate([e[2] for e in engines])
+  return pipeline.make_pipeline(
+      preprocessing.StandardScaler(),
+      cluster.KMeans(n_regimes, n_init=10, random_state=seed)).fit(x)
+
+
+def normalise(engines, sensors, baseline_cycles: int, regimes=None, stats=None,
+              min_std: float = 1e-6):
+  """z-scores of the chosen sensors against the pooled healthy baseline, per regime.
+
+  The baseline is the first `baseline_cycles` of every engine in `engines` (training
+  engines), unless `stats` (from a previous call) is given: test engines are scaled with
+  the training statistics. Returns (engines with z-scored sensors, stats).
+  """
+  reg = lambda e: (np.zeros(len(e[1]), int) if regimes is None  # noqa: E731
+                   else regimes.predict(e[2]))
+  if stats is None:
+    base = np.concatenate([e[3][:baseline_cycles][:, sensors] for e in engines])
+    base_reg = np.concatenate([reg(e)[:baseline_cycles] for e in engines])
+    n_reg = 1 if regimes is None else regimes[-1].n_clusters
+    mu = np.zeros((n_reg, len(sensors)))
+    sd = np.ones((n_reg, len(sensors)))
+    for r in range(n_reg):
+      rows = base[base_reg == r]
+      if len(rows) < 2:
+        raise ValueError(f"operating regime {r} has {len(rows)} healthy baseline rows; "
+                         "increase cmapss.baseline_cycles")
+      mu[r], sd[r] = rows.mean(0), np.maximum(rows.std(0), min_std)
+    stats = (mu, sd)
+  mu, sd = stats
+  out = []
+  for u, c, st, se in engines:
+    r = reg((u, c, st, se))
+    out.append((u, c, st, (se[:, sensors] - mu[r]) / sd[r]))
+  return out, stats
 
 
 def standardise(engines, baseline_cycles: int, min_std: float = 1e-6):
@@ -177,3 +258,70 @@ def summarise(rows):
   return dict(engines=len(rows), median_spearman=float(np.median(rho)),
               frac_positive=float(np.mean(rho > 0)),
               frac_above_half=float(np.mean(rho > 0.5)))
+
+
+# FD001's first-row sensor levels and the printed decimals of every column.
+_NOMINAL = (518.67, 641.82, 1589.70, 1400.60, 14.62, 21.61, 554.36, 2388.06, 9046.19, 1.30,
+            47.47, 521.66, 2388.02, 8138.62, 8.4195, 0.03, 392, 2388, 100.00, 39.06,
+            23.4190)
+_DECIMALS = (0, 0, 4, 4, 1) + (2,) * 14 + (4, 2, 0, 0, 2, 2, 4)
+# Noise std and end-of-life shift (in noise stds, signed) of the 14 informative sensors.
+_NOISE = {2: 0.5, 3: 6.0, 4: 9.0, 7: 0.9, 8: 0.07, 9: 22.0, 11: 0.27, 12: 0.74, 13: 0.07,
+          14: 19.0, 15: 0.037, 17: 1.5, 20: 0.18, 21: 0.11}
+_SHIFT = {2: 3, 3: 3, 4: 4, 7: -4, 8: 3, 9: 2, 11: 4, 12: -4, 13: 3, 14: 2, 15: 3, 17: 3,
+          20: -4, 21: -4}
+# FD002/FD004's six operating conditions (altitude, Mach, throttle resolver angle).
+_REGIMES = ((42.0, 0.84, 100.0), (20.0, 0.70, 100.0), (10.0, 0.25, 100.0), (0.0, 0.0, 100.0),
+            (25.0, 0.62, 60.0), (35.0, 0.84, 100.0))
+
+
+def write_synthetic(directory: str, subset: str = "FD001", train_engines: int = 20,
+                    test_engines: int = 20, seed: int = 0, degrade: bool = True) -> str:
+  """Writes train/test/RUL files of `subset` in the exact NASA text format.
+
+  NOT real data: engines whose 14 informative sensors drift with exponentially
+  growing wear over their life (FD001's signs and noise levels), s6 two-valued, the
+  other six constant; FD002/FD004 cycle through six operating conditions that shift
+  every sensor. Test engines are truncated at a random point; RUL is the remainder.
+  """
+  if subset not in SUBSETS:
+    raise ValueError(f"unknown C-MAPSS subset {subset!r}; known: {', '.join(SUBSETS)}")
+  rng = np.random.default_rng(seed)
+  multi = subset in MULTI_CONDITION
+  offsets = rng.normal(size=(len(_REGIMES), 21)) * 8.0 * np.asarray(
+      [_NOISE.get(j, 0.0) for j in range(1, 22)])
+
+  def engine(unit, cut):
+    life = int(rng.integers(128, 300))
+    last = life if not cut else int(rng.integers(31, life))
+    rows = []
+    for cycle in range(1, last + 1):
+      wear = (np.exp(4.0 * cycle / life) - 1.0) / (np.exp(4.0) - 1.0) if degrade else 0.0
+      sensors = np.array(_NOMINAL, float)
+      for j, sd in _NOISE.items():
+        sensors[j - 1] += _SHIFT[j] * sd * wear + sd * rng.normal()
+      sensors[5] = 21.61 if rng.uniform() < 0.97 else 21.60  # s6: two values
+      if multi:
+        r = int(rng.integers(len(_REGIMES)))
+        settings = np.asarray(_REGIMES[r]) + rng.normal(size=3) * [0.003, 0.0003, 0.0]
+        sensors += offsets[r]
+      else:
+        settings = np.asarray([rng.normal() * 0.002, rng.normal() * 0.0003, 100.0])
+      sensors[16] = np.round(sensors[16])  # s17 is an integer sensor
+      rows.append([unit, cycle, *settings, *sensors])
+    return rows, life - last
+
+  os.makedirs(directory, exist_ok=True)
+  fmt = lambda row: " ".join(f"{v:.{d}f}" for v, d in zip(row, _DECIMALS)) + "  \n"  # noqa: E731
+  with open(os.path.join(directory, f"train_{subset}.txt"), "w") as f:
+    for u in range(1, train_engines + 1):
+      f.writelines(fmt(r) for r in engine(u, False)[0])
+  ruls = []
+  with open(os.path.join(directory, f"test_{subset}.txt"), "w") as f:
+    for u in range(1, test_engines + 1):
+      rows, rul = engine(u, True)
+      f.writelines(fmt(r) for r in rows)
+      ruls.append(rul)
+  with open(os.path.join(directory, f"RUL_{subset}.txt"), "w") as f:
+    f.writelines(f"{r}\n" for r in ruls)
+  return directory

@@ -1,8 +1,11 @@
 """Online identification under parameter drift: launcher entry points.
 
 `train_and_evaluate` runs every estimator on the same drifting streams at one horizon
-(3 drift kinds x seeds in one vmapped scan) and logs the cumulative dynamic regret;
-`run_study` is the regret-vs-T study of the README; `benchmark` times the vmapped scan.
+(3 drift kinds x seeds in one vmapped scan) and logs the cumulative dynamic regret
+(~30 s at the default T = 32000, so no checkpointing); with `task=cmapss` it computes
+the C-MAPSS health indicators (residual proxy and baselines) in seconds. `run_study` is
+the regret-vs-T study of the README (`study=large_t`: the slope check up to T = 256000);
+`benchmark` times the vmapped scan.
 """
 from __future__ import annotations
 
@@ -31,7 +34,47 @@ def grid(config, betas, noises, seeds):
   return [list(c) for c in zip(*rows)]
 
 
+def cmapss_task(config, workdir):
+  """Health indicators on one C-MAPSS subset: train trends and test-RUL agreement."""
+  from jaxpapers.papers.drift_ident import cmapss, health  # pylint: disable=g-import-not-at-top
+  c = config.cmapss
+  directory, source = c.dir, "NASA files"
+  if c.synthetic:
+    directory = cmapss.write_synthetic(os.path.join(workdir, "cmapss_synthetic"), c.subset,
+                                       seed=config.seed)
+    source = "GENERATED files in the NASA format (not real data)"
+  elif not directory:
+    raise FileNotFoundError("task=cmapss needs cmapss_dir=<folder with train_FD001.txt, "
+                            "test_FD001.txt, RUL_FD001.txt> (or cmapss_synthetic=true). "
+                            + cmapss.HOW_TO_GET)
+  t0 = time.perf_counter()
+  out = health.run(directory, c.subset, c)
+  elapsed = time.perf_counter() - t0
+  writer = metrics_lib.MetricsWriter(workdir, verbose=False)
+  final = {f"train/{r['indicator']}/median_spearman": r["median_spearman"]
+           for r in out["train"]}
+  final.update({f"test/{m}/spearman_vs_minus_rul": v for m, v in out["test"].items()
+                if m != "engines"})
+  final["seconds"] = elapsed
+  writer.write(0, final, split="eval")
+  head = (f"C-MAPSS {c.subset} ({source}: {directory}), {out['regimes']} operating "
+          f"regime(s), sensors {' '.join(out['sensors'])}, {c.window}-cycle blocks, commit "
+          f"{study_lib.git_commit(PATHS)}")
+  rows = [dict(r, test_spearman_hi_vs_minus_rul=out["test"][r["indicator"]])
+          for r in out["train"]]
+  md = study_lib.write_table(
+      workdir, "cmapss", rows,
+      header=f"### {head}\n\nTrain engines: Spearman(HI, cycle) per engine (median, "
+             f"fractions > 0 and > 0.5). Test engines ({out['test']['engines']}): Spearman "
+             "between the HI of the last complete block and -RUL (RUL file).")
+  print(md, flush=True)
+  return final
+
+
 def train_and_evaluate(config, workdir):
+  if config.task == "cmapss":
+    metrics_lib.write_config(workdir, config)
+    return cmapss_task(config, workdir)
   metrics_lib.write_config(workdir, config)
   horizon = config.run.horizon
   seeds, kinds, betas, noises = grid(config, [config.drift.beta], [config.system.noise],
@@ -70,10 +113,13 @@ def train_and_evaluate(config, workdir):
 
 def run_study(config, workdir):
   from jaxpapers.papers.drift_ident import study  # heavier: matplotlib
-  if config.study.name != "regret":
-    raise ValueError(f"unknown study {config.study.name!r}; declared: regret")
+  if config.study.name not in ("regret", "large_t"):
+    raise ValueError(f"unknown study {config.study.name!r}; declared: regret, large_t")
   metrics_lib.write_config(workdir, config)
-  return study.run(config, workdir, commit=study_lib.git_commit(PATHS))
+  commit = study_lib.git_commit(PATHS)  # stamped when the study starts
+  if config.study.name == "large_t":
+    return study.run_large_t(config, workdir, commit=commit)
+  return study.run(config, workdir, commit=commit)
 
 
 def benchmark(config, workdir):
