@@ -40,7 +40,8 @@ def get_config(arg=None):
       layer_bits=("",), steps=400, seeds=3, hidden=(64, 32), latent=8, code_relu=True,
       scaling="zscore", max_n=4000, csv_label="label", mlbench_dir="", npz_dir="",
       xla_opt_level=-1, bit_grid=(1, 2, 3, 4, 6, 8), other_grid=(3, 4, 6, 8),
-      ablation_kinds=("ae",), layer_rules=("none", "all", "encoder", "decoder", "each"))
+      ablation_kinds=("ae",), layer_rules=("none", "all", "encoder", "decoder", "each"),
+      parts=("main", "bits", "layers"))
   config = ml_collections.ConfigDict()
   config.experiment = "jaxpapers.papers.lpr.experiment"
   config.seed = arg.seed  # data split and first model seed
@@ -94,5 +95,6 @@ def get_config(arg=None):
       ablation_kinds=arg.ablation_kinds,  # detectors in the ablations
       # which-layers rows: none, all, encoder, decoder, each (= every layer alone)
       layer_rules=arg.layer_rules,
+      parts=arg.parts,                   # study parts: main (table), bits, layers
   )
   return config_lib.lock(config)

@@ -281,13 +281,20 @@ def run_study(config, workdir: str) -> str:
   writer = metrics_lib.MetricsWriter(workdir)
   t0 = time.perf_counter()
   data = load_datasets(config)
-  md = _main_tables(config, workdir, writer, data)
+  parts = set(config.study.parts)
+  unknown = parts - {"main", "bits", "layers"}
+  if unknown:
+    raise ValueError(f"unknown study parts {sorted(unknown)}; expected main, bits, layers")
+  # The main table is checkpointed per detector, so a killed study resumes it.
+  md = _main_tables(config, workdir, writer, data) if "main" in parts else ""
   kinds = list(config.study.ablation_kinds)
   for name, fn, title in (
       ("ablation_bits", _ablation_bits, "Bit-width ablation"),
       ("ablation_layers", _ablation_layers,
        f"Which-layers ablation ({config.lpr.mode}, {config.lpr.bits} bits per chosen "
        f"layer; order {'/'.join(layer_settings(config)[0])})")):
+    if name.split("_")[1] not in parts:
+      continue
     t1 = time.perf_counter()
     rows = fn(config, data, kinds)
     md += "\n" + study_lib.write_table(
