@@ -42,7 +42,7 @@ def get_config(arg=None):
       lds_horizons=(4000, 16000, 64000), lds_betas=(0.25, 0.75), lds_seeds=2,
       large_horizons=(16000, 32000, 64000, 128000, 256000), large_seeds=2,
       bench_horizon=16000, bench_batch=48, cmapss_dir="", cmapss_subset="FD001",
-      cmapss_synthetic=False, cmapss_sensors="lit14")
+      cmapss_synthetic=False, cmapss_sensors="lit14", cmapss_regimes=0)
   if arg.task not in ("synthetic", "cmapss"):
     raise ValueError(f"config arg 'task': expected synthetic or cmapss, got {arg.task!r}")
   config = ml_collections.ConfigDict()
@@ -99,7 +99,7 @@ def get_config(arg=None):
   config.cmapss.subset = arg.cmapss_subset  # FD001 .. FD004
   config.cmapss.synthetic = arg.cmapss_synthetic  # write generated NASA-format files
   config.cmapss.sensors = arg.cmapss_sensors  # lit14 (the usual 14) | auto
-  config.cmapss.regimes = 0  # operating regimes (0: 6 on FD002/FD004, else 1)
+  config.cmapss.regimes = arg.cmapss_regimes  # operating regimes (0: 6 on FD002/FD004, else 1)
   config.cmapss.window = 16  # cycles per proxy block
   config.cmapss.eta = 0.05  # OGD step on standardised sensors
   config.cmapss.radius = 10.0  # parameter ball
