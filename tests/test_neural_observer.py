@@ -1,0 +1,214 @@
+"""Tests for neural_observer: integrators, sector/Lipschitz bounds, certificates (accepted
+ones verified independently, an unstable observer rejected), baseline gains, EKF, the
+stage-1 guarantee computations and the CSV loader."""
+import dataclasses
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+import scipy.linalg
+
+from jaxpapers.papers.neural_observer import baselines
+from jaxpapers.papers.neural_observer import data_io
+from jaxpapers.papers.neural_observer import lmi
+from jaxpapers.papers.neural_observer import observer
+from jaxpapers.papers.neural_observer import plants
+
+
+def _linear_plant(base):
+  """`base` with its nonlinearity switched off (for closed-form references)."""
+  return dataclasses.replace(base, G=np.zeros_like(base.G),
+                             phi=lambda x: jnp.zeros((base.G.shape[1],)))
+
+
+def test_rk4_matches_matrix_exponential():
+  for name in ("flexible_joint", "x29"):
+    p = _linear_plant(plants.make_plant(name))
+    x0 = jnp.asarray(np.linspace(0.2, -0.3, p.nx), jnp.float32)
+    dt, T = 0.04, 100
+    xs = plants.simulate(p, x0, jnp.zeros((T, p.nu)), jnp.zeros((T, p.nd)), dt)
+    ref = np.stack([scipy.linalg.expm(p.A * dt * k) @ np.asarray(x0) for k in range(T)])
+    np.testing.assert_allclose(np.asarray(xs), ref, atol=2e-5)
+
+
+def test_pendulum_small_angle_and_constant_input():
+  # Undamped small-angle pendulum: theta(t) = theta0 cos(w t), w = sqrt(g/l) = 2.
+  p = dataclasses.replace(plants.make_plant("pendulum"), A=np.array([[0.0, 1.0],
+                                                                     [0.0, 0.0]]))
+  x0 = jnp.array([1e-3, 0.0])
+  T, dt = 200, 0.02
+  xs = plants.simulate(p, x0, jnp.zeros((T, 1)), jnp.zeros((T, 1)), dt)
+  t = np.arange(T) * dt
+  np.testing.assert_allclose(np.asarray(xs[:, 0]), 1e-3 * np.cos(2.0 * t), atol=1e-8)
+
+
+def test_tanh_slope_sector_bound_on_dense_grid():
+  a, q = np.meshgrid(np.linspace(-6, 6, 601), np.linspace(-6, 6, 601))
+  w = np.tanh(a + q) - np.tanh(a)
+  assert np.max(w * (w - q)) <= 1e-12  # w in the sector [0, q]: w (w - q) <= 0
+  # and the bound is tight near the origin (slope 1), so it is not vacuous
+  assert np.min(w * (w - q)) < -1.0
+
+
+@pytest.mark.parametrize("name", list(plants.PLANTS))
+def test_plant_increment_bounds(name):
+  p = plants.make_plant(name)
+  rng = np.random.default_rng(0)
+  box = p.x_box * (2.5 / 1.5 if name == "van_der_pol" else 3.0)
+  x = rng.uniform(-1, 1, (5000, p.nx)) * box
+  xh = rng.uniform(-1, 1, (5000, p.nx)) * box
+  dphi = np.asarray(jax.vmap(p.phi)(x) - jax.vmap(p.phi)(xh))
+  e = x - xh
+  bound = np.einsum("na,jab,nb->nj", e, p.Q, e)
+  assert np.all(dphi ** 2 <= bound + 1e-5)
+
+
+def _certified_pendulum(width=6, alpha=0.1, scale=0.3):
+  p = plants.make_plant("pendulum")
+  L, _ = lmi.design_gain(p.Abar, p.Cbar, p.Gbar, p.Qbar, 0.5)
+  params = observer.init_params(jax.random.PRNGKey(3), p.nz, p.ny, width, out_scale=scale)
+  s_z, s_y = jnp.ones(p.nz), jnp.ones(p.ny)
+  W2, K = (np.asarray(m, np.float64) for m in observer.lmi_weights(params, p.Cbar, s_y))
+  A_L = p.Abar - L @ p.Cbar
+  cert = lmi.CertificateSDP(p.nz, 1, width, p.Gbar, p.Qbar, alpha).solve(A_L, W2, K)
+  return p, L, params, s_z, s_y, W2, K, A_L, cert
+
+
+def test_accepted_certificate_is_verified_independently():
+  p, L, params, s_z, s_y, W2, K, A_L, cert = _certified_pendulum()
+  alpha = 0.1
+  assert cert["t"] > 0
+  check = lmi.verify(cert, A_L, p.Gbar, W2, K, p.Qbar, alpha)
+  assert check["valid"] and check["margin"] > 0
+  # NumPy eigenvalues of the assembled matrix, written out again here.
+  n = p.nz + 1 + W2.shape[1]
+  F = np.zeros((n, n))
+  P, mu, lam = cert["P"], cert["mu"], cert["lam"]
+  F[:p.nz, :p.nz] = A_L.T @ P + P @ A_L + alpha * P + mu[0] * p.Qbar[0]
+  F[:p.nz, p.nz:p.nz + 1] = P @ p.Gbar
+  F[:p.nz, p.nz + 1:] = -P @ W2 + 0.5 * K.T @ np.diag(lam)
+  F[p.nz, p.nz] = -mu[0]
+  F[p.nz + 1:, p.nz + 1:] = -np.diag(lam)
+  F = np.triu(F) + np.triu(F, 1).T
+  np.testing.assert_allclose(-np.linalg.eigvalsh(F)[-1], check["margin"], rtol=1e-6)
+  # The JAX assembly used by stage 2 is the same matrix.
+  Fj = lmi.assemble_jax(*(jnp.asarray(m) for m in (P, mu, lam, A_L, p.Gbar, W2, K,
+                                                   p.Qbar)), alpha)
+  np.testing.assert_allclose(np.asarray(Fj), F, atol=1e-4)
+  # What it certifies, checked on the real error dynamics: V' + alpha V <= 0 at random
+  # states and errors (including large ones: the certificate is global in e).
+  rng = np.random.default_rng(1)
+  z = jnp.asarray(rng.uniform(-3, 3, (4000, p.nz)), jnp.float32)
+  e = jnp.asarray(rng.normal(size=(4000, p.nz)) * rng.uniform(0.01, 5, (4000, 1)),
+                  jnp.float32)
+  q = observer.decrease_ratio(p, L, params, jnp.asarray(P, jnp.float32), s_z, s_y, z, e,
+                              alpha)
+  assert float(jnp.max(q)) < 0
+
+
+def test_unstable_observer_is_rejected():
+  p, L, params, s_z, s_y, W2, K, A_L, good = _certified_pendulum()
+  A_bad = p.Abar + L @ p.Cbar  # sign-flipped output injection: unstable error dynamics
+  assert np.max(np.linalg.eigvals(A_bad).real) > 0
+  sdp = lmi.CertificateSDP(p.nz, 1, W2.shape[1], p.Gbar, p.Qbar, 0.1)
+  bad = sdp.solve(A_bad, W2, K)
+  assert bad["t"] <= 0
+  assert not lmi.verify(bad, A_bad, p.Gbar, W2, K, p.Qbar, 0.1)["valid"]
+  # The certificate of the stable observer does not certify the unstable one either.
+  assert not lmi.verify(good, A_bad, p.Gbar, W2, K, p.Qbar, 0.1)["valid"]
+  # A huge neural term destroys the certificate of the same L.
+  big = sdp.solve(A_L, 1e3 * W2, 1e2 * K)
+  assert not lmi.verify(big, A_L, p.Gbar, 1e3 * W2, 1e2 * K, p.Qbar, 0.1)["valid"]
+  # and the unstable observer's error really grows (noise-free simulation).
+  f = observer.field(dataclasses.replace(p, noise=0.0), -L, None, s_z, s_y)
+  u, d = jnp.zeros((200, 1)), jnp.full((200, 1), 0.2)
+  xs = plants.simulate(p, jnp.array([0.3, 0.0]), u, d, 0.04)
+  y = xs @ jnp.asarray(p.C).T
+  zh = observer.rollout(f, jnp.zeros(3), u, y, 0.04)
+  err = np.linalg.norm(np.asarray(zh) - np.concatenate([np.asarray(xs), 0.2 * np.ones((200, 1))], 1), axis=1)
+  assert err[-1] > 10 * err[0]
+
+
+def test_high_gain_and_eso_gains_closed_form():
+  p = plants.make_plant("pendulum")
+  eps = 0.25
+  L = baselines.high_gain_gain(p, eps)
+  # poles all at -1/eps: characteristic polynomial (s + 1/eps)^3
+  np.testing.assert_allclose(np.poly(p.Abar - L @ p.Cbar), np.poly(-np.ones(3) / eps),
+                             rtol=1e-6)
+  # chain of integrators: the classical [3/eps, 3/eps^2, 1/eps^3]
+  chain = np.array([[0.0, 1, 0], [0, 0, 1], [0, 0, 0]])
+  Lc = baselines.ackermann_observer(chain, np.array([[1.0, 0, 0]]), -np.ones(3) / eps)
+  np.testing.assert_allclose(Lc.ravel(), [3 / eps, 3 / eps ** 2, 1 / eps ** 3], rtol=1e-8)
+  px = plants.make_plant("x29")
+  Lx = baselines.eso_gain(px, 2.0)
+  np.testing.assert_allclose(np.sort(np.linalg.eigvals(px.Abar - Lx @ px.Cbar).real),
+                             np.sort(-2.0 * (1 + 0.1 * np.arange(5))), rtol=1e-6)
+
+
+def test_ekf_is_the_kalman_filter_on_a_linear_plant():
+  p = _linear_plant(plants.make_plant("flexible_joint"))
+  dt, T, q = 0.04, 5, 0.1
+  rng = np.random.default_rng(0)
+  u = rng.normal(size=(T, 1)).astype(np.float32)
+  y = rng.normal(size=(T, p.ny)).astype(np.float32)
+  z0 = rng.normal(size=p.nz).astype(np.float32)
+  s_z, p0 = jnp.ones(p.nz), jnp.full((p.nz,), 0.5)
+  out = baselines.ekf(p, jnp.asarray(z0), jnp.asarray(u), jnp.asarray(y), dt, q, 1e-4,
+                      p0, s_z)
+  hA = dt * p.Abar
+  Phi = sum(np.linalg.matrix_power(hA, k) / math.factorial(k) for k in range(5))
+  Gam = sum(np.linalg.matrix_power(hA, k) / math.factorial(k + 1) for k in range(4)) * dt
+  C, R = p.Cbar, (p.noise ** 2 + 1e-8) * np.eye(p.ny)
+  Qd = np.diag(np.r_[1e-4 * np.ones(p.nx), q * np.ones(p.nd)]) * dt
+  z, S = z0.astype(np.float64), np.diag(np.full(p.nz, 0.5))
+  for k in range(T):
+    Kk = S @ C.T @ np.linalg.inv(C @ S @ C.T + R)
+    z = z + Kk @ (y[k] - C @ z)
+    S = (np.eye(p.nz) - Kk @ C) @ S
+    np.testing.assert_allclose(np.asarray(out[k]), z, rtol=2e-3, atol=2e-4)
+    z = Phi @ z + Gam @ p.Bbar @ u[k]
+    S = Phi @ S @ Phi.T + Qd
+
+
+def test_coverage_and_local_radius():
+  eps = observer.coverage_epsilon(1000, 0.01)
+  np.testing.assert_allclose((1 - eps) ** 1000, 0.01, rtol=1e-9)
+  e = np.array([[0.1, 0.0], [0.5, 0.2], [0.0, -0.8], [0.9, 0.9]])
+  q = np.array([-1.0, -0.5, 0.3, 0.2])
+  assert observer.local_radius(q, e, np.ones(2)) == pytest.approx(0.8)
+  assert observer.local_radius(-np.ones(4), e, np.ones(2)) == 1.0
+
+
+def test_neural_term_vanishes_at_zero_innovation_and_shapes():
+  params = observer.init_params(jax.random.PRNGKey(0), 5, 3, 7, out_scale=1.0)
+  zhat = jnp.arange(5.0)
+  assert params["W2"].shape == (5, 7) and params["W1y"].shape == (7, 3)
+  np.testing.assert_allclose(observer.correction(params, zhat, jnp.zeros(3), jnp.ones(5),
+                                                 jnp.ones(3)), 0.0, atol=1e-7)
+  assert float(jnp.abs(observer.correction(params, zhat, jnp.ones(3), jnp.ones(5),
+                                           jnp.ones(3))).sum()) > 0
+
+
+def test_csv_loader_roundtrip_and_errors(tmp_path):
+  p = plants.make_plant("pendulum")
+  t = np.arange(5) * 0.04
+  path = str(tmp_path / "traj.csv")
+  data_io.write_csv(path, t, np.ones((5, 1)), np.zeros((5, 1)), np.ones((5, 3)))
+  traj = data_io.load_csv(path, p, 0.04)
+  assert traj["u"].shape == (5, 1) and traj["y"].shape == (5, 1) and traj["z"].shape == (5, 3)
+  with pytest.raises(FileNotFoundError, match="nope.csv"):
+    data_io.load_csv(str(tmp_path / "nope.csv"), p, 0.04)
+  with pytest.raises(ValueError, match="sampled every"):
+    data_io.load_csv(path, p, 0.02)
+  bad = str(tmp_path / "bad.csv")
+  data_io.write_csv(bad, t, np.ones((5, 1)), np.zeros((5, 0)))
+  with pytest.raises(ValueError, match="missing columns y0"):
+    data_io.load_csv(bad, p, 0.04)
+
+
+def test_unknown_plant_is_named():
+  with pytest.raises(ValueError, match="unknown plant 'moon'"):
+    plants.make_plant("moon")
