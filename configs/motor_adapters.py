@@ -1,0 +1,94 @@
+"""Motor primitives as adapters of a shared recurrent core (abstract 7).
+
+A GRU core drives a six-muscle planar arm (MotorNet arm26-style, Hill-type muscles,
+delayed proprioceptive and visual feedback, motor noise) through a bank of residual
+adapters selected by a discrete latent code (straight-through Gumbel-softmax), trained
+end-to-end on primitives (8 center-out reaches, 4 arcs, 2 loops); then a high-level
+policy over the adapters, trained with the network frozen, sequences them to draw
+multi-segment paths and letter-like drawings. Baselines: a task-input multitask GRU of
+the same size sequenced over its task inputs, and a rank-R adapter bank.
+
+  # all three models x seeds x learning rates in one program, then the policy stage:
+  python launch/train.py --config=configs/motor_adapters.py --workdir=/tmp/ma
+  # the study (effective rank, subspace overlap, OOD tracking error; table + plots):
+  flock /tmp/jaxpapers_heavy.lock nice -n 5 python launch/study.py \
+      --config=configs/motor_adapters.py --workdir=/tmp/ma_study
+  # your own drawings (CSV drawing,segment,x,y or npz 'paths' (N, S, P, 2)):
+  python launch/train.py --config=configs/motor_adapters.py:drawings=/path/d.csv --workdir=/tmp/ma2
+
+Expected: see jaxpapers/papers/motor_adapters/README.md for the measured table, its
+command, commit and runtime (the study is sized to <= 12 min on 2 shared CPU cores).
+`:smoke` runs a tiny setting in well under a minute plus compilation.
+"""
+import ml_collections
+
+from jaxpapers.core import config as config_lib
+
+
+def get_config(arg=None):
+  arg = config_lib.parse_arg(
+      arg, smoke_args=dict(steps=4, policy_steps=2, seeds=1, hidden=8, batch=2,
+                           policy_batch=2, move_steps=4, hold_steps=2, chunk=2,
+                           lrs=(3e-3,), policy_lrs=(1e-2,), pool=8, eval_starts=2,
+                           segments=2),
+      smoke=False, seed=0, seeds=3, steps=600, policy_steps=150, hidden=64, adapters=16,
+      rank=2, batch=16, policy_batch=8, move_steps=40, hold_steps=10, chunk=50,
+      lrs=(3e-3, 1e-2), policy_lrs=(3e-3, 3e-2), pool=256, eval_starts=4, segments=3,
+      kinds=("adapters", "lowrank", "multitask"), drawings="")
+  config = ml_collections.ConfigDict()
+  config.experiment = "jaxpapers.papers.motor_adapters.experiment"
+  config.seed = arg.seed  # first seed; lanes use seed, seed + 1, ...
+
+  config.arm = ml_collections.ConfigDict()
+  config.arm.dt = 0.01  # s per control step (MotorNet's default timestep)
+  config.arm.substeps = 1  # Euler sub-steps per control step
+  config.arm.damping = 0.1  # N m s / rad joint viscosity
+  config.arm.prop_delay = 2  # control steps (20 ms) of proprioceptive delay
+  config.arm.vis_delay = 5  # control steps (50 ms) of visual delay
+  config.arm.motor_noise = 0.01  # std of additive excitation noise
+  config.arm.prop_noise = 0.01  # std of proprioceptive noise (normalised units)
+  config.arm.vis_noise = 0.01  # std of visual noise (in stroke sizes)
+
+  config.data = ml_collections.ConfigDict()
+  config.data.radius = 0.08  # m, stroke size (reach length, arc chord, loop diameter)
+  config.data.move_steps = arg.move_steps  # minimum-jerk movement duration (steps)
+  config.data.hold_steps = arg.hold_steps  # hold after the movement (steps)
+  config.data.start_spread = 0.04  # m, random start positions around the home hand
+  config.data.segments = arg.segments  # strokes per random multi-segment path
+  config.data.pool = arg.pool  # random paths in the policy's training pool
+  config.data.val_paths = max(arg.pool // 4, 4)  # held-out random paths (validation)
+  config.data.points = 8  # points per stroke the policy reads
+  config.data.drawings = arg.drawings  # optional user drawings file (CSV / npz)
+
+  config.model = ml_collections.ConfigDict()
+  config.model.kinds = arg.kinds  # adapters | lowrank | multitask
+  config.model.hidden = arg.hidden  # GRU units (same for every kind)
+  config.model.adapters = arg.adapters  # K adapters (>= 14 primitives)
+  config.model.rank = arg.rank  # rank R of the low-rank reference bank
+  config.model.code_init = 6.0  # logit margin of the initial one-to-one code
+  config.model.tau = 1.0  # Gumbel-softmax temperature (straight-through)
+  config.model.policy_hidden = 32  # high-level policy MLP width
+
+  config.optim = ml_collections.ConfigDict()
+  config.optim.lrs = arg.lrs  # Adam learning rates (a lane each; best on validation)
+  config.optim.clip = 1.0  # global-norm gradient clip
+  config.optim.effort = 1.0  # weight of mean excitation^2
+  config.optim.activity = 0.01  # weight of mean hidden^2
+  config.optim.policy_lrs = arg.policy_lrs  # high-level policy learning rates
+
+  config.train = ml_collections.ConfigDict()
+  config.train.steps = arg.steps  # stage-1 steps (primitives)
+  config.train.policy_steps = arg.policy_steps  # stage-2 steps (frozen network)
+  config.train.batch = arg.batch  # movements per step and lane
+  config.train.policy_batch = arg.policy_batch  # paths per policy step and lane
+  config.train.seeds = arg.seeds  # independent seeds (vmapped lanes)
+  config.train.chunk = arg.chunk  # steps per jitted chunk = log/checkpoint cadence
+  config.train.eval_starts = arg.eval_starts  # start postures per primitive at eval
+
+  config.study = ml_collections.ConfigDict()
+  config.study.subspace_rank = 2  # r of the output subspaces compared for overlap
+
+  for name, steps in (("steps", arg.steps), ("policy_steps", arg.policy_steps)):
+    if steps % arg.chunk:
+      raise ValueError(f"{name}={steps} must be a multiple of chunk={arg.chunk}")
+  return config_lib.lock(config)

@@ -1,0 +1,199 @@
+"""Motor primitives as adapters of a shared recurrent core (abstract 7): the two stages.
+
+Stage 1 trains a controller end-to-end through the arm on single primitives (random
+primitive, random rest posture, noise) with loss = tracking MSE (cm^2) + effort
+(mean excitation^2) + hidden-activity penalty, Adam with global-norm clipping. Stage 2
+freezes the controller and trains the high-level policy on random multi-segment paths:
+each segment's option is a straight-through Gumbel-softmax sample of the policy's logits
+for that stroke, and the gradient reaches only the policy's parameters (the frozen
+network's parameters are closed over as constants, and no optimizer state exists for
+them). Both stages vmap independent lanes (seeds x learning rates); randomness is
+fold_in(key(seed), stage, method, step), so a lane gives the same numbers whatever else
+runs beside it. Steps run in jitted `lax.scan` chunks between checkpoints.
+"""
+from __future__ import annotations
+
+import functools
+import zlib
+
+import jax
+import jax.numpy as jnp
+import optax
+
+from jaxpapers.papers.motor_adapters import model as model_lib
+from jaxpapers.papers.motor_adapters import rollout as rollout_lib
+
+
+class Hyper(dict):
+  """Hashable dict of static hyper-parameters (a jit static argument)."""
+
+  def __hash__(self):
+    return hash(tuple(sorted(self.items())))
+
+
+def lane_key(seed, *tags):
+  key = jax.random.key(seed)
+  for tag in tags:
+    key = jax.random.fold_in(key, zlib.crc32(str(tag).encode()) % (2**31))
+  return key
+
+
+def _adam(clip: float):
+  return optax.chain(optax.clip_by_global_norm(clip), optax.scale_by_adam())
+
+
+def _apply(params, opt_state, grads, lr, clip):
+  updates, opt_state = _adam(clip).update(grads, opt_state, params)
+  params = jax.tree.map(lambda p, u: p - lr * u, params, updates)
+  return params, opt_state
+
+
+# ---------------------------------------------------------------- stage 1: primitives
+
+def primitive_options(params, kid, task, n_options: int, key, hp, hard: bool):
+  """(B, K) options for tasks (B,): the sampled/argmax code for the adapter kinds, the
+  task one-hot (padded to K) for the multitask baseline."""
+  logits = params["code"][task]
+  if hard:
+    code = model_lib.hard_code(logits)
+  else:
+    code = jax.vmap(lambda k, lg: model_lib.gumbel_straight_through(k, lg, hp["tau"]))(
+        jax.random.split(key, task.shape[0]), logits)
+  return jnp.where(kid == 2, jax.nn.one_hot(task, n_options), code)
+
+
+def primitive_loss(params, kid, env, hp, targets_all, key, hard: bool):
+  """Batch loss on single primitives. targets_all: (N_tasks, T, 2)."""
+  n_tasks = targets_all.shape[0]
+  kt, ks, kg, kr = jax.random.split(key, 4)
+  task = jax.random.randint(kt, (hp["batch"],), 0, n_tasks)
+  q0, _ = rollout_lib.random_starts(env, ks, hp["batch"])
+  option = primitive_options(params, kid, task, hp["adapters"], kg, hp, hard)
+  run = functools.partial(rollout_lib.rollout, params, kid, env)
+  hand, tgt, u, hs = jax.vmap(run)(option[:, None], targets_all[task][:, None], q0,
+                                   jax.random.split(kr, hp["batch"]))
+  mse, dist = jax.vmap(rollout_lib.tracking)(hand, tgt, jnp.ones(hand.shape[:2]))
+  effort = jnp.mean(u**2)
+  activity = jnp.mean(hs**2)
+  loss = mse.mean() + hp["effort"] * effort + hp["activity"] * activity
+  return loss, {"loss": loss, "mse_cm2": mse.mean(), "err_cm": dist.mean(),
+                "effort": effort}
+
+
+def init_lanes(lanes, env, hp, n_tasks: int):
+  """Stacked stage-1 states, one per (kind, seed, lr) in `lanes`."""
+  def one(kind, seed, lr):
+    params = model_lib.init(lane_key(seed, "init", kind), kind, rollout_lib.IN_DIM,
+                            hp["hidden"], hp["adapters"], n_tasks, hp["rank"],
+                            hp["code_init"])
+    return {"params": params, "opt": _adam(hp["clip"]).init(params),
+            "lr": jnp.float32(lr), "seed": jnp.int32(seed),
+            "kid": jnp.int32(model_lib.kind_id(kind))}
+  states = [one(*lane) for lane in lanes]
+  return jax.tree.map(lambda *x: jnp.stack(x), *states)
+
+
+def _step_key(seed, kid, stage: str, step):
+  key = jax.random.fold_in(jax.random.key(seed), zlib.crc32(stage.encode()) % (2**31))
+  return jax.random.fold_in(jax.random.fold_in(key, kid), step)
+
+
+@functools.partial(jax.jit, static_argnames=("env", "hp", "length"), donate_argnums=(0,))
+def train_chunk(states, start, targets_all, *, env, hp, length):
+  """`length` stage-1 steps for every lane; returns (states, mean metrics per lane)."""
+  def lane(state):
+    def body(st, step):
+      key = _step_key(st["seed"], st["kid"], "primitives", step)
+      grads, m = jax.grad(primitive_loss, has_aux=True)(
+          st["params"], st["kid"], env, hp, targets_all, key, False)
+      grads = jax.tree.map(jnp.multiply, grads, model_lib.grad_mask(grads, st["kid"]))
+      params, opt = _apply(st["params"], st["opt"], grads, st["lr"], hp["clip"])
+      return {**st, "params": params, "opt": opt}, m
+    state, ms = jax.lax.scan(body, state, start + jnp.arange(length))
+    return state, jax.tree.map(jnp.mean, ms)
+  return jax.vmap(lane)(states)
+
+
+@functools.partial(jax.jit, static_argnames=("env", "hp"))
+def eval_primitives(params, kid, targets_all, q0, key, *, env, hp):
+  """Every task from every start q0 (n, 2) with hard codes: (per-task mean distance
+  (cm), per-task selected option). One lane; vmap over lanes outside."""
+  n_tasks = targets_all.shape[0]
+  def one_task(task):
+    option = primitive_options(params, kid, task[None], hp["adapters"], key, hp, True)[0]
+    run = lambda q, k: rollout_lib.rollout(  # noqa: E731
+        params, kid, env, option[None], targets_all[task][None], q, k)
+    hand, tgt, _, _ = jax.vmap(run)(q0, jax.random.split(jax.random.fold_in(key, task),
+                                                          q0.shape[0]))
+    _, dist = jax.vmap(rollout_lib.tracking)(hand, tgt, jnp.ones(hand.shape[:2]))
+    return dist.mean(), jnp.argmax(option)
+  return jax.lax.map(one_task, jnp.arange(n_tasks))
+
+
+# ---------------------------------------------------------------- stage 2: high level
+
+def sequence_loss(pparams, net_params, kid, env, hp, feats, targets, mask, q0, key,
+                  hard: bool):
+  """Tracking loss of multi-segment paths with options chosen by the policy.
+
+  feats (B, S, F), targets (B, S, T, 2), mask (B, S) valid segments, q0 (B, 2).
+  """
+  logits = model_lib.policy_logits(pparams, feats)  # (B, S, K)
+  logits = logits + model_lib.option_mask(kid, logits.shape[-1], hp["tasks"])
+  kg, kr = jax.random.split(key)
+  if hard:
+    options = model_lib.hard_code(logits)
+  else:
+    gk = jax.random.split(kg, logits.shape[0] * logits.shape[1]).reshape(
+        logits.shape[:2])
+    options = jax.vmap(jax.vmap(
+        lambda k, lg: model_lib.gumbel_straight_through(k, lg, hp["tau"])))(gk, logits)
+  net = jax.tree.map(jax.lax.stop_gradient, net_params)  # frozen: no path to the net
+  run = functools.partial(rollout_lib.rollout, net, kid, env)
+  b = feats.shape[0]
+  hand, tgt, _, _ = jax.vmap(run)(options, targets, q0, jax.random.split(kr, b))
+  step_mask = jnp.repeat(mask.astype(jnp.float32), targets.shape[2], axis=1)
+  mse, dist = jax.vmap(rollout_lib.tracking)(hand, tgt, step_mask)
+  return mse.mean(), {"mse_cm2": mse.mean(), "err_cm": dist.mean(), "per_path": dist,
+                      "choice": jnp.argmax(options, -1), "hand": hand, "target": tgt}
+
+
+def init_policy_lanes(lanes, feat_dim: int, hidden: int, n_opt: int, clip: float):
+  """One policy per (kind, seed, lr) in `lanes`."""
+  def one(kind, seed, lr):
+    pp = model_lib.policy_init(lane_key(seed, "policy", kind), feat_dim, hidden, n_opt)
+    return {"params": pp, "opt": _adam(clip).init(pp), "lr": jnp.float32(lr),
+            "seed": jnp.int32(seed), "kid": jnp.int32(model_lib.kind_id(kind))}
+  states = [one(*lane) for lane in lanes]
+  return jax.tree.map(lambda *x: jnp.stack(x), *states)
+
+
+@functools.partial(jax.jit, static_argnames=("env", "hp", "length"), donate_argnums=(0,))
+def policy_chunk(pstates, net_lanes, start, pool_feats, pool_targets, pool_q0, *, env,
+                 hp, length):
+  """`length` policy steps per lane; `net_lanes` (frozen) has the same lane axis. Only
+  the policy state is returned: the network cannot change here."""
+  def lane(pst, net):
+    def body(st, step):
+      key = _step_key(st["seed"], st["kid"], "policy", step)
+      ki, kl = jax.random.split(key)
+      idx = jax.random.randint(ki, (hp["policy_batch"],), 0, pool_feats.shape[0])
+      mask = jnp.ones(pool_feats.shape[:2], bool)[idx]
+      grads, m = jax.grad(sequence_loss, has_aux=True)(
+          st["params"], net, st["kid"], env, hp, pool_feats[idx], pool_targets[idx],
+          mask, pool_q0[idx], kl, False)
+      params, opt = _apply(st["params"], st["opt"], grads, st["lr"], hp["clip"])
+      return {**st, "params": params, "opt": opt}, {"mse_cm2": m["mse_cm2"],
+                                                      "err_cm": m["err_cm"]}
+    pst, ms = jax.lax.scan(body, pst, start + jnp.arange(length))
+    return pst, jax.tree.map(jnp.mean, ms)
+  return jax.vmap(lane)(pstates, net_lanes)
+
+
+@functools.partial(jax.jit, static_argnames=("env", "hp"))
+def eval_sequences(pparams, net_params, kid, feats, targets, mask, q0, key, *, env, hp):
+  """Hard (argmax) options; per-path mean distance (cm), choices, hand and targets.
+  One lane; vmap outside."""
+  _, m = sequence_loss(pparams, net_params, kid, env, hp, feats, targets, mask, q0, key,
+                       True)
+  return m

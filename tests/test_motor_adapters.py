@@ -1,0 +1,350 @@
+"""motor_adapters: arm physics against independent references, delays, discrete codes,
+the frozen network in the high-level stage, lane independence, exact resume, loaders."""
+import json
+import os
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from jaxpapers.papers.motor_adapters import analysis, arm, feedback, model, rollout
+from jaxpapers.papers.motor_adapters import tasks, training
+
+P = arm.ArmParams()
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+# Tiny shared settings: every jitted program below compiles once for these.
+ENV = rollout.Env(move_steps=4, hold_steps=2, prop_delay=2, vis_delay=3)
+HP = training.Hyper(batch=2, policy_batch=2, hidden=8, adapters=tasks.N_PRIMITIVES,
+                    rank=2, code_init=0.5, tau=1.0, effort=1.0, activity=0.01,
+                    clip=1.0, tasks=tasks.N_PRIMITIVES)
+PRIM = jnp.asarray(tasks.primitive_paths(ENV.radius, ENV.move_steps, ENV.hold_steps))
+
+
+# ----------------------------------------------------------------- arm physics
+
+def _skeleton_only(damping, steps=2000, dt=1e-3):
+  """Free skeleton (no muscles) from a fast initial velocity; energy per step."""
+  def body(s, _):
+    q, qd = s
+    tau = -damping * qd
+    qd = qd + dt * arm.skeleton_accel(P, q, qd, tau)
+    q = q + dt * qd
+    return (q, qd), arm.kinetic_energy(P, q, qd)
+  _, e = jax.lax.scan(body, (jnp.array([0.8, 1.2]), jnp.array([2.0, -3.0])), None,
+                      length=steps)
+  return np.asarray(e)
+
+
+def test_energy_conserved_without_damping_and_decays_with_it():
+  free = _skeleton_only(0.0)
+  # Coriolis terms consistent with M(q): kinetic energy is conserved (to Euler error).
+  assert np.max(np.abs(free / free[0] - 1)) < 2e-2
+  damped = _skeleton_only(0.5)
+  assert damped[-1] < 0.2 * damped[0]
+  assert np.all(np.diff(damped) <= 1e-6 * damped[0])  # never grows
+
+
+def test_skeleton_matches_euler_lagrange_by_autodiff():
+  """Independent reference: qdd from d/dt dT/dqd - dT/dq = tau with T = 1/2 qd M qd."""
+  def t_fn(q, qd):
+    c2 = jnp.cos(q[1])
+    # written from scratch with link-centre velocities, not from mass_matrix
+    v1 = P.l1g * qd[0]
+    e = jnp.array([P.l1 * jnp.cos(q[0]), P.l1 * jnp.sin(q[0])])
+    del e, c2
+    vx = -P.l1 * jnp.sin(q[0]) * qd[0] - P.l2g * jnp.sin(q[0] + q[1]) * (qd[0] + qd[1])
+    vy = P.l1 * jnp.cos(q[0]) * qd[0] + P.l2g * jnp.cos(q[0] + q[1]) * (qd[0] + qd[1])
+    return (0.5 * P.m1 * v1**2 + 0.5 * P.i1 * qd[0] ** 2 + 0.5 * P.m2 * (vx**2 + vy**2)
+            + 0.5 * P.i2 * (qd[0] + qd[1]) ** 2)
+  rng = np.random.default_rng(0)
+  for _ in range(5):
+    q, qd, tau = (jnp.asarray(rng.normal(size=2), jnp.float32) for _ in range(3))
+    mm = jax.hessian(t_fn, argnums=1)(q, qd)
+    mixed = jax.jacfwd(jax.grad(t_fn, argnums=1), argnums=0)(q, qd)
+    dtdq = jax.grad(t_fn, argnums=0)(q, qd)
+    ref = np.linalg.solve(np.asarray(mm, np.float64),
+                          np.asarray(tau - mixed @ qd + dtdq, np.float64))
+    np.testing.assert_allclose(arm.skeleton_accel(P, q, qd, tau), ref, rtol=1e-4,
+                               atol=1e-4)
+
+
+def test_joint_limits_hold_under_full_flexion():
+  u = jnp.array([1.0, 0.0, 1.0, 0.0, 1.0, 0.0])  # all flexors on
+  s = arm.rest_state(P, jnp.array([1.0, 1.5]))
+  def body(s, _):
+    s = arm.step(P, s, u, 0.01, 1)
+    return s, (s.q, s.qd)
+  _, (q, qd) = jax.lax.scan(body, s, None, length=300)
+  q, qd = np.asarray(q), np.asarray(qd)
+  hi = np.asarray(P.q_hi)
+  assert np.all(q <= hi + 1e-6) and np.all(q >= -1e-6)
+  at = q >= hi - 1e-6
+  assert at[-1].all()  # both joints driven to their upper limits
+  assert np.all(qd[at] <= 0)  # no velocity pushing further past a limit
+
+
+def test_moment_arm_signs_and_derivative_of_length():
+  grid = np.stack(np.meshgrid(np.linspace(0, np.deg2rad(135), 7),
+                              np.linspace(0, np.deg2rad(155), 7)), -1).reshape(-1, 2)
+  for q in grid:
+    q = jnp.asarray(q, jnp.float32)
+    _, _, r = arm.musculotendon(P, q, jnp.zeros(2))
+    r = np.asarray(r)
+    for m in arm.FLEXORS_SHOULDER:
+      assert r[0, m] < 0
+    for m in arm.EXTENSORS_SHOULDER:
+      assert r[0, m] > 0
+    for m in arm.FLEXORS_ELBOW:
+      assert r[1, m] < 0
+    for m in arm.EXTENSORS_ELBOW:
+      assert r[1, m] > 0
+    assert np.all(r[0, 2:4] == 0)  # monoarticular elbow muscles: no shoulder moment
+    # NumPy central differences of the length polynomial
+    eps = 1e-3
+    for j in range(2):
+      dq = np.zeros(2, np.float32)
+      dq[j] = eps
+      lp = np.asarray(arm.musculotendon(P, q + dq, jnp.zeros(2))[0], np.float64)
+      lm = np.asarray(arm.musculotendon(P, q - dq, jnp.zeros(2))[0], np.float64)
+      np.testing.assert_allclose((lp - lm) / (2 * eps), r[j], atol=2e-4)
+  # A flexor's force flexes: positive torque
+  s = arm.ArmState(jnp.array([0.8, 1.2]), jnp.zeros(2), jnp.array([1.0, 0.001, 0.001,
+                                                                    0.001, 0.001, 0.001]))
+  tau, _ = arm.joint_torque(P, s)
+  assert tau[0] > 0
+
+
+def test_force_velocity_inverts_thelen_equation():
+  a = 0.6
+  w = (0.25 + 0.75 * a) * P.v_max
+  v = np.linspace(-0.99, 3.0, 41) * w  # fibre velocity in optimal lengths / s
+  f = np.asarray(arm.force_velocity(P, jnp.asarray(v, jnp.float32), a), np.float64)
+  # Thelen (2003) eq. 6 evaluated forward (NumPy): V(f)
+  conc = w * (f - 1) / (1 + f / P.a_f)
+  ecc = w * (f - 1) * (P.f_len - 1) / ((2 + 2 / P.a_f) * (P.f_len - f))
+  back = np.where(f <= 1, conc, ecc)
+  np.testing.assert_allclose(back, v, rtol=2e-4, atol=2e-4 * w)
+  np.testing.assert_allclose(arm.force_velocity(P, jnp.float32(0.0), a), 1.0, atol=1e-6)
+  assert float(arm.force_velocity(P, jnp.float32(-w), a)) == pytest.approx(0.0, abs=1e-6)
+  assert np.all(np.diff(f) >= 0) and f.max() < P.f_len
+
+
+# ----------------------------------------------------------------- delays
+
+@pytest.mark.parametrize("delay", [0, 1, 3, 5])
+def test_delay_buffer_shifts_by_exactly_the_configured_steps(delay):
+  obs = jnp.arange(20, dtype=jnp.float32)[:, None] * jnp.array([1.0, -2.0])
+  buf = feedback.init(obs[0], delay)
+  out = []
+  for t in range(20):
+    o, buf = feedback.push(buf, obs[t])
+    out.append(np.asarray(o))
+  expect = np.asarray(obs)[np.maximum(np.arange(20) - delay, 0)]
+  np.testing.assert_array_equal(np.stack(out), expect)
+
+
+def test_bad_delay_raises():
+  with pytest.raises(ValueError, match="delay"):
+    feedback.init(jnp.zeros(2), -1)
+
+
+# ----------------------------------------------------------------- model
+
+def _params(kind, seed=0):
+  p = model.init(jax.random.key(seed), kind, rollout.IN_DIM, HP["hidden"], HP["adapters"],
+                 tasks.N_PRIMITIVES, HP["rank"], 0.5)
+  # give the banks non-zero content so the checks below are not vacuous
+  k = jax.random.split(jax.random.key(seed + 1), 3)
+  p["bank"]["a"] = 0.3 * jax.random.normal(k[0], p["bank"]["a"].shape) * (kind == "adapters")
+  p["bank"]["v"] = 0.3 * jax.random.normal(k[1], p["bank"]["v"].shape) * (kind == "lowrank")
+  return p
+
+
+def test_selection_is_discrete_at_evaluation_and_only_that_adapter_matters():
+  logits = jax.random.normal(jax.random.key(0), (5, HP["adapters"]))
+  code = model.hard_code(logits)
+  assert set(np.unique(np.asarray(code))) <= {0.0, 1.0}
+  np.testing.assert_array_equal(np.asarray(code).sum(-1), 1.0)
+  st = model.gumbel_straight_through(jax.random.key(1), logits, 1.0)
+  np.testing.assert_allclose(np.asarray(st).sum(-1), 1.0, atol=1e-6)
+  assert np.all(np.isclose(np.asarray(st), 0) | np.isclose(np.asarray(st), 1))
+  # a rollout with adapter 3 selected is bitwise unchanged when other adapters change
+  p = _params("adapters")
+  opt = jax.nn.one_hot(jnp.array([3]), HP["adapters"])
+  run = jax.jit(lambda p: rollout.rollout(p, 0, ENV, opt, PRIM[:1], jnp.array([0.8, 1.5]),
+                                          jax.random.key(2))[0])
+  base = run(p)
+  q = jax.tree.map(lambda x: x, p)
+  q["bank"]["a"] = p["bank"]["a"].at[5].add(1.0)
+  q["bank"]["c"] = p["bank"]["c"].at[0].add(1.0)
+  np.testing.assert_array_equal(run(q), base)
+  q["bank"]["a"] = p["bank"]["a"].at[3].add(0.1)
+  assert not np.array_equal(run(q), base)
+
+
+def test_low_rank_bank_has_rank_at_most_r():
+  p = _params("lowrank")
+  a, b = model.adapter_matrices(p, rollout.IN_DIM)
+  for k in range(a.shape[0]):
+    s = analysis.singular_values(np.concatenate([a[k], b[k]], 0))
+    assert np.sum(s > 1e-5 * s[0]) <= HP["rank"]
+
+
+def test_effective_rank_and_overlap_closed_forms():
+  s = np.array([1.0, 1.0, 0.0, 0.0])
+  assert analysis.participation_ratio(s) == pytest.approx(2.0)
+  assert analysis.participation_ratio(np.ones(7)) == pytest.approx(7.0)
+  assert analysis.participation_ratio([2.0, 0.0]) == pytest.approx(1.0)
+  assert analysis.rank_at([3.0, 1.0, 0.1], 0.9) == 1
+  assert analysis.rank_at([1.0, 1.0, 1.0], 0.9) == 3
+  e = np.eye(6)
+  assert analysis.overlap(e[:, :2], e[:, :2]) == pytest.approx(1.0)
+  assert analysis.overlap(e[:, :2], e[:, 2:4]) == pytest.approx(0.0)
+  m = np.outer(e[1], e[4]) * 3 + np.outer(e[0], e[2])
+  u = analysis.output_subspace(m, 1)  # h @ m reaches e4 most strongly
+  assert abs(u[4, 0]) == pytest.approx(1.0)
+
+
+# ----------------------------------------------------------------- training stages
+
+def _lanes(spec):
+  return training.init_lanes(spec, ENV, HP, tasks.N_PRIMITIVES)
+
+
+def test_train_chunk_masks_unused_leaves_and_lanes_are_independent():
+  spec = [("adapters", 0, 1e-2), ("lowrank", 0, 1e-2), ("multitask", 1, 1e-2)]
+  st0 = _lanes(spec)
+  before = jax.tree.map(np.asarray, st0["params"])
+  st, m = training.train_chunk(st0, jnp.int32(0), PRIM, env=ENV, hp=HP, length=2)
+  after = jax.tree.map(np.asarray, st["params"])
+  assert np.all(np.isfinite(np.asarray(m["loss"])))
+  bank_a, bank_u = after["bank"]["a"], after["bank"]["u"]
+  np.testing.assert_array_equal(bank_u[0], before["bank"]["u"][0])  # full: u,v frozen
+  np.testing.assert_array_equal(after["bank"]["v"][0], 0)
+  np.testing.assert_array_equal(bank_a[1], 0)  # low rank: a, b stay zero
+  np.testing.assert_array_equal(after["bank"]["b"][1], 0)
+  for leaf in ("a", "b", "c", "u", "v"):  # multitask: no bank
+    np.testing.assert_array_equal(after["bank"][leaf][2], before["bank"][leaf][2])
+  np.testing.assert_array_equal(after["code"][2], before["code"][2])
+  assert not np.array_equal(bank_a[0], 0)  # the full-rank bank did learn
+  # the multitask lane alone gives the same numbers as beside the other lanes
+  alone, _ = training.train_chunk(_lanes(spec[2:]), jnp.int32(0), PRIM, env=ENV, hp=HP,
+                                  length=2)
+  for x, y in zip(jax.tree.leaves(alone["params"]), jax.tree.leaves(st["params"])):
+    np.testing.assert_allclose(np.asarray(x)[0], np.asarray(y)[2], rtol=1e-5, atol=1e-6)
+
+
+def test_frozen_network_gets_no_update_in_the_high_level_stage():
+  spec = [("adapters", 0, 1e-2), ("multitask", 0, 1e-2)]
+  net = _lanes(spec)["params"]
+  net["bank"]["a"] = net["bank"]["a"] + 0.1  # a non-trivial network
+  ids = tasks.random_sequences(0, 4, 2)
+  from jaxpapers.papers.motor_adapters import experiment
+  f, tg, m = experiment.drawing_set(ENV, ids)
+  q0, _ = rollout.random_starts(ENV, jax.random.key(0), 4)
+  ps = training.init_policy_lanes(spec, f.shape[-1], 4, HP["adapters"], 1.0)
+  p0 = jax.tree.map(np.asarray, ps["params"])
+  net_before = jax.tree.map(np.asarray, net)
+  # the gradient of the stage-2 loss with respect to the network is exactly zero
+  one = lambda t, i: jax.tree.map(lambda x: x[i], t)  # noqa: E731
+  g_net = jax.grad(lambda nt: training.sequence_loss(
+      one(ps["params"], 0), nt, 0, ENV, HP, f, tg, m, q0, jax.random.key(1), False)[0])(
+          one(net, 0))
+  assert all(np.all(np.asarray(x) == 0) for x in jax.tree.leaves(g_net))
+  ps2, met = training.policy_chunk(ps, net, jnp.int32(0), f, tg, q0, env=ENV, hp=HP,
+                                   length=2)
+  assert set(ps2) == {"params", "opt", "lr", "seed", "kid"}  # no network in the state
+  for x, y in zip(jax.tree.leaves(net), jax.tree.leaves(net_before)):
+    np.testing.assert_array_equal(np.asarray(x), y)
+  assert any(not np.array_equal(np.asarray(x), y)
+             for x, y in zip(jax.tree.leaves(ps2["params"]), jax.tree.leaves(p0)))
+  assert np.all(np.isfinite(np.asarray(met["err_cm"])))
+  # the multitask baseline's policy never picks the padding options
+  logits = model.policy_logits(one(ps2["params"], 1), f) + model.option_mask(
+      2, HP["adapters"], HP["tasks"])
+  assert np.all(np.asarray(model.hard_code(logits)).argmax(-1) < HP["tasks"])
+
+
+# ----------------------------------------------------------------- data
+
+def test_primitive_shapes_end_where_they_should():
+  pp = tasks.primitive_paths(0.1, 20, 5)
+  assert pp.shape == (tasks.N_PRIMITIVES, 25, 2)
+  np.testing.assert_allclose(pp[tasks.NAMES.index("reach90"), -1], [0, 0.1], atol=1e-6)
+  np.testing.assert_allclose(pp[tasks.NAMES.index("arc0"), -1], [0.1, 0], atol=1e-6)
+  np.testing.assert_allclose(pp[tasks.NAMES.index("loop_cw"), -1], [0, 0], atol=1e-6)
+  # arc0 bulges to the left of travel (+y); loop_ccw starts moving +x
+  assert pp[tasks.NAMES.index("arc0"), :, 1].max() == pytest.approx(0.05, abs=1e-3)
+  assert pp[tasks.NAMES.index("loop_ccw"), 3, 0] > 0
+
+
+def test_drawings_loader_csv_npz_and_errors(tmp_path):
+  path = tmp_path / "d.csv"
+  with open(path, "w") as f:
+    f.write("drawing,segment,x,y\n")
+    for i in range(5):  # 'L': down 8 cm then right 8 cm
+      f.write(f"L,0,0,{-0.02 * (i + 1)}\n")
+    for i in range(5):
+      f.write(f"L,1,{0.02 * (i + 1)},-0.1\n")
+  names, dense, mask = tasks.load_drawings(str(path), 16)
+  assert names == ["L"] and dense.shape == (1, 2, 16, 2) and mask.all()
+  np.testing.assert_allclose(dense[0, 0, -1], [0, -0.1], atol=1e-6)
+  np.testing.assert_allclose(dense[0, 1, -1], [0.1, 0.0], atol=1e-6)  # relative to start
+  npz = tmp_path / "d.npz"
+  np.savez(npz, paths=dense)
+  n2, d2, m2 = tasks.load_drawings(str(npz), 16)
+  np.testing.assert_allclose(d2, dense, atol=1e-6)
+  with pytest.raises(FileNotFoundError, match="nope.csv"):
+    tasks.load_drawings(str(tmp_path / "nope.csv"), 16)
+  bad = tmp_path / "bad.csv"
+  bad.write_text("a,b\n1,2\n")
+  with pytest.raises(ValueError, match="drawing,segment,x,y"):
+    tasks.load_drawings(str(bad), 16)
+  np.savez(tmp_path / "bad.npz", paths=np.zeros((2, 3)))
+  with pytest.raises(ValueError, match="shape"):
+    tasks.load_drawings(str(tmp_path / "bad.npz"), 16)
+
+
+# ----------------------------------------------------------------- runs
+
+def _config(arg):
+  import importlib.util
+  spec = importlib.util.spec_from_file_location("cfg", os.path.join(ROOT, "configs",
+                                                                    "motor_adapters.py"))
+  mod = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(mod)
+  return mod.get_config(arg)
+
+
+def test_exact_resume(tmp_path):
+  from jaxpapers.papers.motor_adapters import experiment
+  from tests import _runs
+  arg = "smoke,kinds=adapters+multitask,steps=4,policy_steps=4,chunk=2"
+  full, part = tmp_path / "full", tmp_path / "part"
+  experiment.train_and_evaluate(_config(arg), str(full))
+  experiment.train_and_evaluate(_config(arg.replace("steps=4,policy", "steps=2,policy")
+                                        .replace("policy_steps=4", "policy_steps=2")),
+                                str(part))
+  experiment.train_and_evaluate(_config(arg), str(part))  # resumes both stages
+  for stage in ("primitives", "policy"):
+    s1, a = _runs.final_state(full / stage)
+    s2, b = _runs.final_state(part / stage)
+    assert s1 == s2 == 4
+    fa, fb = _runs.flat(a), _runs.flat(b)
+    for k in fa:
+      np.testing.assert_array_equal(fa[k], fb[k], err_msg=f"{stage}{k}")
+  with open(full / "summary.json") as f:
+    a = json.load(f)["rows"]
+  with open(part / "summary.json") as f:
+    b = json.load(f)["rows"]
+  assert [r["letters_cm"] for r in a] == [r["letters_cm"] for r in b]
+
+
+def test_bad_config_values_raise():
+  with pytest.raises(ValueError, match="multiple of chunk"):
+    _config("steps=7,chunk=2")
+  from jaxpapers.papers.motor_adapters import experiment
+  with pytest.raises(ValueError, match="unknown model kind"):
+    experiment._check(_config("smoke,kinds=adapters+nope"))
