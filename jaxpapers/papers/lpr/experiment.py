@@ -170,11 +170,11 @@ def _roc(y, s):
   return float(metrics.roc_auc_score(y, s))
 
 
-def _header(config, title, wall):
+def _header(config, title, wall, commit):
   return (f"### {title}\n\nAUROC (%) on the test split, mean over {config.train.seeds} seeds "
           f"(deep models; IForest, CBLOF too), {config.optim.steps} Adam steps, LPR = "
           f"{config.lpr.mode} {_lpr_text(config)}, {config.data.scaling} scaling. "
-          f"Commit `{study_lib.git_commit(PATHS)}`, {wall:.0f} s wall on a shared 2-core CPU.")
+          f"Commit `{commit}` (stamped at the start), {wall:.0f} s wall on a shared 2-core CPU.")
 
 
 def _lpr_text(config) -> str:
@@ -185,6 +185,7 @@ def _lpr_text(config) -> str:
 
 def _main_tables(config, workdir, writer, data=None, stop_after=None) -> str | None:
   """Runs `compare` and writes the AUROC and claims tables; returns their markdown."""
+  commit = study_lib.git_commit(PATHS)  # stamped before the run
   t0 = time.perf_counter()
   out = compare(config, workdir, writer, data, stop_after)
   if out is None:
@@ -192,7 +193,7 @@ def _main_tables(config, workdir, writer, data=None, stop_after=None) -> str | N
   _, rows = out
   cols = ["dataset"] + report.column_names(config.model.kinds, config.classical.names)
   md = study_lib.write_table(workdir, "auroc", rows, cols,
-                             _header(config, "AUROC", time.perf_counter() - t0), digits=1)
+                             _header(config, "AUROC", time.perf_counter() - t0, commit), digits=1)
   claim_rows = report.claims(rows, config.model.kinds, config.classical.names,
                              data_lib.SYNTHETIC_SETS)
   return md + "\n" + study_lib.write_table(workdir, "claims", claim_rows,
