@@ -1,21 +1,25 @@
 """LPR: Layer Precision Reduction for autoencoder-based anomaly detection (abstract 16).
 
-Seven deep detectors (AE, VAE, DAE, MemAE, Deep SVDD, Deep SAD, MLP classifier), each with
-and without LPR, against IForest, LOF, OCSVM, KNN, ECOD and COPOD on 14 tabular sets
-(10 real ODDS-style sets from scikit-learn and Debian's r-cran-mlbench, 4 ADBench-style
-synthetic sets: local, global, dependency, clustered anomalies).
+Eight deep detectors (AE, VAE, DAE, MemAE, Deep SVDD, Deep SAD, DevNet, MLP classifier),
+each with and without LPR, against ten classical ones (IForest, LOF, OCSVM, KNN, ECOD,
+COPOD, HBOS, PCA, CBLOF, LODA) on 14 tabular sets (10 real ODDS-style sets from
+scikit-learn and Debian's r-cran-mlbench, 4 ADBench-style synthetic sets).
 
-  python launch/train.py --config=configs/lpr.py --workdir=/tmp/lpr
-  python launch/study.py --config=configs/lpr.py --workdir=/tmp/lpr_study
-  python launch/benchmark.py --config=configs/lpr.py --workdir=/tmp/lpr_bench
+  python launch/study.py --config=configs/lpr.py:parts=main --workdir=/tmp/lpr_main
+  python launch/study.py --config=configs/lpr.py:parts=bits+layers --workdir=/tmp/lpr_abl
+  python launch/train.py --config=configs/lpr.py --workdir=/tmp/lpr    # main table
   python launch/train.py --config=configs/lpr.py:smoke --workdir=/tmp/lpr_smoke
+  python launch/train.py --config=configs/lpr.py:datasets=mat:/data/cardio.mat,max_n=0 --workdir=/tmp/lpr_odds
+  python launch/train.py --config=configs/lpr.py:datasets=csv:/data/t.csv,csv_label=y --workdir=/tmp/lpr_csv
+  python launch/train.py --config=configs/lpr.py:layer_bits=encoder.0:2+decoder.-1:4 --workdir=/tmp/lpr_pl
 
-The mlbench sets need the .rda files (see jaxpapers/papers/lpr/README.md; the error says
-how to get them); `datasets=wbc+wine+optdigits+local+global+dependency+clustered` runs
-without them. Expected (study: 1450 s on a heavily shared 2-core CPU, main table 590 s):
-mean AUROC AE 80.7 -> 81.5 with LPR, MemAE 81.8 -> 82.4, IForest 86.0; LPR's average gains
-are small and not significant, but on clustered (collective) anomalies AE goes 78.0 -> 88.4.
-Full table and ablations: jaxpapers/papers/lpr/README.md.
+`:smoke` values are applied first and explicit args after (`:smoke,steps=50`). The main
+table is checkpointed per detector and resumes where a killed run stopped. The mlbench
+sets need the .rda files (see jaxpapers/papers/lpr/README.md; the error says how to get
+them); `datasets=wbc+wine+optdigits+local+global+dependency+clustered` runs without them.
+Randomness depends only on (dataset, seed, detector): a dataset's numbers do not change
+with what else is in the run. Expected results and runtimes: the README's tables (the
+main table took 10-20 min on the heavily shared 2-core CPU; smoke ~30 s wall).
 """
 import ml_collections
 
