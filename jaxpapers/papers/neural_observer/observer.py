@@ -68,7 +68,7 @@ def rollout_batch(f, data, dt):
 def errors(zhat, data, nx: int, s_z):
   """Normalised MSE (training / selection) and raw-unit RMSE of states and disturbances."""
   err = zhat - data["z"]
-  nmse = jnp.mean(jnp.square(err / s_z))
+  nmse = jnp.mean(jnp.square(err / jnp.reshape(s_z, (1,) * (err.ndim - 1) + (-1,))))
   return dict(nmse=nmse, rmse_x=jnp.sqrt(jnp.mean(jnp.square(err[..., :nx]))),
               rmse_d=jnp.sqrt(jnp.mean(jnp.square(err[..., nx:]))))
 
@@ -76,8 +76,8 @@ def errors(zhat, data, nx: int, s_z):
 def sample_error_states(plant: plants_lib.Plant, key, n: int, z_box, err_box):
   """Uniform samples of (true extended state z, error e) over the prescribed boxes."""
   k1, k2 = jax.random.split(key)
-  z = jax.random.uniform(k1, (n, plant.nz), minval=-1.0, maxval=1.0) * z_box
-  e = jax.random.uniform(k2, (n, plant.nz), minval=-1.0, maxval=1.0) * err_box
+  z = jax.random.uniform(k1, (n, plant.nz), minval=-1.0, maxval=1.0) * z_box[None]
+  e = jax.random.uniform(k2, (n, plant.nz), minval=-1.0, maxval=1.0) * err_box[None]
   return z, e
 
 

@@ -192,11 +192,11 @@ def signals(plant: Plant, key, steps: int, dt: float):
   amp_u = plant.u_amp * jax.random.uniform(k[0], (2, plant.nu), minval=0.3, maxval=1.0)
   w_u = jax.random.uniform(k[1], (2, plant.nu), minval=0.3, maxval=2.0)
   ph_u = jax.random.uniform(k[2], (2, plant.nu), maxval=2 * jnp.pi)
-  u = jnp.sum(amp_u * jnp.sin(w_u * t[:, None, None] + ph_u), axis=1)
+  u = jnp.sum(amp_u[None] * jnp.sin(w_u[None] * t[:, None, None] + ph_u[None]), axis=1)
   off = plant.d_amp * jax.random.uniform(k[3], (plant.nd,), minval=-1.0, maxval=1.0)
   w_d = jax.random.uniform(k[4], (plant.nd,), minval=0.1, maxval=0.6)
   ph_d = jax.random.uniform(k[5], (plant.nd,), maxval=2 * jnp.pi)
-  d = off + 0.5 * plant.d_amp * jnp.sin(w_d * t[:, None] + ph_d)
+  d = off[None] + 0.5 * plant.d_amp * jnp.sin(w_d[None] * t[:, None] + ph_d[None])
   return u, d
 
 
