@@ -1,0 +1,95 @@
+"""FlowGDA: flow-matching gradual domain adaptation (abstract 10; issue 25).
+
+Benchmarks (offline): rotating two moons, rotated 8x8 digits, rotated Fashion-MNIST
+(0-60 degrees), a Gaussian-shift set and a sensor-drift tabular set; or the per-domain
+npz format of the real gradual benchmarks (Portraits, Cover Type) with
+`benchmark=npz,path=FILE.npz`. Methods: FlowGDA (and its ablations) against source-only,
+direct target self-training, gradual self-training, DANN, GOAT and GGF, every one with its
+learning rate chosen on the same grid by the same validation proxy (a labeled held-out
+sample of the last intermediate domain; never target labels).
+
+  # one benchmark, every method, 3 seeds (~1-3 min on an idle 2-core CPU):
+  python launch/train.py --config=configs/flowgda.py:benchmark=moons --workdir=/tmp/fg
+  # a real gradual benchmark in the npz format:
+  python launch/train.py --config=configs/flowgda.py:benchmark=npz,path=portraits.npz --workdir=/tmp/fgp
+  # the study: 5 benchmarks x 7 methods x 3 seeds, FlowGDA ablations, sensitivity to the
+  # number of intermediate domains; table + plot in the workdir:
+  python launch/study.py --config=configs/flowgda.py --workdir=/tmp/fg_study
+
+Expected: see jaxpapers/papers/flowgda/README.md (the table, its command, commit and
+wall time). `:smoke` runs one tiny benchmark in seconds plus compilation.
+"""
+import ml_collections
+
+from jaxpapers.core import config as config_lib
+
+
+def get_config(arg=None):
+  arg = config_lib.parse_arg(
+      arg, smoke_args=dict(seeds=2, n=64, n_inter=2, flow_steps=20, source_steps=20,
+                           steps_per_round=4, batch=32, flow_batch=16,
+                           benchmarks="moons+gauss", sensitivity="1+2"),
+      smoke=False, seed=0, seeds=3, benchmark="moons", path="", n=400, n_inter=6,
+      flow_steps=500, source_steps=400, steps_per_round=60, batch=128, flow_batch=64,
+      benchmarks="moons+digits+fashion_mnist+gauss+tabular", sensitivity="1+2+4+8",
+      stop_after="")
+  config = ml_collections.ConfigDict()
+  config.experiment = "jaxpapers.papers.flowgda.experiment"
+  config.seed = arg.seed  # first seed; seeds are seed .. seed + seeds - 1
+  config.seeds = arg.seeds  # vmapped in every program
+
+  config.data = ml_collections.ConfigDict()
+  config.data.benchmark = arg.benchmark  # moons|digits|fashion_mnist|gauss|tabular|npz
+  config.data.path = arg.path  # npz file (benchmark=npz) or Fashion-MNIST IDX directory
+  config.data.n = arg.n  # training points per domain (unlabeled except the source)
+  config.data.n_inter = arg.n_inter  # intermediate domains (D = n_inter + 2)
+
+  config.model = ml_collections.ConfigDict()
+  config.model.hidden = (128, 64)  # encoder MLP widths (input -> ... -> feat)
+  config.model.feat = 16  # representation dimension (where the flow lives)
+  config.model.head_hidden = 32  # head MLP width (feat -> head_hidden -> classes)
+
+  config.source = ml_collections.ConfigDict()
+  config.source.steps = arg.source_steps  # Adam steps of the source model
+  config.source.lr_grid = (3e-4, 1e-3, 3e-3)  # selected on the validation proxy
+
+  config.adapt = ml_collections.ConfigDict()
+  config.adapt.lr_grid = (3e-4, 1e-3, 3e-3)  # every adaptation method's learning rates
+  # Budget: (D - 1) rounds x steps_per_round classifier steps for every method.
+  config.adapt.steps_per_round = arg.steps_per_round
+  config.adapt.batch = arg.batch  # minibatch of every classifier update
+  config.adapt.drop = 0.1  # self-training drops the 10% least confident pseudo-labels
+  config.adapt.goat_n_gen = 3  # GOAT: generated domains per gap
+  config.adapt.goat_epsilon = 0.02  # GOAT: relative entropic OT epsilon (full domains)
+  config.adapt.ggf_alpha = 4  # GGF: particle steps between head fine-tunings
+  config.adapt.ggf_eta_langevin = 0.002  # GGF: Langevin step (standardised features)
+  config.adapt.ggf_eta_classifier = 0.005  # GGF: classifier-based sign step
+  config.adapt.ggf_score_sigma = 0.1  # GGF: denoising score matching noise
+  config.adapt.dann_lambda = 1.0  # DANN: final weight of the reversed domain loss
+  config.adapt.dann_disc_hidden = 64  # DANN: discriminator width
+
+  config.flow = ml_collections.ConfigDict()
+  config.flow.hidden = (64, 64)  # velocity MLP widths (also GGF's score / rectified nets)
+  config.flow.lr = 1e-3  # Adam on the flow-matching losses (no target signal to tune it)
+  config.flow.steps = arg.flow_steps  # both stages together
+  config.flow.stage1_fraction = 0.5  # stage 1 (regression only) share of the steps
+  config.flow.batch = arg.flow_batch  # minibatch per OT pairing
+  config.flow.sigma = 0.05  # conditional path noise
+  config.flow.epsilon = 0.05  # Sinkhorn epsilon relative to the mean cost
+  config.flow.w_anchor = 1.0  # source-anchored transport weight
+  config.flow.w_sem = 1.0  # semantic consistency weight (stage 2)
+  config.flow.n_int_per_gap = 4  # midpoint steps per domain gap when adapting the head
+
+  config.study = ml_collections.ConfigDict()
+  config.study.benchmarks = tuple(b for b in arg.benchmarks.split("+") if b)
+  config.study.sensitivity = tuple(int(k) for k in arg.sensitivity.split("+") if k)
+  config.study.sensitivity_benchmarks = ("moons", "digits")
+  config.study.sensitivity_methods = ("gst", "goat", "flowgda")
+
+  # Testing resume: stop after this phase (e.g. 'gst') as if killed.
+  config.stop_after = arg.stop_after
+  if arg.smoke:
+    config.model.hidden = (32,)
+    config.flow.hidden = (16,)
+    config.study.sensitivity_benchmarks = ("moons",)
+  return config_lib.lock(config)

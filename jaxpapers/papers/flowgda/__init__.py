@@ -1,0 +1,1 @@
+"""FlowGDA: flow-matching gradual domain adaptation (abstract 10)."""

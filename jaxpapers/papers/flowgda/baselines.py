@@ -1,0 +1,245 @@
+"""FlowGDA (abstract 10): the source model and the baselines, as vmappable pure functions.
+
+- source-only: encoder + head trained on the labeled source;
+- gradual self-training (Kumar et al. 2020): for each domain in order, pseudo-label it
+  with the current network, drop the least confident 10 %, retrain on the rest;
+- direct target self-training: the same rounds, every one on the target;
+- GOAT (He et al. 2023): in the source encoder's feature space, OT maps between
+  consecutive given domains, `n_gen` generated domains on the straight lines
+  z + a (T(z) - z), gradual self-training of the head through generated and given domains;
+- GGF (Zhuang et al. 2024): source features moved by a Wasserstein gradient flow
+  simulated with Langevin steps on a target score network (denoising score matching),
+  plus a rectified-flow sample-based velocity and a classifier-based sign step that
+  keeps labels, the head fine-tuned on pseudo-labeled particles every `alpha` steps;
+- DANN (Ganin et al. 2016): source cross-entropy plus a domain discriminator on the
+  features through a gradient-reversal layer (the min-max), the unlabeled domains pooled
+  as the "target" side, lambda ramped 2 / (1 + exp(-10 p)) - 1.
+
+Every adaptation method gets the same number of gradient steps on its classifier
+(`rounds * steps_per_round`) and its learning rate from the same grid.
+"""
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import optax
+
+from jaxpapers.papers.flowgda import flow
+from jaxpapers.papers.flowgda import nets
+from jaxpapers.papers.flowgda import ot_pairing
+
+
+def _batch(key, n, b):
+  return jax.random.choice(key, n, (b,), replace=False)
+
+
+def train_source(key, x_NxP, y_N, class_mask, lr, arch, steps, batch):
+  """Encoder + head on the labeled source (Adam, minibatches)."""
+  init_key, run_key = jax.random.split(key)
+  params = nets.classifier_init(init_key, x_NxP.shape[-1], arch["hidden"], arch["feat"],
+                                arch["head_hidden"], class_mask.shape[-1])
+  opt = nets.adam(lr)
+  state = opt.init(params)
+
+  def step(carry, t):
+    params, state = carry
+    idx = _batch(jax.random.fold_in(run_key, t), x_NxP.shape[0], batch)
+    loss, g = jax.value_and_grad(lambda p: nets.xent(
+        nets.logits(p, x_NxP[idx], class_mask), y_N[idx]))(params)
+    upd, state = opt.update(g, state, params)
+    return (optax.apply_updates(params, upd), state), loss
+
+  (params, _), loss = jax.lax.scan(step, (params, state), jnp.arange(steps))
+  return params, loss
+
+
+def self_train(key, params, apply_fn, domains_RxNxP, lr, steps, batch, drop):
+  """Gradual self-training over the ordered `domains` (R, N, ...): per domain, pseudo-label
+  with the current model, keep the confident 1 - drop, Adam (fresh state) for `steps`."""
+  opt = nets.adam(lr)
+  n = domains_RxNxP.shape[1]
+
+  def round_(params, inp):
+    r, x = inp
+    yhat, w = nets.pseudo_labels(apply_fn(params, x), drop)
+    state = opt.init(params)
+
+    def step(carry, t):
+      params, state = carry
+      idx = _batch(jax.random.fold_in(key, r * 100003 + t), n, batch)
+      g = jax.grad(lambda p: nets.xent(apply_fn(p, x[idx]), yhat[idx], w[idx]))(params)
+      upd, state = opt.update(g, state, params)
+      return (optax.apply_updates(params, upd), state), None
+
+    (params, _), _ = jax.lax.scan(step, (params, state), jnp.arange(steps))
+    return params, None
+
+  params, _ = jax.lax.scan(round_, params,
+                           (jnp.arange(domains_RxNxP.shape[0]), domains_RxNxP))
+  return params
+
+
+def goat_domains(z_DxNxF, n_gen, epsilon):
+  """Given domains with `n_gen` OT-interpolated domains inserted in every gap."""
+  out = []
+  for k in range(z_DxNxF.shape[0] - 1):
+    tz = ot_pairing.barycentric_map(z_DxNxF[k], z_DxNxF[k + 1], epsilon)
+    for j in range(1, n_gen + 1):
+      a = j / (n_gen + 1)
+      out.append(z_DxNxF[k] + a * (tz - z_DxNxF[k]))
+    out.append(z_DxNxF[k + 1])
+  return jnp.stack(out)
+
+
+def goat(key, head, z_DxNxF, class_mask, lr, hp):
+  seq = goat_domains(z_DxNxF, hp["goat_n_gen"], hp["goat_epsilon"])
+  steps = max(1, hp["steps_per_round"] // (hp["goat_n_gen"] + 1))  # same total budget
+  apply_fn = lambda h, z: nets.head_logits(h, z, class_mask)  # noqa: E731
+  return self_train(key, head, apply_fn, seq, lr, steps, hp["batch"], hp["drop"])
+
+
+# ------------------------------------------------------------------------------ GGF
+
+def train_score(key, zn_NxF, hp):
+  """Denoising score matching on target features: s(z) ~ grad log p_sigma(z)."""
+  init_key, run_key = jax.random.split(key)
+  params = nets.mlp_init(init_key, (zn_NxF.shape[-1], *hp["hidden"], zn_NxF.shape[-1]))
+  opt = optax.adam(hp["lr"])
+  state = opt.init(params)
+  sig = hp["ggf_score_sigma"]
+
+  def step(carry, t):
+    params, state = carry
+    k1, k2 = jax.random.split(jax.random.fold_in(run_key, t))
+    z = zn_NxF[_batch(k1, zn_NxF.shape[0], hp["batch"])]
+    eps = jax.random.normal(k2, z.shape)
+    g = jax.grad(lambda p: ((nets.mlp_apply(p, z + sig * eps, jax.nn.silu) + eps / sig)
+                            ** 2).sum(-1).mean())(params)
+    upd, state = opt.update(g, state, params)
+    return (optax.apply_updates(params, upd), state), None
+
+  (params, _), _ = jax.lax.scan(step, (params, state), jnp.arange(hp["steps"]))
+  return params
+
+
+def train_rectified(key, zs_NxF, zt_NxF, hp):
+  """1-rectified flow between source and target features (independent coupling)."""
+  init_key, run_key = jax.random.split(key)
+  params = flow.velocity_init(init_key, zs_NxF.shape[-1], hp["hidden"])
+  opt = optax.adam(hp["lr"])
+  state = opt.init(params)
+  n = zs_NxF.shape[0]
+
+  def step(carry, t):
+    params, state = carry
+    k1, k2, k3 = jax.random.split(jax.random.fold_in(run_key, t), 3)
+    x0, x1 = zs_NxF[_batch(k1, n, hp["batch"])], zt_NxF[_batch(k2, n, hp["batch"])]
+    s = jax.random.uniform(k3, (hp["batch"],))
+    zt = (1 - s[:, None]) * x0 + s[:, None] * x1
+    g = jax.grad(lambda p: ((flow.velocity(p, zt, s) - (x1 - x0)) ** 2).sum(-1).mean())(
+        params)
+    upd, state = opt.update(g, state, params)
+    return (optax.apply_updates(params, upd), state), None
+
+  (params, _), _ = jax.lax.scan(step, (params, state), jnp.arange(hp["steps"]))
+  return params
+
+
+def ggf(key, head, zn_DxNxF, y_src_N, stats, class_mask, lr, hp):
+  """GGF particle dynamics from the source features, head fine-tuned on the particles."""
+  ks = jax.random.split(key, 4)
+  score = train_score(ks[0], zn_DxNxF[-1], hp)
+  rect = train_rectified(ks[1], zn_DxNxF[0], zn_DxNxF[-1], hp)
+  rounds = zn_DxNxF.shape[0] - 1
+  alpha = hp["ggf_alpha"]
+  total = rounds * alpha
+  eta1, eta2 = hp["ggf_eta_langevin"], hp["ggf_eta_classifier"]
+  opt = nets.adam(lr)
+  n = zn_DxNxF.shape[1]
+  denorm = lambda z: z * stats[1] + stats[0]  # noqa: E731
+
+  def move(carry, i):
+    z, head = carry
+    k = jax.random.fold_in(ks[2], i)
+    z = z + 0.5 * eta1 * nets.mlp_apply(score, z, jax.nn.silu)
+    z = z + jnp.sqrt(eta1) * jax.random.normal(k, z.shape)
+    z = z + flow.velocity(rect, z, jnp.full(z.shape[:1], i / total)) / total
+    gz = jax.grad(lambda zz: nets.xent(nets.head_logits(head, denorm(zz), class_mask),
+                                       y_src_N))(z)
+    return (z - eta2 * jnp.sign(gz), head), None
+
+  def round_(carry, r):
+    carry, _ = jax.lax.scan(move, carry, r * alpha + jnp.arange(alpha))
+    z, head = carry
+    zd = denorm(z)
+    yhat, w = nets.pseudo_labels(nets.head_logits(head, zd, class_mask), hp["drop"])
+    state = opt.init(head)
+
+    def step(c, t):
+      head, state = c
+      idx = _batch(jax.random.fold_in(ks[3], r * 100003 + t), n, hp["batch"])
+      g = jax.grad(lambda h: nets.xent(nets.head_logits(h, zd[idx], class_mask),
+                                       yhat[idx], w[idx]))(head)
+      upd, state = opt.update(g, state, head)
+      return (optax.apply_updates(head, upd), state), None
+
+    (head, _), _ = jax.lax.scan(step, (head, state), jnp.arange(hp["steps_per_round"]))
+    return (z, head), None
+
+  (_, head), _ = jax.lax.scan(round_, (zn_DxNxF[0], head), jnp.arange(rounds))
+  return head
+
+
+# ----------------------------------------------------------------------------- DANN
+
+@jax.custom_vjp
+def grad_reverse(x, lam):
+  return x
+
+
+def _gr_fwd(x, lam):
+  return x, lam
+
+
+def _gr_bwd(lam, g):
+  return (-lam * g, jnp.zeros_like(lam))
+
+
+grad_reverse.defvjp(_gr_fwd, _gr_bwd)
+
+
+def dann(key, params, x_DxNxP, y_src_N, class_mask, lr, hp):
+  """Adversarial min-max: features must fool a domain discriminator (source vs rest)."""
+  k_init, k_run = jax.random.split(key)
+  feat = params["head"][0][0].shape[0]
+  disc = nets.mlp_init(k_init, (feat, hp["dann_disc_hidden"], 1))
+  both = {"net": params, "disc": disc}
+  opt = nets.adam(lr)
+  state = opt.init(both)
+  total = (x_DxNxP.shape[0] - 1) * hp["steps_per_round"]
+  unlabeled = x_DxNxP[1:].reshape(-1, *x_DxNxP.shape[2:])
+  n, b = x_DxNxP.shape[1], hp["batch"]
+
+  def step(carry, t):
+    both, state = carry
+    k1, k2 = jax.random.split(jax.random.fold_in(k_run, t))
+    i, j = _batch(k1, n, b), _batch(k2, unlabeled.shape[0], b)
+    p = t / total
+    lam = hp["dann_lambda"] * (2.0 / (1.0 + jnp.exp(-10.0 * p)) - 1.0)
+
+    def loss_fn(bp):
+      zs = nets.encode(bp["net"], x_DxNxP[0][i])
+      zu = nets.encode(bp["net"], unlabeled[j])
+      cls = nets.xent(nets.head_logits(bp["net"]["head"], zs, class_mask), y_src_N[i])
+      d_in = grad_reverse(jnp.concatenate([zs, zu]), lam)
+      d_logit = nets.mlp_apply(bp["disc"], d_in)[:, 0]
+      d_lab = jnp.concatenate([jnp.ones(b), jnp.zeros(b)])
+      adv = optax.sigmoid_binary_cross_entropy(d_logit, d_lab).mean()
+      return cls + adv
+
+    g = jax.grad(loss_fn)(both)
+    upd, state = opt.update(g, state, both)
+    return (optax.apply_updates(both, upd), state), None
+
+  (both, _), _ = jax.lax.scan(step, (both, state), jnp.arange(total))
+  return both["net"]

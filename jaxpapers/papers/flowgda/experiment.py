@@ -1,0 +1,132 @@
+"""FlowGDA: flow-matching gradual domain adaptation (abstract 10): training entry and study.
+
+`train_and_evaluate` runs every method (and FlowGDA's ablations) on one benchmark for all
+seeds, phase by phase (source model, target self-training, gradual self-training, DANN,
+GOAT, GGF, FlowGDA), checkpointing the source model and the finished phases' results
+through `core.checkpoint` after every phase, so a killed run resumes where it stopped and
+ends with the same numbers. `run_study` (study.py) runs the benchmarks, the ablations and
+the sensitivity to the number of intermediate domains and writes the table and plot.
+"""
+from __future__ import annotations
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxpapers.core import checkpoint as checkpoint_lib
+from jaxpapers.core import metrics as metrics_lib
+from jaxpapers.core import study as study_lib
+from jaxpapers.papers.flowgda import nets
+from jaxpapers.papers.flowgda import pipeline
+
+PATHS = ["jaxpapers/papers/flowgda", "configs/flowgda.py"]
+RESULTS = tuple(m for m in pipeline.METHODS if m != "flowgda") + tuple(pipeline.VARIANTS)
+PHASES = tuple(m for m in pipeline.METHODS)  # 'flowgda' fills every variant row
+LOSSES = ("cons", "anchor", "sem", "loss")
+
+
+class _Stop(Exception):
+  """Raised after the phase named by config.stop_after (simulates a killed run)."""
+
+
+def seeds_of(config):
+  return list(range(config.seed, config.seed + config.seeds))
+
+
+def _template(config, in_dim, classes):
+  s = config.seeds
+  m = config.model
+  init = functools.partial(nets.classifier_init, in_dim=in_dim, hidden=tuple(m.hidden),
+                           feat_dim=m.feat, head_hidden=m.head_hidden, num_classes=classes)
+  shapes = jax.eval_shape(jax.vmap(init), jax.random.split(jax.random.key(0), s))
+  zeros = lambda a, *shape: jnp.zeros(shape, a)  # noqa: E731
+  return {"src": jax.tree.map(lambda x: jnp.zeros(x.shape, x.dtype), shapes),
+          "val": zeros(jnp.float32, len(RESULTS), s),
+          "test": zeros(jnp.float32, len(RESULTS), s),
+          "lr": zeros(jnp.float32, len(RESULTS), s),
+          "seconds": zeros(jnp.float32, len(RESULTS)),
+          "flow_loss": zeros(jnp.float32, len(RESULTS), len(LOSSES)),
+          "done": zeros(jnp.int32, len(RESULTS))}
+
+
+def _pack(src, out, template):
+  state = jax.tree.map(np.asarray, dict(template, src=src))
+  state = {k: np.array(v) if k != "src" else v for k, v in state.items()}
+  for i, r in enumerate(RESULTS):
+    if r in out:
+      for k in ("val", "test", "lr"):
+        state[k][i] = out[r][k]
+      state["seconds"][i] = out[r]["seconds"]
+      state["flow_loss"][i] = [out[r].get("flow_loss", {}).get(k, 0.0) for k in LOSSES]
+      state["done"][i] = 1
+  return state
+
+
+def _unpack(state):
+  out = {}
+  for i, r in enumerate(RESULTS):
+    if int(state["done"][i]):
+      out[r] = {k: np.asarray(state[k][i]) for k in ("val", "test", "lr")}
+      out[r]["seconds"] = float(state["seconds"][i])
+      if r in pipeline.VARIANTS:
+        out[r]["flow_loss"] = dict(zip(LOSSES, map(float, state["flow_loss"][i])))
+  return out
+
+
+def result_row(bench, method, res, n_inter):
+  test, val = np.asarray(res["test"], float), np.asarray(res["val"], float)
+  return {"benchmark": bench, "D": n_inter + 2, "method": method,
+          "target acc": float(test.mean()), "std": float(test.std()),
+          "val proxy": float(val.mean()), "seeds": [round(float(t), 4) for t in test],
+          "lr": [float(x) for x in np.asarray(res["lr"])], "seconds": res["seconds"]}
+
+
+def train_and_evaluate(config, workdir: str) -> dict:
+  """Every method on `config.data.benchmark`, all seeds; resumes from the workdir."""
+  metrics_lib.write_config(workdir, config)
+  bench, seeds = config.data.benchmark, seeds_of(config)
+  gs, _, mask = pipeline.load(config, bench, seeds, config.data.n_inter)
+  template = _template(config, gs[0].x.shape[-1], mask.shape[0])
+  ckpt = checkpoint_lib.Checkpointer(workdir, keep=2)
+  state, step = ckpt.restore_or(template)
+  resume = {"src": state["src"], "out": _unpack(state)} if step else None
+  writer = metrics_lib.MetricsWriter(workdir, total_steps=len(PHASES))
+
+  def on_phase(phase, src, out):
+    done = PHASES.index(phase) + 1
+    rows = [r for r in RESULTS if r in out and (r == phase or
+                                               (phase == "flowgda" and r in pipeline.VARIANTS))]
+    m = {}
+    for r in rows:
+      m[f"{r}/target_acc"] = float(np.mean(out[r]["test"]))
+      m[f"{r}/val_proxy"] = float(np.mean(out[r]["val"]))
+      for k, v in out[r].get("flow_loss", {}).items():
+        m[f"{r}/flow_{k}"] = v
+    metrics_lib.check_finite(done, m)
+    writer.write(done, m)
+    ckpt.save(done, _pack(src, out, template), force=True)
+    if config.stop_after == phase:
+      raise _Stop(phase)
+
+  try:
+    out = pipeline.run(config, bench, seeds, resume=resume, on_phase=on_phase)
+  except _Stop as e:
+    ckpt.close()
+    print(f"stopped after phase {e} (config.stop_after); rerun to resume")
+    return {"stopped_after": str(e)}
+  ckpt.close()
+  rows = [result_row(bench, r, out[r], config.data.n_inter) for r in RESULTS if r in out]
+  md = study_lib.write_table(
+      workdir, f"flowgda_{bench}", rows,
+      ["method", "target acc", "std", "val proxy", "seeds", "lr", "seconds"],
+      header=f"FlowGDA on {bench} (D={config.data.n_inter + 2}, seeds {seeds}; commit "
+             f"{study_lib.git_commit(paths=PATHS)}); lr chosen per seed on the proxy")
+  print(md)
+  return {r: float(np.mean(out[r]["test"])) for r in out}
+
+
+def run_study(config, workdir: str):
+  from jaxpapers.papers.flowgda import study
+  return study.run_study(config, workdir)

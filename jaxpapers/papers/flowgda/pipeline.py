@@ -1,0 +1,261 @@
+"""FlowGDA (abstract 10): one benchmark, every method, all seeds and learning rates.
+
+Each method is one jitted program vmapped over seeds (outer) and its learning-rate grid
+(inner); FlowGDA's ablations are extra lanes of the same program (their switches are
+traced weights). Randomness is drawn from (benchmark, seed, method) only, so a method's
+numbers do not depend on which other methods or seeds run beside it.
+
+Model selection (identical for every method): per seed, the learning rate with the best
+accuracy on the labeled validation proxy, a small held-out sample of the last
+intermediate domain (never the target). The source model that every other method starts
+from is the source-only baseline selected by the same rule.
+"""
+from __future__ import annotations
+
+import functools
+import time
+import zlib
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxpapers.papers.flowgda import baselines
+from jaxpapers.papers.flowgda import data as data_lib
+from jaxpapers.papers.flowgda import flow
+from jaxpapers.papers.flowgda import nets
+
+METHODS = ("source_only", "target_st", "gst", "dann", "goat", "ggf", "flowgda")
+LABELS = {"source_only": "source-only", "target_st": "direct target self-training",
+          "gst": "gradual self-training", "dann": "DANN", "goat": "GOAT", "ggf": "GGF",
+          "flowgda": "FlowGDA"}
+# FlowGDA and its ablations: (w_cons, w_anchor, w_sem, use_ot, two_stage)
+VARIANTS = {
+    "flowgda": (1.0, 1.0, 1.0, 1.0, True),
+    "no_cons": (0.0, 1.0, 1.0, 1.0, True),
+    "no_anchor": (1.0, 0.0, 1.0, 1.0, True),
+    "no_sem": (1.0, 1.0, 0.0, 1.0, True),
+    "no_stage2": (1.0, 1.0, 1.0, 1.0, False),
+    "no_ot": (1.0, 1.0, 1.0, 0.0, True),
+}
+MIN_CLASSES = 10  # logits padded to this many classes so benchmarks share shapes
+
+
+def method_key(seed: int, bench: str, method: str):
+  k = jax.random.fold_in(jax.random.key(seed), zlib.crc32(bench.encode()) % (2**31))
+  return jax.random.fold_in(k, zlib.crc32(method.encode()) % (2**31))
+
+
+@functools.lru_cache(maxsize=64)
+def _gradual(name, n_inter, n, seed, path):
+  return data_lib.make(name, n_inter, n, seed=seed, path=path)
+
+
+def load(cfg, name, seeds, n_inter):
+  gs = [_gradual(name, n_inter, cfg.data.n, s, cfg.data.path) for s in seeds]
+  arrays = {k: jnp.asarray(v) for k, v in data_lib.stack(gs).items()}
+  classes = max(MIN_CLASSES, gs[0].num_classes)
+  mask = jnp.arange(classes) < gs[0].num_classes
+  return gs, arrays, mask
+
+
+def _select(val_SxL, test_SxL):
+  val, test = np.asarray(val_SxL), np.asarray(test_SxL)
+  idx = val.argmax(1)  # first best on ties
+  rows = np.arange(len(idx))
+  return idx, val[rows, idx], test[rows, idx]
+
+
+def _hp(cfg):
+  a = cfg.adapt
+  return {"steps_per_round": a.steps_per_round, "batch": a.batch, "drop": a.drop,
+          "goat_n_gen": a.goat_n_gen, "goat_epsilon": a.goat_epsilon,
+          "ggf_alpha": a.ggf_alpha, "ggf_eta_langevin": a.ggf_eta_langevin,
+          "ggf_eta_classifier": a.ggf_eta_classifier,
+          "ggf_score_sigma": a.ggf_score_sigma, "dann_lambda": a.dann_lambda,
+          "dann_disc_hidden": a.dann_disc_hidden,
+          "hidden": tuple(cfg.flow.hidden), "lr": cfg.flow.lr, "steps": cfg.flow.steps}
+
+
+def _arch(cfg):
+  m = cfg.model
+  return {"hidden": tuple(m.hidden), "feat": m.feat, "head_hidden": m.head_hidden}
+
+
+_PROGRAMS = {}
+
+
+def _program(key, build):
+  """One jitted program per (kind, static settings): reused across benchmarks, seeds,
+  sensitivity runs and resumed runs whose shapes agree (no recompilation)."""
+  if key not in _PROGRAMS:
+    _PROGRAMS[key] = build()
+  return _PROGRAMS[key]
+
+
+def _static(d):
+  return tuple(sorted(d.items()))
+
+
+def _flowgda_lane(key, zn_s, y_s, head0, stats, mask, wv, lrs, fhp, n_int, steps_per_int,
+                  batch):
+  vp, hist = flow.train_velocity(key, zn_s, y_s, head0, stats, mask, wv, fhp)
+  adapt = lambda lr: flow.adapt_head(  # noqa: E731
+      jax.random.fold_in(key, 7), vp, zn_s[0], y_s, head0, stats, mask, lr,
+      n_int=n_int, steps_per_int=steps_per_int, batch=batch)[0]
+  last = jax.tree.map(lambda h: h[-max(1, fhp["steps"] // 10):].mean(), hist)
+  return jax.vmap(adapt)(lrs), last
+
+
+def _net_self_train(key, params, domains, mask, lr, hp):
+  apply_fn = lambda p, x: nets.logits(p, x, mask)  # noqa: E731
+  return baselines.self_train(key, params, apply_fn, domains, lr, hp["steps_per_round"],
+                              hp["batch"], hp["drop"])
+
+
+def _flowgda_weights(cfg, wanted):
+  fc = cfg.flow
+  w = np.asarray([VARIANTS[v] for v in wanted], np.float32)
+  stage2 = int(fc.steps * fc.stage1_fraction)
+  weights = {"cons": w[:, 0], "anchor": w[:, 1] * fc.w_anchor, "sem": w[:, 2] * fc.w_sem,
+             "use_ot": w[:, 3],
+             "stage2_start": np.where(w[:, 4] > 0, stage2, 0).astype(np.int32)}
+  return {k: jnp.asarray(v) for k, v in weights.items()}
+
+
+def run(cfg, name, seeds, n_inter=None, methods=METHODS, variants=tuple(VARIANTS),
+        log=print, resume=None, on_phase=None):
+  """Returns {method or variant: {"val": (S,), "test": (S,), "lr": (S,), "seconds"}}.
+
+  Phases run in a fixed order (source, target_st, gst, dann, goat, ggf, flowgda with its
+  ablations). `resume` = {"src": source params, "out": finished phases} skips what is
+  done; `on_phase(phase, src, out)` is called after each phase (checkpointing). A phase
+  depends only on the data, the source model and its own key, so a resumed run ends
+  with exactly the numbers of an uninterrupted one.
+  """
+  resume = resume or {"src": None, "out": {}}
+  n_inter = cfg.data.n_inter if n_inter is None else n_inter
+  tag = f"{name} D={n_inter + 2}"
+  _, a, mask = load(cfg, name, seeds, n_inter)
+  lrs = jnp.asarray(cfg.adapt.lr_grid, jnp.float32)
+  out = dict(resume["out"])
+  keys = lambda m: jnp.stack([method_key(s, name, m) for s in seeds])  # noqa: E731
+  hp = _hp(cfg)
+
+  def record(method, val, test, t0, grid=lrs):
+    idx, v, te = _select(val, test)
+    out[method] = {"val": v, "test": te, "lr": np.asarray(grid)[idx],
+                   "seconds": time.perf_counter() - t0}
+    log(f"  {tag} {method:12s} target acc {te.mean():.3f} +- {te.std():.3f}  "
+        f"(val proxy {v.mean():.3f}, {out[method]['seconds']:.1f} s)")
+
+  def todo(phase, needed=True):
+    if not needed:
+      return False
+    if phase in out:
+      log(f"  {tag} {phase:12s} restored from the checkpoint")
+      return False
+    return True
+
+  acc = lambda p, x, y: nets.accuracy(nets.logits(p, x, mask), y)  # noqa: E731
+  vacc = jax.vmap(jax.vmap(acc, (0, None, None)), (0, 0, 0))  # seeds x lrs
+
+  # Source model (= source-only): lr grid, selected on the proxy.
+  src = resume["src"]
+  hps = _static(hp)
+  if src is None or todo("source_only"):
+    t0 = time.perf_counter()
+    arch = _arch(cfg)
+    src_fn = _program(("source", _static(arch), cfg.source.steps, cfg.adapt.batch),
+                      lambda: jax.jit(jax.vmap(jax.vmap(functools.partial(
+                          baselines.train_source, arch=arch, steps=cfg.source.steps,
+                          batch=cfg.adapt.batch), (None, None, None, None, 0)),
+                          (0, 0, 0, None, None))))
+    grid = jnp.asarray(cfg.source.lr_grid, jnp.float32)
+    src_all, _ = src_fn(keys("source"), a["x"][:, 0], a["y"][:, 0], mask, grid)
+    val = vacc(src_all, a["x_val"], a["y_val"])
+    record("source_only", val, vacc(src_all, a["x_test"], a["y_test"]), t0, grid)
+    idx = jnp.asarray(np.asarray(val).argmax(1))
+    src = jax.tree.map(lambda p: p[jnp.arange(len(seeds)), idx], src_all)
+    _call(on_phase, "source_only", src, out)
+
+  # Full-network methods start from the selected source model. Both self-training
+  # baselines are one program (rounds over a sequence of domains), compiled once.
+  st = _program(("st", hps), lambda: jax.jit(jax.vmap(jax.vmap(
+      functools.partial(_net_self_train, hp=hp), (None, None, None, None, 0)),
+      (0, 0, 0, None, None))))
+  rounds = a["x"].shape[1] - 1
+  seqs = {"target_st": jnp.repeat(a["x"][:, -1:], rounds, axis=1), "gst": a["x"][:, 1:]}
+  for m in ("target_st", "gst"):
+    if todo(m, m in methods):
+      t0 = time.perf_counter()
+      params = st(keys(m), src, seqs[m], mask, lrs)
+      record(m, vacc(params, a["x_val"], a["y_val"]),
+             vacc(params, a["x_test"], a["y_test"]), t0)
+      _call(on_phase, m, src, out)
+  if todo("dann", "dann" in methods):
+    t0 = time.perf_counter()
+    f = _program(("dann", hps), lambda: jax.jit(jax.vmap(jax.vmap(
+        functools.partial(baselines.dann, hp=hp), (None, None, None, None, None, 0)),
+        (0, 0, 0, 0, None, None))))
+    params = f(keys("dann"), src, a["x"], a["y"][:, 0], mask, lrs)
+    record("dann", vacc(params, a["x_val"], a["y_val"]),
+           vacc(params, a["x_test"], a["y_test"]), t0)
+    _call(on_phase, "dann", src, out)
+
+  # Feature-space methods: frozen source encoder, adapted head.
+  enc = jax.vmap(nets.encode)
+  s_, d_, n_ = a["x"].shape[:3]
+  z = enc(src, a["x"].reshape(s_, d_ * n_, -1)).reshape(s_, d_, n_, -1)
+  z_val, z_test = enc(src, a["x_val"]), enc(src, a["x_test"])
+  mean, std = z[:, 0].mean(1), z[:, 0].std(1) + 1e-6  # (S, F) source statistics
+  zn = (z - mean[:, None, None]) / std[:, None, None]
+  hacc = lambda h, zz, y: nets.accuracy(nets.head_logits(h, zz, mask), y)  # noqa: E731
+  vhacc = jax.vmap(jax.vmap(hacc, (0, None, None)), (0, 0, 0))
+
+  if todo("goat", "goat" in methods):
+    t0 = time.perf_counter()
+    f = _program(("goat", hps), lambda: jax.jit(jax.vmap(jax.vmap(
+        functools.partial(baselines.goat, hp=hp), (None, None, None, None, 0)),
+        (0, 0, 0, None, None))))
+    heads = f(keys("goat"), src["head"], z, mask, lrs)
+    record("goat", vhacc(heads, z_val, a["y_val"]), vhacc(heads, z_test, a["y_test"]), t0)
+    _call(on_phase, "goat", src, out)
+  if todo("ggf", "ggf" in methods):
+    t0 = time.perf_counter()
+    f = _program(("ggf", hps), lambda: jax.jit(jax.vmap(jax.vmap(
+        functools.partial(baselines.ggf, hp=hp), (None, None, None, None, None, None, 0)),
+        (0, 0, 0, 0, 0, None, None))))
+    heads = f(keys("ggf"), src["head"], zn, a["y"][:, 0], (mean, std), mask, lrs)
+    record("ggf", vhacc(heads, z_val, a["y_val"]), vhacc(heads, z_test, a["y_test"]), t0)
+    _call(on_phase, "ggf", src, out)
+
+  wanted = [v for v in VARIANTS if v in variants] if "flowgda" in methods else []
+  if wanted and todo("flowgda"):
+    t0 = time.perf_counter()
+    fc = cfg.flow
+    fhp = dict(hp, batch=fc.batch, sigma=fc.sigma, epsilon=fc.epsilon)
+
+    static = dict(fhp=fhp, n_int=fc.n_int_per_gap * (zn.shape[1] - 1),
+                  steps_per_int=max(1, cfg.adapt.steps_per_round // fc.n_int_per_gap),
+                  batch=cfg.adapt.batch)
+    one = functools.partial(_flowgda_lane, **static)
+    # variants (outer) x seeds: every variant of a seed shares the key, so an ablation
+    # differs from the full method only in its switch.
+    f = _program(("flowgda", _static(fhp), static["n_int"], static["steps_per_int"],
+                  static["batch"]), lambda: jax.jit(jax.vmap(
+                      jax.vmap(one, (0, 0, 0, 0, 0, None, None, None)),
+                      (None, None, None, None, None, None, 0, None))))
+    heads, hist = f(keys("flowgda"), zn, a["y"][:, 0], src["head"], (mean, std), mask,
+                    _flowgda_weights(cfg, wanted), lrs)
+    for i, v in enumerate(wanted):
+      hv = jax.tree.map(lambda h: h[i], heads)  # noqa: B023
+      record(v, vhacc(hv, z_val, a["y_val"]), vhacc(hv, z_test, a["y_test"]), t0)
+      out[v]["flow_loss"] = {k: float(np.asarray(x[i]).mean()) for k, x in hist.items()}
+    _call(on_phase, "flowgda", src, out)
+  return out
+
+
+def _call(on_phase, phase, src, out):
+  if on_phase is not None:
+    on_phase(phase, src, out)
