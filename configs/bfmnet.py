@@ -46,7 +46,8 @@ def get_config(arg=None):
       regret_instances=16, regret_grid=21, timing=True, classical=True, baseline=True,
       spp_val_instances=256, ns=(5, 10, 20, 50), valuations=("additive", "submodular"),
       cost_dists=("uniform", "bimodal"), study_steps=(0,), study_batch=(0,),
-      study_eval=(0,), study_regret=(0,), gap_steps=200, distill_steps=400)
+      study_eval=(0,), study_regret=(0,), gap_steps=200, distill_steps=300,
+      gap_variants=("base", "long", "wide", "distill"))
   config = ConfigDict()
   config.experiment = "jaxpapers.papers.bfmnet.experiment"
   config.seed = arg.seed
@@ -109,4 +110,5 @@ def get_config(arg=None):
   config.study.regret_instances = per_n(arg.study_regret, 3)
   config.study.gap_steps = arg.gap_steps           # singer_gap: value-training steps
   config.study.distill_steps = arg.distill_steps   # singer_gap: regression to Singer's prices
+  config.study.gap_variants = tuple(arg.gap_variants)  # singer_gap: base|long|wide|distill
   return config_lib.lock(config)
