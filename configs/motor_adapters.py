@@ -31,7 +31,7 @@ def get_config(arg=None):
                            policy_batch=2, move_steps=4, hold_steps=2, chunk=2,
                            lrs=(3e-3,), policy_lrs=(1e-2,), pool=8, eval_starts=2,
                            segments=2),
-      smoke=False, seed=0, seeds=3, steps=600, policy_steps=150, hidden=64, adapters=16,
+      smoke=False, seed=0, seeds=3, steps=400, policy_steps=100, hidden=64, adapters=16,
       rank=2, batch=16, policy_batch=8, move_steps=40, hold_steps=10, chunk=50,
       lrs=(3e-3, 1e-2), policy_lrs=(3e-3, 3e-2), pool=256, eval_starts=4, segments=3,
       kinds=("adapters", "lowrank", "multitask"), drawings="")
