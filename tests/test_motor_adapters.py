@@ -135,7 +135,7 @@ def test_force_velocity_inverts_thelen_equation():
 
 @pytest.mark.parametrize("delay", [0, 1, 3, 5])
 def test_delay_buffer_shifts_by_exactly_the_configured_steps(delay):
-  obs = jnp.arange(20, dtype=jnp.float32)[:, None] * jnp.array([1.0, -2.0])
+  obs = jnp.arange(20, dtype=jnp.float32)[:, None] * jnp.array([[1.0, -2.0]])
   buf = feedback.init(obs[0], delay)
   out = []
   for t in range(20):
@@ -197,7 +197,8 @@ def test_effective_rank_and_overlap_closed_forms():
   assert analysis.participation_ratio(s) == pytest.approx(2.0)
   assert analysis.participation_ratio(np.ones(7)) == pytest.approx(7.0)
   assert analysis.participation_ratio([2.0, 0.0]) == pytest.approx(1.0)
-  assert analysis.rank_at([3.0, 1.0, 0.1], 0.9) == 1
+  assert analysis.rank_at([4.0, 1.0, 0.1], 0.9) == 1  # 16 / 17.01 > 0.9
+  assert analysis.rank_at([3.0, 1.0, 0.1], 0.9) == 2  # 9 / 10.01 < 0.9
   assert analysis.rank_at([1.0, 1.0, 1.0], 0.9) == 3
   e = np.eye(6)
   assert analysis.overlap(e[:, :2], e[:, :2]) == pytest.approx(1.0)
@@ -263,7 +264,7 @@ def test_frozen_network_gets_no_update_in_the_high_level_stage():
   assert np.all(np.isfinite(np.asarray(met["err_cm"])))
   # the multitask baseline's policy never picks the padding options
   logits = model.policy_logits(one(ps2["params"], 1), f) + model.option_mask(
-      2, HP["adapters"], HP["tasks"])
+      2, HP["adapters"], HP["tasks"])[None, None]
   assert np.all(np.asarray(model.hard_code(logits)).argmax(-1) < HP["tasks"])
 
 

@@ -154,7 +154,9 @@ def policy_init(key, in_dim: int, hidden: int, n_out: int):
 
 
 def policy_logits(pp, features):
-  return jnp.tanh(features @ pp["w1"] + pp["b1"]) @ pp["w2"] + pp["b2"]
+  lead = (1,) * (features.ndim - 1)
+  hid = jnp.tanh(features @ pp["w1"] + pp["b1"].reshape(lead + (-1,)))
+  return hid @ pp["w2"] + pp["b2"].reshape(lead + (-1,))
 
 
 def used_param_count(params, kind: str, n_tasks: int, in_dim: int) -> int:

@@ -55,7 +55,7 @@ def random_starts(env: Env, key, n: int):
   k1, k2 = jax.random.split(key)
   r = env.start_spread * jnp.sqrt(jax.random.uniform(k1, (n,)))
   th = 2 * jnp.pi * jax.random.uniform(k2, (n,))
-  xy = home + jnp.stack([r * jnp.cos(th), r * jnp.sin(th)], -1)
+  xy = home[None] + jnp.stack([r * jnp.cos(th), r * jnp.sin(th)], -1)
   q0 = arm_lib.inverse_kinematics(p, xy)
   return q0, jax.vmap(lambda q: arm_lib.fingertip(p, q))(q0)
 
@@ -75,7 +75,7 @@ def rollout(params, kid, env: Env, options, targets, q0, key):
   s, t = targets.shape[:2]
   hand0 = arm_lib.fingertip(p, q0)
   ends = jnp.cumsum(targets[:, -1], axis=0)
-  origins = hand0 + jnp.concatenate([jnp.zeros((1, 2)), ends[:-1]], 0)  # (S, 2)
+  origins = hand0[None] + jnp.concatenate([jnp.zeros((1, 2)), ends[:-1]], 0)  # (S, 2)
   segs = jax.vmap(lambda o: model_lib.segment_inputs(params, kid, o, IN_DIM))(options)
   state = arm_lib.rest_state(p, q0)
   hidden = params["core"]["wh"].shape[0]

@@ -139,7 +139,7 @@ def sequence_loss(pparams, net_params, kid, env, hp, feats, targets, mask, q0, k
   feats (B, S, F), targets (B, S, T, 2), mask (B, S) valid segments, q0 (B, 2).
   """
   logits = model_lib.policy_logits(pparams, feats)  # (B, S, K)
-  logits = logits + model_lib.option_mask(kid, logits.shape[-1], hp["tasks"])
+  logits = logits + model_lib.option_mask(kid, logits.shape[-1], hp["tasks"])[None, None]
   kg, kr = jax.random.split(key)
   if hard:
     options = model_lib.hard_code(logits)
