@@ -127,11 +127,11 @@ def _adversarial_profiles(mech, mk, rng_seed=0, rounds=2):
   t = prices(bids)
   profiles += [t, jnp.nextafter(t, -jnp.inf)]
   bids = jax.random.uniform(jax.random.PRNGKey(rng_seed), mk["costs"].shape)
-  cand_grid = jnp.linspace(0.0, 1.0, 11)
+  cand_grid = jnp.linspace(0.0, 1.0, 6)
   for _ in range(rounds):
     for i in range(n):
       t_i = prices(bids)[:, i]
-      cands = jnp.concatenate([jnp.broadcast_to(cand_grid, (bids.shape[0], 11)),
+      cands = jnp.concatenate([jnp.broadcast_to(cand_grid, (bids.shape[0], 6)),
                                t_i[:, None], jnp.nextafter(t_i, -jnp.inf)[:, None]], 1)
       spends = []
       for k in range(cands.shape[1]):
@@ -145,7 +145,7 @@ def _adversarial_profiles(mech, mk, rng_seed=0, rounds=2):
 
 def test_budget_and_ir_on_adversarial_profiles(setting):
   valuation, _, _, mech = setting
-  mk = _markets(11, valuation, batch=8)
+  mk = _markets(11, valuation, batch=6)
   full = jax.jit(jax.vmap(mech.full))
   budget = np.asarray(mk["budget"])
   for prof in _adversarial_profiles(mech, mk):
@@ -379,10 +379,10 @@ def test_smoke_respects_explicit_args():
 
 
 def test_resume_is_bitwise_exact(tmp_path):
-  cfg = _config("smoke,steps=4,log_every=2")
+  cfg = _config()   # the smoke config (10 steps in chunks of 5): its program is cached
   ids = jnp.stack([markets.cell_ids("additive", "uniform")])
   _, full, _ = experiment.train(cfg, "bfmnet", ids, str(tmp_path / "a"))
-  _, part, _ = experiment.train(cfg, "bfmnet", ids, str(tmp_path / "b"), stop_at=2)
+  _, part, _ = experiment.train(cfg, "bfmnet", ids, str(tmp_path / "b"), stop_at=5)
   _, resumed, _ = experiment.train(cfg, "bfmnet", ids, str(tmp_path / "b"))
   assert any(np.any(np.asarray(a) != np.asarray(b))
              for a, b in zip(jax.tree.leaves(part), jax.tree.leaves(full)))

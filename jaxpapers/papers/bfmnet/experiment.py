@@ -52,7 +52,7 @@ def train(cfg, kind: str, ids_Cx2, workdir: str | None = None, writer=None, name
   if cfg.optim.steps % length:
     raise ValueError(f"optim.steps={cfg.optim.steps} must be a multiple of "
                      f"optim.log_every={length}")
-  chunk = train_lib.make_chunk(train_lib.make_step(cfg, kind, model, opt), length)
+  chunk = _chunk(cfg, kind, model, opt, length)
   ckpt = checkpoint_lib.Checkpointer(os.path.join(workdir, kind), keep=1) if workdir else None
   start = 0
   if ckpt:
@@ -81,6 +81,18 @@ def train(cfg, kind: str, ids_Cx2, workdir: str | None = None, writer=None, name
   # All cells advance together: one program step = `cells` training steps.
   info = {"steps_per_s": cells * timed_steps / timed_s if timed_s else float("nan")}
   return model, states["params"], info
+
+
+_CHUNKS = {}
+
+
+def _chunk(cfg, kind, model, opt, length):
+  """The jitted training chunk, built once per (config, kind, length) in a process: a
+  resumed or repeated run with the same config reuses the compiled program."""
+  key = (cfg.to_json(), kind, length)
+  if key not in _CHUNKS:
+    _CHUNKS[key] = train_lib.make_chunk(train_lib.make_step(cfg, kind, model, opt), length)
+  return _CHUNKS[key]
 
 
 def eval_sets(cfg, ids_Cx2):
