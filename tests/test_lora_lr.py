@@ -1,5 +1,6 @@
 """lora_lr: the Llama decoder, GGUF loading, the ten adapters, LoFT, HVPs and a smoke run."""
 import functools
+import os
 
 import jax
 import jax.numpy as jnp
@@ -290,3 +291,21 @@ def test_knowledge_states_every_fact_but_no_task_text():
   mixed = pretrain.mix_knowledge("x" * 70000, 0.3, seed=0)
   frac = 1 - mixed.count("x") / len(mixed)
   assert abs(frac - 0.3) < 0.02
+
+
+def test_pretraining_runs_on_the_core_loop_and_restores_its_checkpoint(tmp_path):
+  import ml_collections  # pylint: disable=g-import-not-at-top
+  pc = ml_collections.ConfigDict(dict(corpus="python", max_chars=20000, knowledge=0.3,
+                                      steps=4, lr=3e-3, batch=8, seq_len=16, chunk=2,
+                                      seed=0, log=True, tag="t"))
+  cfg = llama.LlamaConfig(vocab_size=257, dim=16, n_layers=1, n_heads=2, n_kv_heads=1,
+                          hidden_dim=24)
+  params, val = pretrain.pretrain(cfg, pc, str(tmp_path), verbose=False)
+  assert np.isfinite(val) and val < np.log(257)
+  ckpts = tmp_path / "pretrain_t" / "checkpoints"
+  assert sorted(int(d) for d in os.listdir(ckpts) if d.isdigit()) == [2, 4]
+  # A second call on the same workdir restores the finished run instead of training.
+  again, val2 = pretrain.pretrain(cfg, pc, str(tmp_path), verbose=False)
+  assert val2 is None
+  for a, b in zip(jax.tree.leaves(params), jax.tree.leaves(again)):
+    np.testing.assert_array_equal(np.asarray(a), np.asarray(b))

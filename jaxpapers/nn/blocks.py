@@ -52,7 +52,9 @@ def swiglu(h_BxTxD, w_gate_DxF, w_up_DxF, w_down_FxD):
 
 def gelu_mlp(h_BxTxD, w_up_DxF, b_up_F, w_down_FxD, b_down_D):
   """GPT-2 MLP: down(gelu(h @ up + b)) + b, tanh-approximated GELU as in GPT-2."""
-  return jax.nn.gelu(h_BxTxD @ w_up_DxF + b_up_F, approximate=True) @ w_down_FxD + b_down_D
+  lead = (1,) * (h_BxTxD.ndim - 1)
+  u = jax.nn.gelu(h_BxTxD @ w_up_DxF + b_up_F.reshape(lead + (-1,)), approximate=True)
+  return u @ w_down_FxD + b_down_D.reshape(lead + (-1,))
 
 
 def default_positions(batch: int, length: int):

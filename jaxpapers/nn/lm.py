@@ -126,7 +126,7 @@ def make_task(config, data: text_lib.TokenData, model: LMModel, *, seed: int | N
     updates, opt_state = opt.update(grads, state["opt"], state["params"])
     params = optax.apply_updates(state["params"], updates)
     return ({"params": params, "opt": opt_state},
-            {"loss": loss, "grad_norm": optax.global_norm(grads), "lr": sched(step)})
+            {"loss": loss, "grad_norm": optax.tree.norm(grads), "lr": sched(step)})
 
   def eval_step(state, batch):
     nats_B = jnp.sum(objective(model.apply, state["params"], batch["tokens"],

