@@ -156,7 +156,7 @@ def ggf(key, head, zn_DxNxF, y_src_N, stats, class_mask, lr, hp):
   eta1, eta2 = hp["ggf_eta_langevin"], hp["ggf_eta_classifier"]
   opt = nets.adam(lr)
   n = zn_DxNxF.shape[1]
-  denorm = lambda z: z * stats[1] + stats[0]  # noqa: E731
+  denorm = lambda z: flow.denorm(z, stats)  # noqa: E731
 
   def move(carry, i):
     z, head = carry

@@ -80,7 +80,8 @@ def result_row(bench, method, res, n_inter):
   return {"benchmark": bench, "D": n_inter + 2, "method": method,
           "target acc": float(test.mean()), "std": float(test.std()),
           "val proxy": float(val.mean()), "seeds": [round(float(t), 4) for t in test],
-          "lr": [float(x) for x in np.asarray(res["lr"])], "seconds": res["seconds"]}
+          "lr": [float(f"{x:.1e}") for x in np.asarray(res["lr"])],
+          "seconds": round(float(res["seconds"]), 1)}
 
 
 def train_and_evaluate(config, workdir: str) -> dict:
@@ -95,7 +96,7 @@ def train_and_evaluate(config, workdir: str) -> dict:
   writer = metrics_lib.MetricsWriter(workdir, total_steps=len(PHASES))
 
   def on_phase(phase, src, out):
-    done = PHASES.index(phase) + 1
+    done = PHASES.index(phase) + 1  # a fixed step per phase, whatever runs
     rows = [r for r in RESULTS if r in out and (r == phase or
                                                (phase == "flowgda" and r in pipeline.VARIANTS))]
     m = {}
@@ -107,14 +108,15 @@ def train_and_evaluate(config, workdir: str) -> dict:
     metrics_lib.check_finite(done, m)
     writer.write(done, m)
     ckpt.save(done, _pack(src, out, template), force=True)
-    if config.stop_after == phase:
+    if config.study.stop_after == phase:
       raise _Stop(phase)
 
   try:
-    out = pipeline.run(config, bench, seeds, resume=resume, on_phase=on_phase)
+    out = pipeline.run(config, bench, seeds, methods=config.methods, resume=resume,
+                       on_phase=on_phase)
   except _Stop as e:
     ckpt.close()
-    print(f"stopped after phase {e} (config.stop_after); rerun to resume")
+    print(f"stopped after phase {e} (config.study.stop_after); rerun to resume")
     return {"stopped_after": str(e)}
   ckpt.close()
   rows = [result_row(bench, r, out[r], config.data.n_inter) for r in RESULTS if r in out]

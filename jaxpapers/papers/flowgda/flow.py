@@ -35,10 +35,15 @@ from jaxpapers.papers.flowgda import ot_pairing
 N_FREQ = 4  # sinusoidal time features: sin/cos(2^f pi t), f < N_FREQ
 
 
+def denorm(z, stats):
+  """Standardised features back to the encoder's scale (stats = source mean, std)."""
+  return z * nets.lift(stats[1], z) + nets.lift(stats[0], z)
+
+
 def time_features(t_B):
   f = (2.0 ** jnp.arange(N_FREQ)) * jnp.pi
-  return jnp.concatenate([t_B[:, None], jnp.sin(t_B[:, None] * f),
-                          jnp.cos(t_B[:, None] * f)], -1)
+  tf = t_B[:, None] * f[None, :]
+  return jnp.concatenate([t_B[:, None], jnp.sin(tf), jnp.cos(tf)], -1)
 
 
 def velocity_init(key, dim, hidden):
@@ -85,7 +90,7 @@ def losses(params, key, zn_DxNxF, y_src_N, head0, stats, class_mask, hp):
 
   # Semantic consistency: the flow's source estimate keeps its partner's label.
   src_hat = at - ta[:, None] * va
-  sem = nets.xent(nets.head_logits(head0, src_hat * stats[1] + stats[0], class_mask), ya)
+  sem = nets.xent(nets.head_logits(head0, denorm(src_hat, stats), class_mask), ya)
   return {"cons": cons, "anchor": anchor, "sem": sem}
 
 
@@ -139,7 +144,7 @@ def adapt_head(key, vparams, zn_src_NxF, y_src_N, head0, stats, class_mask, lr,
   minibatches of the moved particles. The optimiser state persists along the path.
   """
   zs = integrate(vparams, zn_src_NxF, 0.0, 1.0, n_int)  # (n_int, N, F)
-  zs = zs * stats[1] + stats[0]
+  zs = denorm(zs, stats)
   opt = nets.adam(lr)
   state = opt.init(head0)
   n = zn_src_NxF.shape[0]

@@ -23,9 +23,15 @@ def mlp_init(key, sizes):
           for k, a, b in zip(keys, sizes[:-1], sizes[1:])]
 
 
+def lift(v, like):
+  """v (last axis) shaped to broadcast against `like` without implicit rank promotion."""
+  return v.reshape((1,) * (like.ndim - v.ndim) + v.shape)
+
+
 def mlp_apply(params, x, act=jax.nn.relu):
   for i, (w, b) in enumerate(params):
-    x = x @ w + b
+    x = x @ w
+    x = x + lift(b, x)
     if i < len(params) - 1:
       x = act(x)
   return x
@@ -42,7 +48,8 @@ def encode(params, x):
 
 
 def head_logits(head, z, class_mask):
-  return mlp_apply(head, z) + jnp.where(class_mask, 0.0, NEG)
+  out = mlp_apply(head, z)
+  return out + lift(jnp.where(class_mask, 0.0, NEG), out)
 
 
 def logits(params, x, class_mask):

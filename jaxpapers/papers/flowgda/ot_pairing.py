@@ -22,9 +22,12 @@ from ott.solvers.linear import acceleration
 def plan(x_BxD, y_BxD, epsilon: float = 0.05, max_iterations: int = 200,
          threshold: float = 1e-3):
   """Entropic OT plan (B, B) between two equal-size uniform point clouds."""
-  geom = pointcloud.PointCloud(x_BxD, y_BxD, epsilon=epsilon, relative_epsilon="mean")
-  out = linear.solve(geom, threshold=threshold, max_iterations=max_iterations,
-                     momentum=acceleration.Momentum(value=1.5))
+  # ott-jax broadcasts with implicit rank promotion internally; allow it in its scope
+  # only (the tests run with jax_numpy_rank_promotion="raise").
+  with jax.numpy_rank_promotion("allow"):
+    geom = pointcloud.PointCloud(x_BxD, y_BxD, epsilon=epsilon, relative_epsilon="mean")
+    out = linear.solve(geom, threshold=threshold, max_iterations=max_iterations,
+                       momentum=acceleration.Momentum(value=1.5))
   return jax.lax.stop_gradient(out.matrix)
 
 

@@ -1,0 +1,205 @@
+"""Tests for flowgda: OT pairing vs scipy, flow matching on a known linear transport,
+the rotated-domain generators, the npz loader, baselines' defining pieces, exact resume."""
+import importlib.util
+import json
+import os
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from scipy.optimize import linear_sum_assignment
+
+from jaxpapers.papers.flowgda import baselines
+from jaxpapers.papers.flowgda import data
+from jaxpapers.papers.flowgda import experiment
+from jaxpapers.papers.flowgda import flow
+from jaxpapers.papers.flowgda import nets
+from jaxpapers.papers.flowgda import ot_pairing
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _config(arg="smoke=true"):
+  path = os.path.join(ROOT, "configs", "flowgda.py")
+  spec = importlib.util.spec_from_file_location("flowgda_config", path)
+  module = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(module)
+  return module.get_config(arg)
+
+
+def test_ot_pairing_equals_hungarian_assignment():
+  solve = jax.jit(lambda x, y: ot_pairing.assignment(
+      ot_pairing.plan(x, y, epsilon=1e-4, max_iterations=100000, threshold=1e-6)))
+  rng = np.random.default_rng(0)
+  for n, d in [(6, 2), (8, 3), (10, 2)]:
+    for _ in range(3):
+      x, y = rng.normal(size=(n, d)), rng.normal(size=(n, d)) + 0.5
+      _, col = linear_sum_assignment(((x[:, None] - y[None]) ** 2).sum(-1))
+      np.testing.assert_array_equal(np.asarray(solve(x, y)), col)
+
+
+def test_ot_pairs_follow_the_plan_rows():
+  plan = jnp.asarray([[0.0, 0.5, 0.0], [0.5 / 3, 0.0, 0.5 / 3 * 0], [0.0, 0.0, 1 / 3]])
+  plan = plan.at[1, 0].set(1 / 3).at[0, 1].set(1 / 3)
+  j = ot_pairing.sample_partners(jax.random.key(0), plan)
+  np.testing.assert_array_equal(np.asarray(j), [1, 0, 2])
+
+
+def test_flow_matching_recovers_a_linear_transport():
+  """Source N(0, I) -> target diag(s) x + b: the OT map is that affine map, so a flow
+  learned with OT pairing must carry every source point to its image."""
+  rng = np.random.default_rng(1)
+  scale, shift = np.array([1.5, 0.7]), np.array([2.0, -1.0])
+  x0 = rng.normal(size=(256, 2)).astype(np.float32)
+  x1 = (rng.normal(size=(256, 2)) * scale + shift).astype(np.float32)
+  zn = jnp.stack([x0, x1])
+  head0 = nets.mlp_init(jax.random.key(0), (2, 4, 2))
+  stats = (jnp.zeros(2), jnp.ones(2))
+  mask = jnp.ones(2, bool)
+  weights = {"cons": 1.0, "anchor": 0.0, "sem": 0.0, "use_ot": 1.0, "stage2_start": 0}
+  hp = {"hidden": (64, 64), "lr": 3e-3, "steps": 400, "batch": 128, "sigma": 0.0,
+        "epsilon": 0.01}
+  vp, hist = jax.jit(lambda k: flow.train_velocity(
+      k, zn, jnp.zeros(256, jnp.int32), head0, stats, mask, weights, hp))(
+          jax.random.key(0))
+  assert np.all(np.isfinite(np.asarray(hist["loss"])))
+  test = rng.normal(size=(200, 2)).astype(np.float32) * 0.8
+  end = np.asarray(flow.integrate(vp, jnp.asarray(test), 0.0, 1.0, 20)[-1])
+  err = np.linalg.norm(end - (test * scale + shift), axis=1)
+  assert np.median(err) < 0.25, np.median(err)
+
+
+def test_integrate_matches_closed_form_for_a_linear_field():
+  # v(z, t) = A z exactly: a one-layer "MLP" with zero time weights; midpoint rule vs expm.
+  from scipy.linalg import expm
+  a = np.array([[0.0, -1.0], [1.0, 0.0]], np.float32)
+  w = np.zeros((2 + 1 + 2 * flow.N_FREQ, 2), np.float32)
+  w[:2] = a.T
+  params = [(jnp.asarray(w), jnp.zeros(2))]
+  z0 = np.array([[1.0, 0.0], [0.3, -0.5]], np.float32)
+  end = np.asarray(flow.integrate(params, jnp.asarray(z0), 0.0, 1.0, 200)[-1])
+  np.testing.assert_allclose(end, z0 @ expm(a).T, atol=1e-4)
+
+
+def test_rotating_moons_domains_are_rotations():
+  g = data.rotating_moons(n_inter=3, n=200, seed=0, max_angle=60.0, noise=0.0)
+  assert g.x.shape == (5, 200, 2) and g.x_val.shape == (100, 2)
+  assert g.x_test.shape == (500, 2)
+  for k in range(5):
+    back = g.x[k] / 2.0 @ data._rot2(np.deg2rad(-g.angles[k])).T + np.array([0.5, 0.25])
+    upper = g.y[k] == 0  # noiseless: on the unit circle about 0 or about (1, 0.5)
+    r = np.where(upper, np.hypot(back[:, 0], back[:, 1]),
+                 np.hypot(back[:, 0] - 1, back[:, 1] - 0.5))
+    np.testing.assert_allclose(r, 1.0, atol=1e-6)
+
+
+def test_rotate_images_quarter_turn_and_angle_bins():
+  im = np.zeros((9, 9), np.float32)
+  im[4, 5:] = 1.0
+  np.testing.assert_allclose(data.rotate_images(im[None], [90.0])[0], np.rot90(im),
+                             atol=1e-5)
+  # A horizontal bar rotated inside domain k's bin: its orientation lies in the bin.
+  pool_x = np.zeros((40, 15, 15), np.float32)
+  pool_x[:, 7, 1:14] = 1.0
+  pool = (pool_x, np.zeros(40, np.int32))
+  g = data._rotated(pool, pool, "bars", n_inter=2, n=10, n_val=5, n_test=5, seed=0,
+                    max_angle=60.0)
+  yy, xx = np.mgrid[:15, :15] - 7.0
+  for k in range(4):
+    for img in g.x[k].reshape(-1, 15, 15):
+      w = img / img.sum()
+      cxx, cyy, cxy = (w * xx * xx).sum(), (w * yy * yy).sum(), (w * xx * yy).sum()
+      ang = -np.rad2deg(0.5 * np.arctan2(2 * cxy, cxx - cyy))  # image rows grow down
+      assert 15 * k - 1.5 <= ang <= 15 * (k + 1) + 1.5, (k, ang)
+
+
+def test_generators_shapes_and_labels():
+  for name, p, c in [("gauss", 8, 4), ("tabular", 10, 2), ("digits", 64, 10)]:
+    g = data.make(name, n_inter=2, n=50, seed=3)
+    assert g.x.shape == (4, 50, p) and g.y.shape == (4, 50)
+    assert g.num_classes == c and g.y.max() < c and g.y_test.max() < c
+    assert np.all(np.isfinite(g.x))
+  a, b = data.make("gauss", n_inter=2, n=50, seed=3), data.make("gauss", n_inter=2, n=50,
+                                                               seed=3)
+  np.testing.assert_array_equal(a.x, b.x)  # a pure function of the seed
+
+
+def test_npz_loader(tmp_path):
+  rng = np.random.default_rng(0)
+  arrays = {}
+  for k in range(4):
+    arrays[f"X_{k}"] = rng.normal(size=(700, 3, 2)) + k
+    arrays[f"y_{k}"] = rng.integers(0, 3, 700)
+  path = tmp_path / "gradual.npz"
+  np.savez(path, **arrays)
+  g = data.load_npz(str(path), n=100, seed=0)
+  assert g.x.shape == (4, 100, 6) and g.num_classes == 3
+  assert g.x_val.shape == (100, 6) and g.x_test.shape == (500, 6)
+  mean = arrays["X_0"].reshape(700, 6).mean(0)
+  std = arrays["X_0"].reshape(700, 6).std(0)
+  # Source statistics only: the target is about 3 / std units off.
+  np.testing.assert_allclose(g.x[3].mean(0),
+                             (arrays["X_3"].reshape(700, 6).mean(0) - mean) / std, atol=0.3)
+  with pytest.raises(FileNotFoundError, match="nope.npz"):
+    data.load_npz(str(tmp_path / "nope.npz"))
+  bad = dict(arrays, y_2=arrays["y_2"][:10])
+  np.savez(tmp_path / "bad.npz", **bad)
+  with pytest.raises(ValueError, match="X_2 has 700 rows but y_2 has 10"):
+    data.load_npz(str(tmp_path / "bad.npz"))
+  nan = dict(arrays)
+  nan["X_1"] = arrays["X_1"].copy()
+  nan["X_1"][0, 0, 0] = np.nan
+  np.savez(tmp_path / "nan.npz", **nan)
+  with pytest.raises(ValueError, match="NaN"):
+    data.load_npz(str(tmp_path / "nan.npz"))
+  with pytest.raises(ValueError, match="unknown benchmark"):
+    data.make("mnist_rot")
+
+
+def test_pseudo_labels_drop_the_least_confident():
+  logits = jnp.asarray(np.random.default_rng(0).normal(size=(100, 3)))
+  y, w = nets.pseudo_labels(logits, 0.1)
+  np.testing.assert_array_equal(np.asarray(y), np.asarray(logits).argmax(1))
+  assert int(w.sum()) == 90
+  conf = np.asarray(jax.nn.softmax(logits)).max(1)
+  assert conf[np.asarray(w) > 0].min() >= conf[np.asarray(w) == 0].max()
+
+
+def test_gradient_reversal_and_goat_interpolation():
+  g = jax.grad(lambda x: (baselines.grad_reverse(x, 0.3) * jnp.arange(3.0)).sum())(
+      jnp.ones(3))
+  np.testing.assert_allclose(np.asarray(g), -0.3 * np.arange(3.0))
+  # Two domains that differ by a shift (a permutation of the points): the OT map is the
+  # shift, so GOAT's generated domain at a = 1/2 is the source moved halfway.
+  rng = np.random.default_rng(0)
+  z0 = rng.normal(size=(12, 2)).astype(np.float32)
+  z1 = (z0 + np.array([0.3, -0.2], np.float32))[rng.permutation(12)]
+  seq = np.asarray(baselines.goat_domains(jnp.stack([z0, z1]), 1, 1e-3))
+  assert seq.shape == (2, 12, 2)
+  np.testing.assert_allclose(seq[0], z0 + np.array([0.15, -0.1]), atol=2e-3)
+  np.testing.assert_allclose(seq[1], z1)
+
+
+def test_resume_after_a_phase_is_exact(tmp_path):
+  arg = "smoke=true,methods=source_only+gst"
+  full = experiment.train_and_evaluate(_config(arg), str(tmp_path / "full"))
+  stopped = experiment.train_and_evaluate(_config(arg + ",stop_after=source_only"),
+                                          str(tmp_path / "cut"))
+  assert stopped == {"stopped_after": "source_only"}
+  resumed = experiment.train_and_evaluate(_config(arg), str(tmp_path / "cut"))
+  assert resumed == full and set(full) == {"source_only", "gst"}
+  with open(tmp_path / "cut" / "flowgda_moons.json") as f:
+    rows = {r["method"]: r for r in json.load(f)}
+  with open(tmp_path / "full" / "flowgda_moons.json") as f:
+    ref = {r["method"]: r for r in json.load(f)}
+  for m in ref:
+    assert rows[m]["seeds"] == ref[m]["seeds"] and rows[m]["lr"] == ref[m]["lr"]
+
+
+def test_bad_config_and_missing_data():
+  with pytest.raises(ValueError, match="methods"):
+    _config("methods=source_only+fancy")
+  cfg = _config("smoke=true,benchmark=fashion_mnist,path=/nonexistent/fm")
+  with pytest.raises(FileNotFoundError, match="/nonexistent/fm"):
+    experiment.train_and_evaluate(cfg, "/tmp/flowgda_never_written")
