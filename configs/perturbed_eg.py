@@ -38,7 +38,7 @@ def _doubling(t_min: int, t_max: int) -> tuple:
 _ALL = ("game_random", "game_rps", "bilinear_box", "quadratic_ball",
         "quadratic_ball_boundary", "bilinear_free")
 # What `:smoke` changes; every entry is an arg, so `:smoke,t_max=4000` runs to 4000.
-_SMOKE = dict(t_max=1000, seeds=4, numpy_steps=500, breadth_dim=10)
+_SMOKE = dict(t_max=1000, seeds=4, numpy_steps=500, breadth_dim=10, checkpoint_blocks=2)
 
 
 def get_config(arg=None):
@@ -47,7 +47,7 @@ def get_config(arg=None):
       problem="game_random", seeds=20, t_max=1_024_000, eps=0.05, sigma=1.0, n=7,
       instance_seed=0, problems=_ALL, methods=("seg", "sogda", "pseg", "psogda", "dseg"),
       free_methods=("seg", "dseg", "pseg", "sogda", "psogda"), tail_min=32_000,
-      numpy_steps=20_000, breadth_dim=50, breadth_instances=(0, 1, 2),
+      numpy_steps=20_000, checkpoint_blocks=1024, breadth_dim=50, breadth_instances=(0, 1, 2),
       breadth_sigmas=(0.1, 1.0, 3.0),
       breadth_problems=("game_random", "bilinear_box", "quadratic_ball"))
   config = ml_collections.ConfigDict()
@@ -83,6 +83,8 @@ def get_config(arg=None):
   config.run.block = 125  # steps per noise block; horizons are multiples of it
   config.run.horizons = _doubling(125, arg.t_max)  # T grid (anytime: checkpoints)
   config.run.seeds = arg.seeds  # independent noise streams, vmapped
+  # train_and_evaluate checkpoints every this many blocks (1024 x 125 = 128k steps/lane)
+  config.run.checkpoint_blocks = arg.checkpoint_blocks
 
   config.study = ml_collections.ConfigDict()
   # rates: every method on `problems`; breadth: instances x dimension x noise levels

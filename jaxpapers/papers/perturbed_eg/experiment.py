@@ -7,8 +7,9 @@ constrained problems (horizons 1e2..1e6, >= 20 seeds), fits the log-log slope of
 last-iterate gap with a confidence interval across seeds, runs the unconstrained
 almost-sure experiment with decaying single-timescale steps, and writes the table and a
 log-log plot into the workdir. `benchmark` times the vmapped JAX program against a plain
-NumPy loop of the same algorithm. There are no checkpoints: one program runs for at most
-a few minutes and is deterministic given the config, so a rerun reproduces it.
+NumPy loop of the same algorithm. `train_and_evaluate` runs in chunks of blocks with an
+orbax checkpoint of the iterates after each, so a killed run resumes to the same numbers;
+the study's programs run in one piece (each a few minutes at most, deterministic).
 """
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxpapers.core import checkpoint as checkpoint_lib
 from jaxpapers.core import config as config_lib
 from jaxpapers.core import metrics as metrics_lib
 from jaxpapers.core import study as study_lib
@@ -55,15 +57,15 @@ def _by_horizon(plan: methods.Plan, grid, group: int) -> tuple[np.ndarray, np.nd
   return steps[order], np.asarray(grid)[mask][order]
 
 
-def run_methods(config, spec, data, keys, horizons, seed: int | None = None,
-                vanilla_t_max: int | None = None) -> dict:
-  """Runs methods `keys` (one algorithm) on one problem as one program.
+def build_run(config, spec, keys, horizons, seed: int | None = None,
+              vanilla_t_max: int | None = None):
+  """(plan, method, rng, useful seed-steps) of methods `keys` (one algorithm).
 
   Constrained problems use the horizon schedule: one run per (method, T) with constants
   fixed by T, all packed into lanes of length max(horizons) (vanilla runs only up to
-  `vanilla_t_max`). The unconstrained one uses the anytime schedule, one lane per
-  method, checkpointed at `horizons`. Returns {key: {"steps", "last" (H, seeds),
-  "avg" (H, seeds), ...}, "_program": timing}.
+  `vanilla_t_max`). The unconstrained problem, and the two-timescale prior method
+  everywhere, use the anytime schedule: one decaying lane per method, its iterate read
+  at every T of the grid.
   """
   algorithms = {schedules.lookup(k)[1] for k in keys}
   if len(algorithms) != 1:
@@ -74,12 +76,10 @@ def run_methods(config, spec, data, keys, horizons, seed: int | None = None,
   if not free and any(two) and not all(two):
     raise ValueError("on constrained problems the two-timescale baseline 'dseg' runs as "
                      "its own (anytime) program: pass it alone")
-  # The two-timescale prior method is an anytime method: one decaying run per seed,
-  # its last iterate read at every T of the grid (also on constrained problems).
-  anytime = free or all(two)
-  if anytime:
+  if free or all(two):
     plan = methods.merge([schedules.anytime_plan(k, sched, spec.lipschitz, max(horizons),
                                                  horizons, block) for k in keys])
+    useful = len(keys) * max(horizons) * seeds
   else:
     runs = []
     for g, k in enumerate(keys):
@@ -87,13 +87,15 @@ def run_methods(config, spec, data, keys, horizons, seed: int | None = None,
       hz = [t for t in horizons if perturbed or vanilla_t_max is None or t <= vanilla_t_max]
       runs += schedules.horizon_runs(sched, spec.lipschitz, perturbed, hz, group=g)
     plan = methods.horizon_plan(runs, block)
+    useful = int(sum(r[1] for r in runs)) * seeds
   method = methods.Method(algorithms.pop(), config.noise.sigma, t0=sched.t0)
   rng = jax.random.fold_in(jax.random.key(config.seed if seed is None else seed),
                            zlib.crc32(spec.name.encode()) % (2**31))
-  t0 = time.perf_counter()
-  snaps = methods.run_plan(spec, method, data, plan, rng, seeds, block)
-  jax.block_until_ready(snaps)
-  seconds = time.perf_counter() - t0
+  return plan, method, rng, useful
+
+
+def summarize_run(config, spec, data, keys, plan, snaps, seconds, useful) -> dict:
+  """Gaps of every slot, grouped per method: {key: {"steps", "last", "avg", ...}}."""
   last = np.asarray(_metric_grid(spec, data, snaps.x, snaps.y))
   avg = np.asarray(_metric_grid(spec, data, snaps.avg_x, snaps.avg_y))
   out = {}
@@ -101,23 +103,76 @@ def run_methods(config, spec, data, keys, horizons, seed: int | None = None,
     steps, lv = _by_horizon(plan, last, g)
     res = {"label": schedules.lookup(k)[0], "steps": steps, "last": lv,
            "avg": _by_horizon(plan, avg, g)[1], "seconds": seconds}
-    if free:
+    if spec.x_set == "free":
       res["to_anchor"] = _by_horizon(plan, _anchor_distance(data, snaps.x, snaps.y), g)[1]
     out[k] = res
-  useful = (len(keys) * max(horizons) if anytime else
-            int(sum(r[1] for r in runs))) * seeds
   out["_program"] = {"seconds": seconds, "useful_seed_steps": useful,
-                     "lane_seed_steps": int(plan.eta.size * block * seeds)}
+                     "lane_seed_steps": int(plan.eta.size * config.run.block
+                                            * config.run.seeds)}
   return out
 
 
-def train_and_evaluate(config, workdir: str) -> dict:
-  """One method, one problem, all horizons x seeds in one program; writes metrics."""
+def run_methods(config, spec, data, keys, horizons, seed: int | None = None,
+                vanilla_t_max: int | None = None) -> dict:
+  """Runs methods `keys` (one algorithm) on one problem as one program (see build_run).
+
+  Returns {key: {"steps", "last" (H, seeds), "avg" (H, seeds), ...}, "_program": timing}.
+  """
+  plan, method, rng, useful = build_run(config, spec, keys, horizons, seed, vanilla_t_max)
+  t0 = time.perf_counter()
+  snaps = methods.run_plan(spec, method, data, plan, rng, config.run.seeds,
+                           config.run.block)
+  jax.block_until_ready(snaps)
+  seconds = time.perf_counter() - t0
+  return summarize_run(config, spec, data, keys, plan, snaps, seconds, useful)
+
+
+def _run_checkpointed(config, spec, data, keys, horizons, workdir, stop_after):
+  """Like run_methods, in chunks of `run.checkpoint_blocks` blocks with an orbax
+  checkpoint of (state, snapshots) after each; a restarted run resumes bitwise."""
+  plan, method, rng, useful = build_run(config, spec, keys, horizons)
+  arrays = tuple(jnp.asarray(a) for a in plan[:5])
+  decay = jnp.asarray(plan.decay)
+  n_blocks = plan.eta.shape[0]
+  chunk = max(1, min(config.run.checkpoint_blocks, n_blocks))
+  state, snaps = methods.init_carry(spec, data, plan.eta.shape[1],
+                                    plan.slot_steps.shape[1], config.run.seeds)
+  ckpt = checkpoint_lib.Checkpointer(workdir, keep=1)
+  saved, start = ckpt.restore_or({"state": state._asdict(), "snaps": snaps._asdict()})
+  carry = (methods.State(**saved["state"]), methods.Snapshots(**saved["snaps"]))
+  t0 = time.perf_counter()
+  for b0 in range(start, n_blocks, chunk):
+    if stop_after is not None and b0 >= stop_after:
+      ckpt.close()
+      return None
+    b1 = min(b0 + chunk, n_blocks)
+    carry = methods.run_blocks(spec, method, data,
+                               tuple(a[b0:b1] for a in arrays) + (decay,), rng, carry,
+                               jnp.asarray(b0), block=config.run.block,
+                               seeds=config.run.seeds)
+    ckpt.save(b1, {"state": carry[0]._asdict(), "snaps": carry[1]._asdict()})
+    print(f"block {b1}/{n_blocks} ({b1 * config.run.block} steps per lane)", flush=True)
+  ckpt.close()
+  jax.block_until_ready(carry)
+  return summarize_run(config, spec, data, keys, plan, carry[1],
+                       time.perf_counter() - t0, useful)
+
+
+def train_and_evaluate(config, workdir: str, stop_after: int | None = None) -> dict:
+  """One method, one problem, all horizons x seeds; writes metrics.
+
+  Runs in chunks of `config.run.checkpoint_blocks` blocks with a checkpoint after each,
+  so a killed run resumes from its workdir to the same numbers; `stop_after` (a block
+  index) ends the run there as a kill would (exact-resume test).
+  """
   metrics_lib.write_config(workdir, config)
   spec, data = build_problem(config)
   horizons = list(config.run.horizons)
-  out = run_methods(config, spec, data, [config.method.name], horizons)
-  res, program = out[config.method.name], out["_program"]
+  key = config.method.name
+  out = _run_checkpointed(config, spec, data, [key], horizons, workdir, stop_after)
+  if out is None:
+    return {}
+  res, program = out[key], out["_program"]
   writer = metrics_lib.MetricsWriter(workdir, total_steps=max(horizons))
   for t, last, avg in zip(res["steps"], res["last"], res["avg"]):
     row = {"last_median": float(np.median(last)), "last_mean": float(last.mean()),
@@ -129,7 +184,7 @@ def train_and_evaluate(config, workdir: str) -> dict:
              "seconds": program["seconds"], "seed_iterations_per_s":
              program["useful_seed_steps"] / program["seconds"]}
   writer.write(int(max(horizons)), summary, split="summary")
-  return summary
+  return {**summary, "last": res["last"]}
 
 
 def tail_slope(res, tail_min: int):

@@ -204,21 +204,13 @@ class Snapshots(NamedTuple):
   avg_y: jnp.ndarray
 
 
-@functools.partial(jax.jit, static_argnames=("spec", "method", "block", "n_slots", "seeds"))
-def run(spec: problems.Spec, method: Method, data: problems.Data, plan_arrays, key,
-        *, block: int, n_slots: int, seeds: int) -> Snapshots:
-  """Runs every lane of a plan for `seeds` independent noise streams (one program)."""
-  eta, gamma, mu, reset, slot, decay = plan_arrays
-  n_lanes = eta.shape[1]
-  d = data.x0.shape[0] + data.y0.shape[0]
-  init = _init(spec, data)
-  # vmap over seeds (inner) and lanes (outer); data is shared.
+def _block_fn(spec, method, data, block: int, seeds: int, n_lanes: int, decay, key):
+  """The scan body over blocks (shared by the one-program and the chunked runner)."""
   one = functools.partial(step, spec, method, data)
+  # vmap over seeds (inner) and lanes (outer); data is shared.
   batched = jax.vmap(jax.vmap(one, in_axes=(0, None, None, None, 0)), in_axes=(0, 0, 0, 0, 0))
-  tile = lambda a: jnp.broadcast_to(a, (n_lanes, seeds) + a.shape)  # noqa: E731
-  state0 = jax.tree.map(tile, init)
-  zeros = lambda a: jnp.zeros((n_lanes, n_slots, seeds, a.shape[-1]), a.dtype)  # noqa: E731
-  snaps0 = Snapshots(zeros(data.x0), zeros(data.y0), zeros(data.x0), zeros(data.y0))
+  d = data.x0.shape[0] + data.y0.shape[0]
+  state0 = init_carry(spec, data, n_lanes, 1, seeds)[0]
 
   def block_fn(carry, xs):
     state, snaps = carry
@@ -254,10 +246,41 @@ def run(spec: problems.Spec, method: Method, data: problems.Data, plan_arrays, k
     snaps = jax.tree.map(jax.vmap(write), snaps, new, Snapshots(*(slot_b,) * 4))
     return (state, snaps), None
 
-  n_blocks = eta.shape[0]
-  xs = (jnp.arange(n_blocks), eta, gamma, mu, reset, slot)
-  (_, snaps), _ = jax.lax.scan(block_fn, (state0, snaps0), xs)
-  return snaps
+  return block_fn
+
+
+def init_carry(spec, data, n_lanes: int, n_slots: int, seeds: int):
+  """(state, snapshots) before the first block: every lane and seed at z0."""
+  init = _init(spec, data)
+  tile = lambda a: jnp.broadcast_to(a, (n_lanes, seeds) + a.shape)  # noqa: E731
+  zeros = lambda a: jnp.zeros((n_lanes, n_slots, seeds, a.shape[-1]), a.dtype)  # noqa: E731
+  return (jax.tree.map(tile, init),
+          Snapshots(zeros(data.x0), zeros(data.y0), zeros(data.x0), zeros(data.y0)))
+
+
+@functools.partial(jax.jit, static_argnames=("spec", "method", "block", "n_slots", "seeds"))
+def run(spec: problems.Spec, method: Method, data: problems.Data, plan_arrays, key,
+        *, block: int, n_slots: int, seeds: int) -> Snapshots:
+  """Runs every lane of a plan for `seeds` independent noise streams (one program)."""
+  eta = plan_arrays[0]
+  carry = init_carry(spec, data, eta.shape[1], n_slots, seeds)
+  return run_blocks(spec, method, data, plan_arrays, key, carry, jnp.asarray(0),
+                    block=block, seeds=seeds)[1]
+
+
+@functools.partial(jax.jit, static_argnames=("spec", "method", "block", "seeds"),
+                   donate_argnames=("carry",))
+def run_blocks(spec, method, data, plan_arrays, key, carry, b0, *, block: int, seeds: int):
+  """Advances (state, snapshots) through the plan rows given (global blocks b0, b0+1, ...).
+
+  Running the blocks in several calls gives bitwise the same carry as one call (the
+  noise of block b is drawn from fold_in(key, b) with the global index b).
+  """
+  eta, gamma, mu, reset, slot, decay = plan_arrays
+  block_fn = _block_fn(spec, method, data, block, seeds, eta.shape[1], decay, key)
+  xs = (b0 + jnp.arange(eta.shape[0]), eta, gamma, mu, reset, slot)
+  carry, _ = jax.lax.scan(block_fn, carry, xs)
+  return carry
 
 
 def run_plan(spec, method, data, plan: Plan, key, seeds: int, block: int) -> Snapshots:
