@@ -29,15 +29,22 @@ def get_config(arg=None):
       smoke_args=dict(model="mlp", width=8, depth=2, steps=6, batch_size=16,
                       log_every=2, eval_every=3, checkpoint_every=3, eval_batch_size=64,
                       refresh_every=2, seeds=2, study_steps=20, study_depths=(1, 2),
-                      study_width=16, study_data="digits"),
+                      study_width=16, study_data="digits", archs=("resnet18",),
+                      resnet_width=4, mobilenet_width=8, resnet_steps=4, chunk=2,
+                      lrs=(3e-3,), val_size=200, opt_level=0),
       smoke=False, seed=0, study="depth",
       model="resnet18", depth=4, width=16, first_real=True, last_real=True,
       rule="stompp", order="forward", binary_acts=True,
       refresh_every=50, refresh_frac=0.1, start=0.0, end=0.8, ramp="linear",
-      data="digits", data_path="", steps=600, batch_size=128, lr=3e-3,
+      stem="cifar", data="digits", data_path="", normalize=False, crop_pad=0, flip=False,
+      steps=600, batch_size=128, lr=3e-3,
       log_every=50, eval_every=200, checkpoint_every=200, eval_batch_size=512,
       seeds=3, study_steps=800, study_depths=(2, 4, 8), study_width=128,
-      study_data="auto")
+      study_data="auto",
+      # resnet study (sized for one GPU; see the docstring for the CPU-sized command)
+      archs=("resnet18", "resnet34", "mobilenetv2"), resnet_width=32, mobilenet_width=32,
+      resnet_steps=3000, chunk=500, lrs=(1e-3, 3e-3), val_size=5000, variants=("",),
+      opt_level=-1)
   c = ml_collections.ConfigDict()
   c.experiment = "jaxpapers.papers.stompp.experiment"
   c.seed = arg.seed
@@ -49,6 +56,7 @@ def get_config(arg=None):
   c.model.width = arg.width  # hidden width (mlp) / base channels (cnn, resnet)
   c.model.first_real = arg.first_real  # real-valued stem (XNOR/Bi-Real convention)
   c.model.last_real = arg.last_real  # real-valued classifier
+  c.model.stem = arg.stem  # conv stem: cifar (3x3 s1) | imagenet (7x7 s2 + 3x3 max-pool)
 
   c.binarize = ml_collections.ConfigDict()
   c.binarize.rule = arg.rule  # ste | stompp (STE-free) | stompp_ste | fp
@@ -63,6 +71,9 @@ def get_config(arg=None):
   c.data = ml_collections.ConfigDict()
   c.data.name = arg.data  # digits | fashion_mnist | auto | tfds:cifar10 | ...
   c.data.path = arg.data_path  # IDX directory or TFDS data_dir ('' = default)
+  c.data.normalize = arg.normalize  # per-channel standardization (train-split statistics)
+  c.data.crop_pad = arg.crop_pad  # random crop after zero-padding by this much (0: off)
+  c.data.flip = arg.flip  # random horizontal flip
 
   c.optim = ml_collections.ConfigDict()
   c.optim.lr = arg.lr  # AdamW peak learning rate
@@ -81,11 +92,21 @@ def get_config(arg=None):
   c.eval.batch_size = arg.eval_batch_size
 
   c.study = ml_collections.ConfigDict()
-  c.study.name = arg.study  # depth: rule x order x depth on the binary MLP
+  c.study.name = arg.study  # depth: binary MLP rule x order x depth | resnet: see below
   c.study.seeds = arg.seeds  # vmapped
   c.study.steps = arg.study_steps
   c.study.depths = arg.study_depths  # binary hidden layers of the MLP
   c.study.width = arg.study_width
   c.study.data = arg.study_data  # auto: Fashion-MNIST where installed, else digits
+  # resnet study: rules x orders x lrs x seeds vmapped in one program per architecture
+  c.study.archs = arg.archs  # resnet18 | resnet34 | resnet50 | mobilenetv2
+  c.study.resnet_width = arg.resnet_width  # base channels of the ResNets
+  c.study.mobilenet_width = arg.mobilenet_width  # MobileNetV2 stem channels (32 = x1.0)
+  c.study.resnet_steps = arg.resnet_steps  # training steps of every network
+  c.study.chunk = arg.chunk  # steps per compiled scan (host sync once per chunk)
+  c.study.lrs = arg.lrs  # learning-rate grid, selected per variant on validation
+  c.study.val_size = arg.val_size  # validation images held out of the training split
+  c.study.opt_level = arg.opt_level  # XLA backend optimization level (-1: default)
+  c.study.variants = tuple(v for v in arg.variants if v)  # keys, e.g. ste+fp ("": all)
 
   return config_lib.lock(c)

@@ -90,3 +90,102 @@ def test_unknown_tfds_name_lists_close_matches_only(tmp_path):
     sources.load("tfds:cifar1O", str(tmp_path))
   msg = str(e.value)
   assert "did you mean cifar10" in msg and "\n" not in msg and len(msg) < 300
+
+
+# --------------------------------------------------------------- image input path
+
+@pytest.fixture
+def tfds_mock_getitems(monkeypatch):
+  """tfds' mock_data installs `__getitems__` on a MagicMock as a plain attribute, so it is
+  called without `self` and fails (tensorflow-datasets 4.9.x); this binds it correctly.
+  Real ArrayRecord data sources are unaffected."""
+  from tensorflow_datasets.testing import mocking
+  calls = []
+
+  def getitems(record_keys, generator, serialized=False):
+    calls.append(list(record_keys))
+    return [generator[k] for k in record_keys]
+  monkeypatch.setattr(mocking, "_getitems", getitems)
+  return calls
+
+
+def test_tfds_batches_are_read_in_one_vectorized_call(tfds_mock_getitems, monkeypatch):
+  with tfds.testing.mock_data(num_examples=24):
+    ds = sources.load("tfds:cifar10")
+    single = []
+    inner = ds.train.images.source
+    monkeypatch.setattr(type(inner), "__getitem__",
+                        lambda self, k: single.append(k) or (_ for _ in ()).throw(
+                            AssertionError("read one by one")))
+    b = sources.train_batch(ds, 0, 1, 8)
+  assert b["image"].shape == (8, 32, 32, 3)
+  assert tfds_mock_getitems == [sources.batch_indices(0, 1, 8, 24).tolist()]
+  assert single == []
+
+
+@pytest.fixture(autouse=True)
+def _bind_mock_getitems(request, monkeypatch):
+  # Every tfds mock test in this file needs the binding fix above.
+  if "tfds_mock_getitems" not in request.fixturenames:
+    from tensorflow_datasets.testing import mocking
+    monkeypatch.setattr(mocking, "_getitems", lambda keys, generator, serialized=False:
+                        [generator[k] for k in keys])
+
+
+def test_normalize_uses_training_statistics_per_channel():
+  rng = np.random.default_rng(0)
+  tr = rng.normal([1.0, -2.0, 5.0], [0.5, 2.0, 3.0], size=(200, 4, 4, 3)).astype(np.float32)
+  te = rng.normal(size=(50, 4, 4, 3)).astype(np.float32)
+  ds = sources.Dataset("toy", sources.ArraySplit(tr, np.zeros(200, np.int32)),
+                       sources.ArraySplit(te, np.zeros(50, np.int32)), (4, 4, 3), 2)
+  nd = sources.normalize(ds)
+  x, _ = nd.train.get(np.arange(200))
+  np.testing.assert_allclose(x.reshape(-1, 3).mean(0), 0.0, atol=1e-5)
+  np.testing.assert_allclose(x.reshape(-1, 3).std(0), 1.0, atol=1e-5)
+  mean, std = tr.reshape(-1, 3).mean(0), tr.reshape(-1, 3).std(0)
+  xt, _ = nd.test.get(np.arange(5))
+  np.testing.assert_allclose(xt, (te[:5] - mean) / std, rtol=1e-5, atol=1e-5)
+  np.testing.assert_allclose(nd.train.images, x, rtol=1e-6)
+
+
+def test_normalize_rejects_constant_channel():
+  tr = np.zeros((10, 2, 2, 1), np.float32)
+  ds = sources.Dataset("c", sources.ArraySplit(tr, np.zeros(10, np.int32)),
+                       sources.ArraySplit(tr, np.zeros(10, np.int32)), (2, 2, 1), 2)
+  with pytest.raises(ValueError, match="constant"):
+    sources.normalize(ds)
+
+
+def test_normalize_tfds_reads_one_sample_batch(tfds_mock_getitems):
+  with tfds.testing.mock_data(num_examples=30):
+    ds = sources.normalize(sources.load("tfds:cifar10"))
+    b = sources.train_batch(ds, 0, 0, 6)
+  assert b["image"].shape == (6, 32, 32, 3) and b["image"].min() < 0.0
+  assert len(tfds_mock_getitems[0]) == 30  # the statistics: one call over the split
+
+
+def _np_crops(x, pad):
+  """Every crop (and its mirror) a pad-and-crop can produce: the brute-force reference."""
+  h, w = x.shape[:2]
+  p = np.pad(x, ((pad, pad), (pad, pad), (0, 0)))
+  crops = [p[i:i + h, j:j + w] for i in range(2 * pad + 1) for j in range(2 * pad + 1)]
+  return crops + [c[:, ::-1] for c in crops]
+
+
+def test_random_crop_flip_is_a_pure_crop_of_the_padded_image():
+  import jax
+  x = np.random.default_rng(0).normal(size=(64, 6, 5, 2)).astype(np.float32)
+  key = jax.random.fold_in(jax.random.PRNGKey(3), 17)  # (seed, step)
+  out = np.asarray(sources.random_crop_flip(key, x, 2, True))
+  np.testing.assert_array_equal(out, np.asarray(sources.random_crop_flip(key, x, 2, True)))
+  assert not np.array_equal(out, np.asarray(sources.random_crop_flip(
+      jax.random.fold_in(jax.random.PRNGKey(3), 18), x, 2, True)))
+  found = []
+  for i in range(len(x)):
+    matches = [k for k, c in enumerate(_np_crops(x[i], 2)) if np.array_equal(c, out[i])]
+    assert matches, f"image {i} is not a crop/flip of its padded input"
+    found.append(matches[0])
+  flipped = np.asarray(found) >= 25
+  assert 0.2 < flipped.mean() < 0.8  # about half flipped
+  assert len(set(np.asarray(found) % 25)) > 10  # offsets spread over the 5x5 choices
+  np.testing.assert_array_equal(np.asarray(sources.random_crop_flip(key, x, 0, False)), x)

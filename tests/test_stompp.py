@@ -5,6 +5,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from jaxpapers.core import config as config_lib
 from jaxpapers.data import sources
 from jaxpapers.papers.stompp import binarize as bz
 from jaxpapers.papers.stompp import experiment
@@ -115,20 +116,173 @@ def test_end_of_training_is_fully_committed_and_reported(tmp_path):
   ds = sources.load("digits")
   model = model_lib.build(config, ds.num_classes)
   assert experiment.committed_fraction(config, model, state, config.train.steps) == 1.0
-  # The training-path forward at the final step's masks equals the hard-sign network.
-  progress = train_lib.progress_at(config, model.num_binary, config.train.steps)
-  assert bool(jnp.all(progress == 1.0))
-  variables = {k: state[k] for k in ("params", "batch_stats", "ranks")}
-  x = ds.test.images[:64]
-  np.testing.assert_array_equal(model.apply(variables, x, progress, train=False),
-                                train_lib.logits_hard(model, state, x))
-  # Every binary weight the committed network uses is exactly +-1.
-  kernel = state["params"]["bin0"]["kernel"]
-  assert set(np.unique(np.asarray(bz.hard_sign(kernel)))) <= {-1.0, 1.0}
   # The reported accuracy is the hard network's accuracy on the test split.
   logits = train_lib.logits_hard(model, state, ds.test.images)
   acc = float((logits.argmax(-1) == ds.test.labels).mean())
   assert abs(acc - final["accuracy"]) < 1e-6
+
+
+def _np_bn(x, p, s, eps=1e-5):
+  return (x - s["mean"]) / np.sqrt(s["var"] + eps) * p["scale"] + p["bias"]
+
+
+@pytest.mark.parametrize("rule,p", [("stompp", 1.0), ("stompp", 0.5), ("ste", 1.0),
+                                    ("stompp_ste", 0.3),
+                                    ("fp", 1.0)])
+def test_hand_built_two_layer_net_matches_numpy_sign_network(rule, p):
+  """Binary stem (real input, sign weights) -> BN -> binary hidden layer (sign of the
+  activation, sign weights) -> BN -> hardtanh -> real head, against NumPy with random
+  parameters and BatchNorm statistics; p < 1 mixes signs and clipped reals by the masks."""
+  model = model_lib.BinaryMLP(num_classes=3, depth=1, width=5, rule=rule,
+                              first_real=False, last_real=True)
+  x = np.random.default_rng(0).normal(size=(4, 6)).astype(np.float32)
+  progress = jnp.full((model.num_binary,), p)
+  variables = model.init({"params": jax.random.PRNGKey(0), "ranks": jax.random.PRNGKey(1)},
+                         x, progress)
+  rng = np.random.default_rng(1)
+  rand = lambda t: jax.tree.map(lambda a: rng.normal(size=a.shape).astype(np.float32), t)
+  params = rand(variables["params"])
+  stats = jax.tree.map(lambda a: np.abs(a) + 0.5, rand(variables["batch_stats"]))
+  ranks = jax.tree.map(np.asarray, variables["ranks"])
+  out = model.apply({"params": params, "batch_stats": stats, "ranks": ranks}, x, progress)
+
+  sgn = lambda v: np.where(v >= 0, 1.0, -1.0)
+  def b(v, rank):  # NumPy binarization: committed entries sign, the rest clipped
+    if rule == "fp":
+      return v
+    committed = rank < np.floor(p * rank.size)
+    return np.where(committed, sgn(v), np.clip(v, -1, 1))
+  w0 = b(params["bin0"]["kernel"], ranks["bin0"]["w"])
+  h = _np_bn(x @ w0, params["BatchNorm_0"], stats["BatchNorm_0"])
+  a = np.clip(h, -1, 1) if rule == "fp" else b(h, ranks["bin1"]["a"][None])
+  w1 = b(params["bin1"]["kernel"], ranks["bin1"]["w"])
+  h = _np_bn(a @ w1, params["BatchNorm_1"], stats["BatchNorm_1"])
+  ref = np.clip(h, -1, 1) @ params["head"]["kernel"] + params["head"]["bias"]
+  np.testing.assert_allclose(np.asarray(out), ref, rtol=2e-5, atol=2e-5)
+  if rule != "fp" and p == 1.0:  # the committed network's weights are signs
+    assert set(np.unique(w0)) <= {-1.0, 1.0}
+
+
+def test_few_step_resnet_learns_and_commits_on_schedule():
+  """A binary ResNet-10 layout (StoMPP forward, STE-free) trained 24 steps through the
+  study's vmapped program: loss decreases, and the committed fraction of every layer's
+  weight and activation masks (counted from the ranks, after soft refreshes) equals
+  floor(p_l n) / n with p_l from the forward schedule written out in NumPy."""
+  from jaxpapers.papers.stompp import study_resnet
+  config = load_config(CONFIG, "smoke,resnet_steps=24,chunk=24,resnet_width=4,"
+                       "refresh_every=3,lr=0.01,batch_size=32")
+  cfg = config_lib.override(config, {"train.steps": 24})
+  ds = sources.normalize(sources.digits())
+  data = study_resnet.split_validation(ds, 200)
+  rows = [("stompp_fwd", 0.01, 0), ("ste", 0.01, 0)]
+  res = study_resnet.train_arch(cfg, "resnet10", 4, rows, data, 10, log=lambda *a, **k: None,
+                                keep_states=True, evaluate=False)
+  loss = res["loss"]  # [T, R]
+  assert np.all(loss[-6:].mean(0) < loss[:6].mean(0) - 0.1), loss
+  L, T = res["num_binary"], 24
+  assert L == 8
+  sizes = {name: [r[0].size for r in res["states"]["ranks"][name].values()]
+           for name in model_lib.binary_layer_names(L)}
+  for t in range(T):
+    p_np = np.clip(t / (0.8 * T) * L - np.arange(L), 0, 1)  # forward slots in [0, 0.8T]
+    want = [sum(np.floor(p_np[l] * n) for n in sizes[f"bin{l}"]) / sum(sizes[f"bin{l}"])
+            for l in range(L)]
+    np.testing.assert_allclose(res["committed"][t, 0], want, atol=1e-6, err_msg=str(t))
+    np.testing.assert_array_equal(res["committed"][t, 1], np.ones(L))  # STE: all, always
+  # After training every layer is committed; the ranks are still permutations.
+  states = res["states"]
+  for name in model_lib.binary_layer_names(L):
+    for r in states["ranks"][name].values():
+      r0 = np.asarray(r[0])
+      assert sorted(r0.ravel().tolist()) == list(range(r0.size))
+  assert res["final_progress"][0] == 1.0
+
+
+def test_committed_fraction_of_masks_is_floor_pn_at_every_step():
+  """The masks a layer uses at progress p commit exactly floor(p n) entries, also after
+  soft refreshes (checked on the ranks the training run evolved)."""
+  ranks = bz.init_ranks(jax.random.PRNGKey(3), (3, 3, 4, 8))
+  for i in range(5):
+    ranks = bz.soft_refresh(jax.random.PRNGKey(10 + i), ranks, 0.3)
+    for p in (0.0, 0.13, 0.5, 0.99, 1.0):
+      assert int(bz.mask_from_ranks(ranks, p).sum()) == int(np.floor(p * ranks.size))
+
+
+def test_augmented_run_resumes_exactly(tmp_path):
+  """Random crop + flip come from (seed, step): a run restarted from its step-3 checkpoint
+  replays steps 4..6 bitwise."""
+  import shutil
+  from tests import _runs
+  arg = "smoke,crop_pad=1,flip=true,normalize=true,checkpoint_every=3,eval_every=6"
+  config = load_config(CONFIG, arg)
+  experiment.train_and_evaluate(config, str(tmp_path))
+  step, full = _runs.final_state(tmp_path)
+  assert step == 6
+  shutil.rmtree(tmp_path / "checkpoints" / "6")
+  experiment.train_and_evaluate(config, str(tmp_path))
+  step, again = _runs.final_state(tmp_path)
+  fa, fb = _runs.flat(full), _runs.flat(again)
+  assert step == 6 and fa.keys() == fb.keys()
+  for k in fa:
+    np.testing.assert_array_equal(fa[k], fb[k], err_msg=k)
+
+
+@pytest.mark.parametrize("stem,hw", [("cifar", 16), ("imagenet", 4)])
+def test_stems(stem, hw):
+  config = load_config(CONFIG, f"model=resnet10,width=2,stem={stem}")
+  model = model_lib.build(config, 10)
+  x = jnp.zeros((2, 16, 16, 3))
+  p = jnp.zeros((model.num_binary,))
+  v = jax.eval_shape(lambda: model.init(
+      {"params": jax.random.PRNGKey(0), "ranks": jax.random.PRNGKey(1)}, x, p))
+  k = v["params"]["stem"]["kernel"].shape
+  assert k == ((7, 7, 3, 2) if stem == "imagenet" else (3, 3, 3, 2))
+  # The first block's activation mask has the stem's output map: 16x16, or 4x4 after
+  # the 7x7 stride-2 conv and the 3x3 stride-2 max-pool.
+  assert v["ranks"]["bin0"]["a"].shape == (hw, hw, 2)
+
+
+def test_mobilenetv2_layout_and_depthwise_binary_conv():
+  config = load_config(CONFIG, "model=mobilenetv2,width=8")
+  model = model_lib.build(config, 10)
+  assert model.num_binary == 2 + 16 * 3 + 1
+  x = jnp.ones((2, 28, 28, 1))
+  p = jnp.zeros((model.num_binary,))
+  v = jax.eval_shape(lambda: model.init(
+      {"params": jax.random.PRNGKey(0), "ranks": jax.random.PRNGKey(1)}, x, p))
+  assert v["params"]["bin0"]["kernel"].shape == (3, 3, 1, 8)  # depthwise, t=1 block
+  assert v["params"]["bin2"]["kernel"].shape == (1, 1, 8, 48)  # expansion x6
+  # A depthwise binary conv equals per-channel NumPy correlation with sign weights.
+  conv = model_lib.BinaryConv(index=0, features=3, kernel_size=3, depthwise=True)
+  xs = np.random.default_rng(0).normal(size=(1, 5, 5, 3)).astype(np.float32)
+  vv = conv.init({"params": jax.random.PRNGKey(0), "ranks": jax.random.PRNGKey(1)}, xs,
+                 jnp.ones((1,)), bz.knobs("stompp"))
+  out = np.asarray(conv.apply(vv, xs, jnp.ones((1,)), bz.knobs("stompp")))
+  w = np.where(np.asarray(vv["params"]["kernel"]) >= 0, 1.0, -1.0)[:, :, 0, :]
+  a = np.pad(np.where(xs >= 0, 1.0, -1.0), ((0, 0), (1, 1), (1, 1), (0, 0)))
+  ref = np.zeros_like(out)
+  for i in range(5):
+    for j in range(5):
+      ref[0, i, j] = (a[0, i:i + 3, j:j + 3] * w).sum((0, 1))
+  np.testing.assert_allclose(out, ref, atol=1e-5)
+
+
+def test_vmapped_rules_equal_static_rules():
+  """One program with the rule as numbers computes what the string rule does (forward
+  and gradient), so the study's vmapped rows are the rules they claim to be."""
+  x = jnp.array([-1.5, -0.5, 0.2, 0.7, 1.2, -0.1])
+  mask = jnp.array([True, False, True, False, True, False])
+  up = jnp.arange(1.0, 7.0)
+  stacked = jax.tree.map(lambda *a: jnp.stack(a), *[bz.knobs(r) for r in bz.RULES])
+  masks = jnp.stack([jnp.ones_like(mask) if r == "ste" else mask for r in bz.RULES])
+  for w in (True, False):
+    f = lambda v, m, k: (bz.binarize_k(v, m, k, w) * up).sum()
+    vals = jax.vmap(lambda m, k: bz.binarize_k(x, m, k, w))(masks, stacked)
+    grads = jax.vmap(lambda m, k: jax.grad(f)(x, m, k))(masks, stacked)
+    for i, r in enumerate(bz.RULES):
+      np.testing.assert_array_equal(vals[i], bz.binarize(x, mask, r, w), err_msg=r)
+      g = jax.grad(lambda v: (bz.binarize(v, mask, r, w) * up).sum())(x)
+      np.testing.assert_array_equal(grads[i], g, err_msg=f"{r} weight={w}")
 
 
 def test_stompp_step_gives_committed_weights_zero_gradient():

@@ -10,7 +10,15 @@ Sources:
 - `fashion_mnist`: the IDX files (Debian `dataset-fashion-mnist` installs them in
   /usr/share/datasets/fashion-mnist; any directory via `data.path`).
 - `tfds:<name>` (cifar10, cifar100, mnist, imagenet2012, ...): `tfds.data_source` over a
-  prepared TFDS directory; never downloads.
+  prepared TFDS directory; never downloads. A batch is read with one vectorized
+  `__getitems__` call (ArrayRecord reads the records together), not record by record.
+
+Image input path for research runs:
+- `normalize(ds)`: per-channel standardization with the training split's mean and std
+  (from up to 10,000 training images read in one batch; exact for in-memory sets).
+- `random_crop_flip(key, images, pad, flip)`: zero-pad + random crop and horizontal flip,
+  in JAX and pure in `key`; with the loop's `fold_in(rng, step)` key an augmented run
+  resumes exactly.
 """
 from __future__ import annotations
 
@@ -150,7 +158,9 @@ class _TfdsSplit:
     return len(self.source)
 
   def get(self, idx):
-    records = [self.source[int(i)] for i in idx]
+    keys = [int(i) for i in idx]
+    # One vectorized read per batch (ArrayRecord fetches the records together).
+    records = self.source.__getitems__(keys)
     images = np.stack([np.asarray(r["image"]) for r in records]).astype(np.float32) / 255.0
     labels = np.asarray([r["label"] for r in records], np.int32)
     return images, labels
@@ -192,6 +202,71 @@ def tfds_images(name: str, data_dir: str | None = None) -> Dataset:
   num_classes = info.features["label"].num_classes
   return Dataset(name, ArraySplit(_TfdsSplit(sources[0])),
                  ArraySplit(_TfdsSplit(sources[1])), shape, num_classes)
+
+
+# ------------------------------------------------------------------- image input path
+
+class NormalizedSplit:
+  """A split whose images come out standardized per channel: (x - mean) / std."""
+
+  def __init__(self, split, mean, std):
+    self.split, self.mean, self.std = split, np.float32(mean), np.float32(std)
+
+  def __len__(self):
+    return len(self.split)
+
+  def get(self, idx):
+    images, labels = self.split.get(idx)
+    return (images - self.mean) / self.std, labels
+
+  @property
+  def images(self):  # whole-array access for in-memory splits (studies put it on device)
+    return (self.split.images - self.mean) / self.std
+
+  @property
+  def labels(self):
+    return self.split.labels
+
+
+def channel_stats(split, max_examples: int = 10_000, seed: int = 0):
+  """Per-channel mean and std of a split's images (a fixed sample of at most
+  `max_examples`, read in one batch; every image when the split is that small)."""
+  n = len(split)
+  idx = (np.arange(n) if n <= max_examples
+         else np.sort(np.random.default_rng(seed).choice(n, max_examples, replace=False)))
+  images, _ = split.get(idx)
+  images = np.asarray(images, np.float64)
+  axes = tuple(range(images.ndim - 1))
+  std = images.std(axis=axes)
+  if np.any(std == 0):
+    raise ValueError(f"a channel of the training images is constant (std {std}); "
+                     "cannot standardize it")
+  return images.mean(axis=axes).astype(np.float32), std.astype(np.float32)
+
+
+def normalize(ds: Dataset, stats=None) -> Dataset:
+  """`ds` with both splits standardized by the TRAINING split's per-channel statistics."""
+  mean, std = channel_stats(ds.train) if stats is None else stats
+  return dataclasses.replace(ds, train=NormalizedSplit(ds.train, mean, std),
+                             test=NormalizedSplit(ds.test, mean, std))
+
+
+def random_crop_flip(key, images, pad: int, flip: bool = True):
+  """Zero-pad each NHWC image by `pad`, crop back at a random offset, flip half of them
+  left-right. Pure in `key` (jittable, vmappable); pad=0 and flip=False is the identity."""
+  import jax
+  import jax.numpy as jnp
+  n, h, w, _ = images.shape
+  k_off, k_flip = jax.random.split(key)
+  if pad > 0:
+    padded = jnp.pad(images, ((0, 0), (pad, pad), (pad, pad), (0, 0)))
+    off = jax.random.randint(k_off, (n, 2), 0, 2 * pad + 1)
+    images = jax.vmap(lambda x, o: jax.lax.dynamic_slice(
+        x, (o[0], o[1], 0), (h, w, x.shape[-1])))(padded, off)
+  if flip:
+    do = jax.random.bernoulli(k_flip, 0.5, (n,))
+    images = jnp.where(do[:, None, None, None], images[:, :, ::-1], images)
+  return images
 
 
 def load(name: str, path: str = "") -> Dataset:

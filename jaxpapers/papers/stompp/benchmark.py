@@ -55,6 +55,11 @@ def run(config, workdir: str):
   jitted = jax.jit(step, donate_argnums=0, in_shardings=(repl, data, repl),
                    out_shardings=(repl, repl))
   flops = bench.xla_flops(jitted, state, batch, jnp.asarray(0, jnp.int32))
+  # Where the time goes: the committed forward alone (inference) beside the train step
+  # (timed first: the step donates `state`).
+  fwd = jax.jit(lambda st, x: train_lib.logits_hard(model, st, x))
+  fwd_flops = bench.xla_flops(fwd, state, batch["image"])
+  fwd_sec = bench.time_call(fwd, state, batch["image"], min_time=2.0)
   sec = _time_steps(jitted, state, batch)
   peak = bench.matmul_peak_gflops()
   out = {"model": config.model.name, "width": config.model.width,
@@ -63,11 +68,14 @@ def run(config, workdir: str):
          "jax_step_ms": 1e3 * sec, "jax_examples_per_s": bs / sec,
          "xla_gflop_per_step": None if flops is None else flops / 1e9,
          "jax_achieved_gflops": None if flops is None else flops / sec / 1e9,
-         "matmul_peak_gflops": peak}
+         "matmul_peak_gflops": peak,
+         "jax_forward_ms": 1e3 * fwd_sec,
+         "forward_achieved_gflops": None if fwd_flops is None else fwd_flops / fwd_sec / 1e9}
   try:
     import torch
   except ImportError:
-    out["torch"] = "not installed (pip install torch==2.13.0)"
+    out["torch"] = ("not installed, no PyPI wheel fetched here; the README's earlier "
+                    "rows used torch 2.13.0 (pip install torch==2.13.0)")
     return out
   from jaxpapers.papers.stompp import torch_reference
   tstep, _ = torch_reference.make_step(config, ds.input_shape, ds.num_classes)

@@ -43,22 +43,44 @@ def hard_sign(x):
   return jnp.where(x >= 0, 1.0, -1.0).astype(x.dtype)
 
 
-def binarize(x, mask, rule: str, is_weight: bool):
-  """Forward value and gradient path of a binarizable tensor under `rule`.
+def knobs(rule: str, binary_acts: bool = True) -> dict:
+  """The rule as numbers, so rules can be vmapped side by side in one program.
 
-  `mask` is boolean and broadcasts against x (activation masks have no batch axis).
+  ste_grad: gradient factor on committed entries (1: clipped-identity STE, 0: none);
+  fp: 1 for the full-precision reference (real weights, hardtanh activations);
+  binary_acts: 0 for binary-weight networks (activations stay hardtanh reals).
   """
-  if rule == "fp":
-    return x if is_weight else jnp.clip(x, -1.0, 1.0)
+  if rule not in RULES:
+    raise ValueError(f"unknown binarization rule {rule!r}; use one of {RULES}")
+  return {"ste_grad": jnp.float32(rule in ("ste", "stompp_ste")),
+          "fp": jnp.float32(rule == "fp"),
+          "binary_acts": jnp.float32(bool(binary_acts))}
+
+
+def binarize_k(x, mask, k: dict, is_weight: bool):
+  """Forward value and gradient path of a binarizable tensor under the rule knobs `k`.
+
+  Committed entries are `sg(sign x) + s * (clip x - sg(clip x))`: exactly +-1 forward
+  (the added term is x - x = 0 in floating point) and s times the clipped-identity
+  gradient backward. With the schedule's masks this gives every rule: STE is all entries
+  committed with s = 1, STE-free StoMPP is s = 0, StoMPP+STE-on-frozen is s = 1.
+  """
   clipped = jnp.clip(x, -1.0, 1.0)
   hard = hard_sign(x)
-  if rule == "ste":
-    return clipped + jax.lax.stop_gradient(hard - clipped)
-  if rule == "stompp":
-    return jnp.where(mask, jax.lax.stop_gradient(hard), clipped)
-  if rule == "stompp_ste":
-    return clipped + jax.lax.stop_gradient(jnp.where(mask, hard - clipped, 0.0))
-  raise ValueError(f"unknown binarization rule {rule!r}; use one of {RULES}")
+  committed = jax.lax.stop_gradient(hard) + k["ste_grad"] * (
+      clipped - jax.lax.stop_gradient(clipped))
+  out = jnp.where(mask, committed, clipped)
+  if is_weight:  # fp keeps the real weight
+    return jnp.where(k["fp"] > 0, x, out)
+  # fp and binary-weight networks keep real (hardtanh) activations.
+  return jnp.where((k["fp"] > 0) | (k["binary_acts"] == 0), clipped, out)
+
+
+def binarize(x, mask, rule: str, is_weight: bool):
+  """`binarize_k` for a rule named by string; `mask` broadcasts against x."""
+  if mask is None or rule == "ste":  # STE: every entry is committed, always
+    mask = jnp.asarray(rule == "ste")
+  return binarize_k(x, mask, knobs(rule), is_weight)
 
 
 def mask_from_ranks(ranks, p):
@@ -68,10 +90,15 @@ def mask_from_ranks(ranks, p):
 
 
 def init_ranks(rng, shape):
+  """A uniformly random permutation of 0..n-1 in `shape`: the ranks of random 32-bit keys
+  (one sort; ties, about n^2 / 2^33 likely, are broken by position and stay a
+  permutation). jax.random.permutation sorts several rounds, which made compiling the
+  init of a ResNet dominated by sorts."""
   n = 1
   for s in shape:
     n *= s
-  return jax.random.permutation(rng, n).astype(jnp.int32).reshape(shape)
+  bits = jax.random.bits(rng, (n,), jnp.uint32)
+  return jnp.argsort(bits).astype(jnp.int32).reshape(shape)
 
 
 def soft_refresh(rng, ranks, frac: float):
@@ -100,19 +127,35 @@ def _ramp(x, shape: str):
   raise ValueError(f"unknown ramp {shape!r}; use linear or cosine")
 
 
-def layer_progress(step, total_steps: int, num_layers: int, rule: str, order: str,
-                   start: float, end: float, ramp: str = "linear"):
-  """Committed fraction p_l for each binary layer l (input to output) at `step`: [L]."""
-  if rule == "ste":
-    return jnp.ones((num_layers,), jnp.float32)
-  if rule == "fp":
-    return jnp.zeros((num_layers,), jnp.float32)
+ORDER_CODES = {"forward": 0, "reverse": 1, "all": 2}
+
+
+def schedule(rule: str, order: str, start: float, end: float) -> dict:
+  """The schedule as numbers (vmappable): mode 0 scheduled, 1 always committed (STE),
+  2 never committed (fp); order code; window [start, end] as fractions of training."""
   if order not in ORDERS:
     raise ValueError(f"unknown order {order!r}; use one of {ORDERS}")
-  t0, t1 = start * total_steps, end * total_steps
-  t = (jnp.asarray(step, jnp.float32) - t0) / max(t1 - t0, 1.0)
+  if rule not in RULES:
+    raise ValueError(f"unknown binarization rule {rule!r}; use one of {RULES}")
+  if not 0.0 <= start < end <= 1.0:
+    raise ValueError(f"binarization window needs 0 <= start < end <= 1, got [{start}, {end}]")
+  mode = {"ste": 1, "fp": 2}.get(rule, 0)
+  return {"mode": jnp.int32(mode), "order": jnp.int32(ORDER_CODES[order]),
+          "start": jnp.float32(start), "end": jnp.float32(end)}
+
+
+def progress_k(step, total_steps: int, num_layers: int, sched: dict, ramp: str = "linear"):
+  """Committed fraction p_l for each binary layer l (input to output) at `step`: [L]."""
+  t0, t1 = sched["start"] * total_steps, sched["end"] * total_steps
+  t = (jnp.asarray(step, jnp.float32) - t0) / jnp.maximum(t1 - t0, 1.0)
   layers = jnp.arange(num_layers, dtype=jnp.float32)
-  if order == "all":
-    return _ramp(t * jnp.ones_like(layers), ramp)
-  slot = layers if order == "forward" else num_layers - 1 - layers
-  return _ramp(t * num_layers - slot, ramp)
+  slot = jnp.where(sched["order"] == 1, num_layers - 1 - layers, layers)
+  p = jnp.where(sched["order"] == 2, _ramp(t * jnp.ones_like(layers), ramp),
+                _ramp(t * num_layers - slot, ramp))
+  return jnp.where(sched["mode"] == 1, 1.0, jnp.where(sched["mode"] == 2, 0.0, p))
+
+
+def layer_progress(step, total_steps: int, num_layers: int, rule: str, order: str,
+                   start: float, end: float, ramp: str = "linear"):
+  """`progress_k` for a rule and order named by string."""
+  return progress_k(step, total_steps, num_layers, schedule(rule, order, start, end), ramp)

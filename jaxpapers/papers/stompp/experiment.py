@@ -1,8 +1,9 @@
 """StoMPP: Stochastic Masked Partial Progressive Binarization (arXiv 2601.22660).
 
 Launcher entries: `train_and_evaluate` runs the core supervised loop (mesh, checkpoints,
-exact resume) on one configured network; `run_study` runs the rule x order x depth study
-vmapped over seeds (see study.py); `benchmark` times the train step (see benchmark.py).
+exact resume) on one configured network; `run_study` runs the MLP depth study (study.py,
+`study=depth`) or the architecture study (study_resnet.py, `study=resnet`), both vmapped;
+`benchmark` times the train step (see benchmark.py).
 """
 from __future__ import annotations
 
@@ -22,7 +23,8 @@ def load_data(config):
   if name == "auto":  # Fashion-MNIST where installed, the bundled digits otherwise
     name = "fashion_mnist" if os.path.isdir(
         config.data.path or sources.FASHION_MNIST_DIR) else "digits"
-  return sources.load(name, config.data.path)
+  ds = sources.load(name, config.data.path)
+  return sources.normalize(ds) if config.data.get("normalize", False) else ds
 
 
 def make_task(config, ds):
@@ -66,6 +68,9 @@ def train_and_evaluate(config, workdir: str):
 
 
 def run_study(config, workdir: str):
+  if config.study.name == "resnet":
+    from jaxpapers.papers.stompp import study_resnet
+    return study_resnet.run(config, workdir)
   from jaxpapers.papers.stompp import study
   return study.run(config, workdir)
 

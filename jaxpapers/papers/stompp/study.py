@@ -97,7 +97,7 @@ def run(config, workdir: str):
                                  'jaxpapers/core', 'jaxpapers/data'])
   s = config.study
   if s.name != "depth":
-    raise ValueError(f"unknown stompp study {s.name!r}; available: depth")
+    raise ValueError(f"unknown stompp study {s.name!r}; available: depth, resnet")
   data_cfg = config_lib.override(config, {"data.name": s.data})
   ds = experiment.load_data(data_cfg)
   images, labels = jnp.asarray(ds.train.images), jnp.asarray(ds.train.labels)
