@@ -30,7 +30,8 @@ def get_config(arg=None):
       arg,
       smoke_args=dict(dim=16, n_heads=2, pattern="AA", seq_len=16, batch_size=8, steps=6,
                       max_chars=40000, eval_windows=8, log_every=2, eval_every=3,
-                      study_steps=6, study_lrs=(1e-3, 1e-2), study_seeds=1,
+                      study_steps=6, study_lrs=(1e-3, 1e-2), study_seeds=1, study_dim=16,
+                      study_pattern="A", study_seq=16, study_batch=8,
                       bench_dim=16, bench_layers=1, bench_seq=16, bench_batch=2,
                       bench_min_time=0.2),
       smoke=False, seed=0, corpus="auto", path="", tokenizer="byte", vocab_size=1024,
@@ -38,7 +39,8 @@ def get_config(arg=None):
       positions="rope", parametrization="standard", base_width=128,
       lr=3e-3, weight_decay=0.1, steps=1000, batch_size=32, seq_len=128,
       seeds=1, lrs=(0.0,), eval_windows=256, log_every=50, eval_every=500,
-      study_steps=400, study_lrs=(1e-3, 3e-3, 1e-2, 3e-2), study_seeds=3,
+      study_steps=600, study_lrs=(1e-3, 3e-3, 1e-2, 3e-2, 1e-1), study_seeds=3,
+      study_dim=64, study_pattern="AA", study_seq=64, study_batch=16,
       bench_dim=256, bench_layers=4, bench_seq=256, bench_batch=16, bench_min_time=5.0)
   c = ml_collections.ConfigDict()
   c.experiment = "jaxpapers.nn.lm_experiment"
@@ -98,6 +100,10 @@ def get_config(arg=None):
   c.study.lrs = arg.study_lrs       # the LR grid, one population member per (lr, seed)
   c.study.seeds = arg.study_seeds
   c.study.validation_frac = 0.5     # first half of the held-out windows selects the LR
+  c.study.dim = arg.study_dim       # the study's model and batch (sized for a 2-core CPU)
+  c.study.pattern = arg.study_pattern
+  c.study.seq_len = arg.study_seq
+  c.study.batch_size = arg.study_batch
 
   c.bench = ml_collections.ConfigDict()
   c.bench.dim = arg.bench_dim

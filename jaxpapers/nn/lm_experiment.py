@@ -89,21 +89,24 @@ def run_study(config, workdir: str):
   """LR sweep as one population: held-out bpb per (LR, seed); LR chosen on validation."""
   commit = study_lib.git_commit(paths=("jaxpapers/nn", "jaxpapers/core", "jaxpapers/data",
                                        "configs/lm.py"))
-  data = load_data(config)
-  model, lm_model = build_model(config, data.vocab_size)
   s = config.study
+  run_cfg = config.copy_and_resolve_references()
+  run_cfg.model.dim = s.dim
+  run_cfg.model.pattern = s.pattern
+  run_cfg.data.seq_len = s.seq_len
+  run_cfg.train.batch_size = s.batch_size
+  run_cfg.train.steps = s.steps
+  run_cfg.train.eval_every = s.steps
+  run_cfg.train.checkpoint_every = max(1, s.steps // 4)
+  data = load_data(run_cfg)
+  model, lm_model = build_model(run_cfg, data.vocab_size)
   seeds = [config.seed + i for i in range(s.seeds)]
   pop = population.grid(seeds, lr=s.lrs)
-  run_cfg = config.copy_and_resolve_references()
-  with run_cfg.unlocked():
-    run_cfg.train.steps = s.steps
-    run_cfg.train.eval_every = s.steps
-    run_cfg.train.checkpoint_every = s.steps
   task = population.population_task(
       lambda seed, hp: lm.make_task(run_cfg, data, lm_model, seed=seed, hparams=hp), pop)
   state, _ = loop.train(run_cfg, os.path.join(workdir, "population"), task)
   state = jax.device_get(state)
-  windows = text_lib.eval_windows(data.val, config.data.seq_len,
+  windows = text_lib.eval_windows(data.val, s.seq_len,
                                   config.eval.max_windows or None)
   n_val = max(1, int(len(windows) * s.validation_frac))
   val_w, test_w = windows[:n_val], windows[n_val:]
@@ -124,9 +127,9 @@ def run_study(config, workdir: str):
                   "diverged": sum(x["diverged"] for x in r)})
   finite = [r for r in table if np.isfinite(r["val_bpb"])]
   best = min(finite, key=lambda r: r["val_bpb"]) if finite else None
-  header = (f"LR sweep of `{config.model.pattern}` d={config.model.dim} "
+  header = (f"LR sweep of `{s.pattern}` d={s.dim} "
             f"({config.model.parametrization}) on {data.name}: {s.steps} steps, batch "
-            f"{config.train.batch_size} x {config.data.seq_len}, {len(seeds)} seeds, one "
+            f"{s.batch_size} x {s.seq_len}, {len(seeds)} seeds, one "
             f"population of {len(pop)} members; bpb on {len(val_w)} validation / "
             f"{len(test_w)} test held-out windows. Commit {commit}.\n"
             + (f"Best LR on validation: {best['lr']:g} (test bpb {best['test_bpb']:.4f})."
