@@ -103,6 +103,18 @@ def _run_chunks(fn, states, total: int, chunk: int, ckpt, writer, tag: str, name
   return states, (n_run / t_run if t_run else float("nan"))
 
 
+def _stroke_err(dist_steps, ids, steps: int, first: bool) -> float:
+  """Mean distance over the first strokes of the drawings, or over the later ones."""
+  d = np.asarray(dist_steps).reshape(ids.shape[0], ids.shape[1], steps)
+  valid = ids >= 0
+  pick = np.zeros_like(valid)
+  if first:
+    pick[:, 0] = valid[:, 0]
+  else:
+    pick[:, 1:] = valid[:, 1:]
+  return float(d[pick].mean())
+
+
 def _take(tree, idx):
   return jax.tree.map(lambda x: x[np.asarray(idx)], tree)
 
@@ -196,9 +208,18 @@ def train_and_evaluate(config, workdir: str) -> dict:
   psel = [i for i, pl in enumerate(planes) if pl[2] == best_plr[pl[0]]]
   le = {k: ev_all[k][np.asarray(psel), nv:] for k in ("per_path", "choice", "hand",
                                                        "target")}
-  le_m = ev_m[nv:]
+  le_t, le_m = ev_t[nv:], ev_m[nv:]
   pp_sel, net_sel = _take(pstates["params"], psel), _take(net_rep, psel)
   kid_sel = pkids[np.asarray(psel)]
+  # Oracle high level: each stroke gets its own primitive's code (adapter kinds: the
+  # option that primitive selects; multitask: its task input). Separates how well the
+  # frozen controllers chain strokes from how well the policy learned to choose.
+  t2o = np.asarray(test_opt)[np.asarray(sel)]  # (lanes, n_tasks) option per primitive
+  oracle_opts = jax.nn.one_hot(t2o[:, np.maximum(letter_ids, 0)], config.model.adapters)
+  oracle = jax.device_get(jax.jit(jax.vmap(
+      lambda nt, k, o: training.eval_with_options(
+          nt, k, o, le_t, le_m, le_q, training.lane_key(config.seed, "oracle"), env=env)))(
+              net, net_kids, oracle_opts))
   user = None
   if d.drawings:
     u_names, u_dense, u_mask = tasks_lib.load_drawings(d.drawings, DENSE)
@@ -229,6 +250,14 @@ def train_and_evaluate(config, workdir: str) -> dict:
                                   for i in range(len(planes)) if planes[i][:2] == (kind, seed)},
            "prim_val_all_lrs": {f"{lanes[i2][2]:g}": float(val_err[i2].mean())
                                 for i2 in range(len(lanes)) if lanes[i2][:2] == (kind, seed)},
+           "letters_oracle_cm": float(oracle[0][j].mean()),
+           "letters_first_stroke_cm": float(_stroke_err(oracle[1][j], letter_ids,
+                                                        env.steps, first=True)),
+           "letters_later_strokes_cm": float(_stroke_err(oracle[1][j], letter_ids,
+                                                         env.steps, first=False)),
+           "policy_correct": float(np.mean(
+               (np.asarray(le["choice"][psel.index(pj)]) ==
+                t2o[j][np.maximum(letter_ids, 0)])[letter_ids >= 0])),
            "params": model_lib.used_param_count(_take(net, j), kind, n_tasks,
                                                 rollout_lib.IN_DIM)}
     if user is not None:

@@ -22,6 +22,7 @@ def table_rows(rows, ref) -> list[dict]:
   out = []
   kinds = [k for k in ("adapters", "lowrank", "multitask") if any(r["kind"] == k for r in rows)]
   mt = {r["seed"]: r["letters_cm"] for r in rows if r["kind"] == "multitask"}
+  mto = {r["seed"]: r["letters_oracle_cm"] for r in rows if r["kind"] == "multitask"}
   for k in kinds:
     rs = [r for r in rows if r["kind"] == k]
     row = {"model": LABELS[k], "params": rs[0]["params"],
@@ -30,6 +31,13 @@ def table_rows(rows, ref) -> list[dict]:
            "OOD letters (cm)": _ms([r["letters_cm"] for r in rs]),
            "multitask / this (letters)": _ms([mt[r["seed"]] / r["letters_cm"]
                                               for r in rs if r["seed"] in mt]),
+           "policy picks own code": _ms([r["policy_correct"] for r in rs]),
+           "letters, oracle options (cm)": _ms([r["letters_oracle_cm"] for r in rs]),
+           "multitask / this (oracle)": _ms([mto[r["seed"]] / r["letters_oracle_cm"]
+                                             for r in rs if r["seed"] in mto]),
+           "oracle: 1st stroke / later (cm)":
+               f"{np.mean([r['letters_first_stroke_cm'] for r in rs]):.3g} / "
+               f"{np.mean([r['letters_later_strokes_cm'] for r in rs]):.3g}",
            "options used": _ms([r["options_used"] for r in rs])}
     if k != "multitask":
       row.update({"adapter PR": _ms([r["geo_pr"] for r in rs]),
@@ -83,7 +91,7 @@ def study_figure(path, rows, a_mats, letters_npz):
   for ax, (k, j) in zip(panels, shown):
     for li in range(len(names)):
       n = int(mask[li].sum()) * seg
-      off = np.array([0.12 * (li % 5), -0.25 * (li // 5)])
+      off = np.array([0.3 * (li % 5), -0.25 * (li // 5)])
       ax.plot(*(target[j, li, :n] + off).T, "k-", lw=0.8)
       ax.plot(*(hand[j, li, :n] + off).T, color="C0", lw=1.0)
     ax.set_aspect("equal")

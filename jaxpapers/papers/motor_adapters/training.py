@@ -190,6 +190,18 @@ def policy_chunk(pstates, net_lanes, start, pool_feats, pool_targets, pool_q0, *
   return jax.vmap(lane)(pstates, net_lanes)
 
 
+def eval_with_options(net_params, kid, options, targets, mask, q0, key, *, env):
+  """Paths driven with given one-hot options (B, S, K): the 'oracle' high level that
+  picks each stroke's own primitive code (or task input). Per-path mean distance (cm)
+  and per-step distances (B, S*T). One lane; vmap outside."""
+  run = functools.partial(rollout_lib.rollout, net_params, kid, env)
+  hand, tgt, _, _ = jax.vmap(run)(options, targets, q0,
+                                  jax.random.split(key, options.shape[0]))
+  step_mask = jnp.repeat(mask.astype(jnp.float32), targets.shape[2], axis=1)
+  _, dist = jax.vmap(rollout_lib.tracking)(hand, tgt, step_mask)
+  return dist, jnp.linalg.norm(hand - tgt, axis=-1) * 100
+
+
 @functools.partial(jax.jit, static_argnames=("env", "hp"))
 def eval_sequences(pparams, net_params, kid, feats, targets, mask, q0, key, *, env, hp):
   """Hard (argmax) options; per-path mean distance (cm), choices, hand and targets.
