@@ -32,7 +32,7 @@ def get_config(arg=None):
                            width=16, n_train=40, lrs=(0.003,), taus=(0.3,), study_steps=20),
       smoke=False, seed=0, target="bm", reference="fourier", data_path="", seeds=3,
       steps=1500, log_every=250, n=64, rank=2, int_steps=16, scheme="cayley", width=64,
-      n_train=256, lrs=(0.001, 0.003, 0.01), taus=(0.1, 0.3, 1.0, 3.0), study_steps=1500)
+      n_train=1024, lrs=(0.001, 0.003, 0.01), taus=(0.1, 0.3, 1.0, 3.0), study_steps=1500)
   config = ml_collections.ConfigDict()
   config.experiment = "jaxpapers.papers.lie_bases.experiment"
   config.seed = arg.seed  # base seed: lane i uses seed + i for data and initialization
@@ -40,7 +40,8 @@ def get_config(arg=None):
   config.target = ml_collections.ConfigDict()
   config.target.name = arg.target  # bm | bridge | sheet | oscillator | schrodinger | file
   config.target.reference = arg.reference  # fourier | legendre: where the path starts
-  config.target.n = arg.n  # quadrature nodes per axis (the square uses n // 4 per axis)
+  config.target.n = arg.n  # quadrature nodes on the interval
+  config.target.n2d = max(arg.n * 3 // 16, 4)  # nodes per axis on the square (12 x 12)
   config.target.fine_factor = 4  # evaluation grid: fine_factor x more nodes per axis
   config.target.m = 8  # basis functions tracked on the interval
   config.target.m2d = 7  # on the square (the Brownian sheet has a spectral gap after 7)
@@ -68,7 +69,7 @@ def get_config(arg=None):
 
   config.optim = ml_collections.ConfigDict()
   config.optim.lrs = arg.lrs  # Adam learning rates (lanes), selected on validation
-  config.optim.taus = arg.taus  # Stiefel-Cayley baseline step sizes, selected likewise
+  config.optim.taus = arg.taus  # Stiefel-Cayley steps in units of 1/L (curvature), selected likewise
 
   config.train = ml_collections.ConfigDict()
   config.train.steps = arg.steps  # optimization steps
@@ -80,7 +81,8 @@ def get_config(arg=None):
   config.study.steps = arg.study_steps  # optimization steps of every study run
   config.study.sweep_target = "bm"  # universality sweeps run on this target
   config.study.ranks = (1, 2, 4, 8)  # r of the rank sweep
-  config.study.int_steps = (2, 4, 8, 16, 32)  # integration steps of the step sweep
+  config.study.int_steps = (2, 4, 8, 16)  # integration steps of the step sweep
+  config.study.stiefel_long = 10  # oscillator: Stiefel-Cayley again with this x the steps
   config.study.long_steps = (256, 4096)  # orthonormality check over long paths
 
   known = ("bm", "bridge", "sheet", "oscillator", "schrodinger", "file")
@@ -93,4 +95,5 @@ def get_config(arg=None):
     config.study.ranks = (1, 2)
     config.study.int_steps = (2, 4)
     config.study.long_steps = (64,)
+    config.study.stiefel_long = 2
   return config_lib.lock(config)

@@ -26,8 +26,8 @@ PATHS = ["jaxpapers/papers/lie_bases", "configs/lie_bases.py"]
 
 
 def nodes_per_axis(config, name: str, factor: int = 1) -> int:
-  n = config.target.n // 4 if name == "sheet" else config.target.n
-  return max(n, 4) * factor
+  n = config.target.n2d if name == "sheet" else config.target.n
+  return n * factor
 
 
 def setup(config, name: str, factor: int = 1, seeds: int | None = None):
@@ -123,9 +123,16 @@ def select(fit: dict, hp: dict) -> dict:
 
 
 def fit_stiefel(problem, data, taus, steps: int):
-  """The Stiefel-Cayley baseline on all (seed, tau) lanes, tau chosen on validation."""
+  """The Stiefel-Cayley baseline on all (seed, tau) lanes, tau chosen on validation.
+
+  `taus` are in units of 1/L, L the objective's curvature (`targets.curvature`, from
+  seed 0's training data), so one grid fits objectives of very different scales (the
+  oscillator's discretized H has lambda_max ~ 1e4).
+  """
   seeds = data["train"].shape[0]
-  taus = jnp.asarray(taus, jnp.float32)
+  scale = 1.0 / targets.curvature(problem.kind, data["train"][0],
+                                  targets.brockett_weights(problem.m))
+  taus = jnp.asarray(np.asarray(taus) * scale, jnp.float32)
   coef = jnp.asarray(targets.brockett_weights(problem.m))
   x0 = jnp.broadcast_to(jnp.asarray(problem.ref_w, jnp.float32),
                         (seeds, taus.size) + problem.ref_w.shape)
@@ -134,7 +141,8 @@ def fit_stiefel(problem, data, taus, steps: int):
   val = np.asarray(methods.stiefel_eval(x, jnp.asarray(data["val"]), coef, kind=problem.kind))
   val = np.where(np.isfinite(val), val, np.inf)  # a diverged step size is never chosen
   best = int(np.argmin(val.mean(0)))
-  return {"u": np.asarray(x[:, best]), "tau": float(taus[best]), "val": val,
+  return {"u": np.asarray(x[:, best]), "tau": float(taus[best]),
+          "tau_rel": float(np.asarray(taus)[best] / scale), "val": val,
           "curves": np.asarray(losses)}
 
 
