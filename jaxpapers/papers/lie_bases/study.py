@@ -189,14 +189,17 @@ def plot(path, store, sweep_rows, config):
     e = store[name]
     p = e["problem"]
     x = p.grid.x[:, 0]
-    u = e["fit"]["u"][0] / p.grid.sqrt_w[:, None]
+    # The seed with the median shape error (not a cherry-picked best).
+    shape = E.evaluate(p, e["fit"]["u"])[SHAPE_KEY[p.kind]]
+    seed = int(np.argsort(shape)[len(shape) // 2])
+    u = e["fit"]["u"][seed] / p.grid.sqrt_w[:, None]
     v = p.truth_w / p.grid.sqrt_w[:, None]
     for k in range(min(4, p.m)):
-      j = k if p.ordered else int(np.argmax(np.abs(e["fit"]["u"][0][:, k] @ p.truth_w)))
+      j = k if p.ordered else int(np.argmax(np.abs(e["fit"]["u"][seed][:, k] @ p.truth_w)))
       sign = np.sign(np.sum(u[:, k] * v[:, j] * p.grid.w)) or 1.0
       line, = ax.plot(x, sign * u[:, k], lw=2)
       ax.plot(x, v[:, j], "--", color=line.get_color(), lw=1)
-    ax.set_title(f"{name}: learned (solid) vs target (dashed), seed 0")
+    ax.set_title(f"{name}: learned (solid) vs target (dashed), median seed", fontsize=9)
   ax = axes[1, 0]
   for key, label in (("rank", "rank r"), ("steps", "steps S")):
     pts = [(r["rank r"] if key == "rank" else r["steps S"], r["grid"]["sin_angle"])
