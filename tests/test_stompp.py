@@ -55,6 +55,24 @@ def test_soft_refresh_keeps_a_permutation_and_changes_only_a_fraction():
   assert bool(jnp.any(m_old != m_new))  # but the committed set moved
 
 
+def test_tree_ranks_and_refresh_keep_each_tensor_a_permutation():
+  """All tensors' ranks are drawn / refreshed by one segmented sort: each stays its own
+  permutation, about `frac` of each one's entries move, and the fraction is per tensor."""
+  tree = {"a": jnp.zeros((40, 30), jnp.int32), "b": {"w": jnp.zeros((3, 3, 8, 16)),
+                                                     "x": jnp.zeros((7,))}}
+  ranks = bz.init_ranks_tree(jax.random.PRNGKey(0), tree)
+  for r in jax.tree.leaves(ranks):
+    assert sorted(np.asarray(r).ravel().tolist()) == list(range(r.size))
+  assert not np.array_equal(np.asarray(ranks["a"]).ravel()[:100], np.arange(100))
+  new = bz.soft_refresh_tree(jax.random.PRNGKey(1), ranks, 0.2)
+  for old, r in zip(jax.tree.leaves(ranks), jax.tree.leaves(new)):
+    assert sorted(np.asarray(r).ravel().tolist()) == list(range(r.size))
+    if r.size > 1000:
+      assert 0.12 < float((old != r).mean()) <= 0.22
+  alone = bz.soft_refresh_tree(jax.random.PRNGKey(1), {"a": ranks["a"]}, 0.0)
+  np.testing.assert_array_equal(alone["a"], ranks["a"])  # frac 0: nothing moves
+
+
 def _grad(rule, x, mask):
   return jax.grad(lambda v: (bz.binarize(v, mask, rule, True) * jnp.arange(1.0, 7.0)).sum())(x)
 
@@ -143,7 +161,8 @@ def test_hand_built_two_layer_net_matches_numpy_sign_network(rule, p):
   rand = lambda t: jax.tree.map(lambda a: rng.normal(size=a.shape).astype(np.float32), t)
   params = rand(variables["params"])
   stats = jax.tree.map(lambda a: np.abs(a) + 0.5, rand(variables["batch_stats"]))
-  ranks = jax.tree.map(np.asarray, variables["ranks"])
+  ranks = jax.tree.map(np.asarray, bz.init_ranks_tree(jax.random.PRNGKey(2),
+                                                      variables["ranks"]))
   out = model.apply({"params": params, "batch_stats": stats, "ranks": ranks}, x, progress)
 
   sgn = lambda v: np.where(v >= 0, 1.0, -1.0)

@@ -90,32 +90,70 @@ def mask_from_ranks(ranks, p):
 
 
 def init_ranks(rng, shape):
-  """A uniformly random permutation of 0..n-1 in `shape`: the ranks of random 32-bit keys
-  (one sort; ties, about n^2 / 2^33 likely, are broken by position and stay a
-  permutation). jax.random.permutation sorts several rounds, which made compiling the
-  init of a ResNet dominated by sorts."""
-  n = 1
-  for s in shape:
-    n *= s
+  """A uniformly random permutation of 0..n-1 in `shape` (see `init_ranks_tree`)."""
+  return init_ranks_tree(rng, {"r": jnp.zeros(shape, jnp.int32)})["r"]
+
+
+def _segments(leaves):
+  """Flat concatenation bookkeeping: segment id and start offset of every entry."""
+  sizes = [int(x.size) for x in leaves]
+  offsets = [0]
+  for n in sizes[:-1]:
+    offsets.append(offsets[-1] + n)
+  seg = jnp.concatenate([jnp.full((n,), i, jnp.int32) for i, n in enumerate(sizes)])
+  return sizes, jnp.asarray(offsets, jnp.int32), seg
+
+
+def _split(flat, leaves, sizes, offsets):
+  return [flat[o:o + n].reshape(x.shape) for x, n, o in
+          zip(leaves, sizes, [int(o) for o in offsets])]
+
+
+def init_ranks_tree(rng, tree):
+  """A fresh uniformly random permutation for every leaf of `tree` (shapes only), drawn
+  with ONE sort over all leaves keyed by (leaf, random 32 bits): the ranks of a leaf's
+  keys. Ties (about n^2 / 2^33 likely) are broken by position and stay a permutation.
+  One sort instead of one (or several, as jax.random.permutation) per tensor keeps the
+  compile of a deep network's init and refresh small."""
+  leaves, treedef = jax.tree.flatten(tree)
+  if not leaves:
+    return tree
+  sizes, offsets, seg = _segments(leaves)
+  n = seg.size
   bits = jax.random.bits(rng, (n,), jnp.uint32)
-  return jnp.argsort(bits).astype(jnp.int32).reshape(shape)
+  _, _, order = jax.lax.sort((seg, bits, jnp.arange(n, dtype=jnp.int32)), num_keys=2)
+  perm = order - offsets[seg]  # within each segment: a permutation of 0..n_i-1
+  return jax.tree.unflatten(treedef, _split(perm, leaves, sizes, offsets))
+
+
+def soft_refresh_tree(rng, tree, frac):
+  """`soft_refresh` of every leaf at once: in each leaf a random `frac` of the entries
+  exchange ranks among themselves, done with two sorts over all leaves together."""
+  leaves, treedef = jax.tree.flatten(tree)
+  if not leaves:
+    return tree
+  sizes, offsets, seg = _segments(leaves)
+  flat = jnp.concatenate([x.reshape(-1) for x in leaves])
+  n = flat.size
+  k_sel, k_perm = jax.random.split(rng)
+  chosen = jax.random.bernoulli(k_sel, frac, (n,))
+  big = jnp.iinfo(jnp.int32).max
+  iota = jnp.arange(n, dtype=jnp.int32)
+  # Per leaf, the chosen entries' rank values in ascending order fill its first m slots...
+  _, pool = jax.lax.sort((seg, jnp.where(chosen, flat, big)), num_keys=2)
+  # ...and the chosen entries' positions, in random order, fill its first m slots of order.
+  _, _, order = jax.lax.sort(
+      (seg, jnp.where(chosen, jax.random.uniform(k_perm, (n,)), 2.0), iota), num_keys=2)
+  m = jax.ops.segment_sum(chosen.astype(jnp.int32), seg, num_segments=len(leaves))
+  first_m = (iota - offsets[seg]) < m[seg]
+  new_vals = jnp.where(first_m, pool, flat[order])
+  out = flat.at[order].set(new_vals)
+  return jax.tree.unflatten(treedef, _split(out, leaves, sizes, offsets))
 
 
 def soft_refresh(rng, ranks, frac: float):
   """A random `frac` of the entries exchange ranks among themselves (a permutation stays one)."""
-  flat = ranks.reshape(-1)
-  n = flat.size
-  k_sel, k_perm = jax.random.split(rng)
-  chosen = jax.random.bernoulli(k_sel, frac, (n,))
-  m = chosen.sum()
-  big = jnp.iinfo(jnp.int32).max
-  # The chosen entries' rank values in ascending order occupy the first m slots...
-  pool = jnp.sort(jnp.where(chosen, flat, big))
-  # ...and the chosen entries in random order occupy the first m slots of `order`.
-  order = jnp.argsort(jnp.where(chosen, jax.random.uniform(k_perm, (n,)), 2.0))
-  first_m = jnp.arange(n) < m
-  new_vals = jnp.where(first_m, pool, flat[order])
-  return flat.at[order].set(new_vals).reshape(ranks.shape)
+  return soft_refresh_tree(rng, {"r": ranks}, frac)["r"]
 
 
 def _ramp(x, shape: str):

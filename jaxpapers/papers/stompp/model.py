@@ -24,6 +24,7 @@ downsampling shortcuts are average pooling + a real 1x1 convolution (Bi-Real Net
 """
 from __future__ import annotations
 
+import math
 from typing import Sequence
 
 import flax.linen as nn
@@ -40,6 +41,10 @@ RESNET_LAYOUTS = {  # name -> (block, blocks per stage)
 }
 
 
+def _identity_ranks(shape):
+  return jnp.arange(math.prod(shape), dtype=jnp.int32).reshape(shape)
+
+
 class _Binary(nn.Module):
   """Shared behaviour: masks from ranks, binarize weights and the input activation."""
   index: int
@@ -47,13 +52,14 @@ class _Binary(nn.Module):
 
   def _masks(self, w_shape, x_shape, progress):
     p = progress[self.index]
-    w_ranks = self.variable("ranks", "w", lambda: bz.init_ranks(
-        self.make_rng("ranks"), w_shape)).value
+    # Identity ranks as placeholders: train_lib.init_state draws every tensor's random
+    # permutation in one sort (bz.init_ranks_tree), which compiles far faster than one
+    # sort per tensor in a 50-layer network.
+    w_ranks = self.variable("ranks", "w", lambda: _identity_ranks(w_shape)).value
     w_mask = bz.mask_from_ranks(w_ranks, p)
     a_mask = None
     if self.binarize_input:
-      a_ranks = self.variable("ranks", "a", lambda: bz.init_ranks(
-          self.make_rng("ranks"), x_shape[1:])).value
+      a_ranks = self.variable("ranks", "a", lambda: _identity_ranks(x_shape[1:])).value
       a_mask = bz.mask_from_ranks(a_ranks, p)
     return w_mask, a_mask
 

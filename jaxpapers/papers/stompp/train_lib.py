@@ -53,12 +53,13 @@ def init_state(config, model, optimizer, input_shape, rng):
   p_rng, r_rng = jax.random.split(rng)
   x = jnp.zeros((2, *input_shape), jnp.float32)
   progress = jnp.zeros((model.num_binary,), jnp.float32)
-  variables = model.init({"params": p_rng, "ranks": r_rng}, x, progress, train=False)
+  variables = model.init({"params": p_rng}, x, progress, train=False)
   params = variables["params"]
   return {
       "params": params,
       "batch_stats": variables["batch_stats"],
-      "ranks": variables.get("ranks", {}),
+      # Every mask's random permutation, all drawn in one sort.
+      "ranks": bz.init_ranks_tree(r_rng, variables.get("ranks", {})),
       "opt_state": optimizer.init(params),
   }
 
@@ -134,11 +135,8 @@ def train_step(config, model, optimizer, state, batch, rng, step, var=None):
   # Refresh only moves which entries are committed; for STE (all committed) and fp (none)
   # it changes nothing, so it may run for every variant of a vmapped program.
   if b.refresh_every > 0 and b.rule in ("stompp", "stompp_ste"):
-    def refresh(ranks):
-      leaves, treedef = jax.tree.flatten(ranks)
-      keys = jax.random.split(refresh_rng, max(len(leaves), 1))
-      return jax.tree.unflatten(treedef, [
-          bz.soft_refresh(k, r, var["refresh_frac"]) for k, r in zip(keys, leaves)])
+    def refresh(ranks):  # every tensor at once: two sorts, not two per tensor
+      return bz.soft_refresh_tree(refresh_rng, ranks, var["refresh_frac"])
     # A cond, not a select: the sorts inside a refresh run only on refresh steps (the
     # predicate depends on the step alone, so it stays a cond under vmap over variants).
     ranks = jax.lax.cond((step + 1) % b.refresh_every == 0, refresh, lambda r: r, ranks)
