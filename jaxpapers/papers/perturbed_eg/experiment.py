@@ -264,6 +264,13 @@ def run_study(config, workdir: str) -> list[dict]:
         panel["perturbed S-EG (avg)"] = (res["steps"], res["avg"])
     metric = "distance to solutions" if free else "last-iterate gap"
     panels[f"{name}: {metric}"] = panel
+    _write_rates(config, workdir, commit, start, rows, panels)
+  return _write_rates(config, workdir, commit, start, rows, panels)
+
+
+def _write_rates(config, workdir, commit, start, rows, panels):
+  """Writes the rate table and plot (after every problem, so a cut run keeps its rows)."""
+  st = config.study
   header = (f"Perturbed S-EG / S-OGDA rate study (commit {commit}); seeds={config.run.seeds}, "
             f"sigma={config.noise.sigma}, eps={config.schedule.eps}, "
             f"exponents (eta, mu) = {schedules.exponents(config.schedule)}; "
