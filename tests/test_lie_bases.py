@@ -175,7 +175,7 @@ def test_masked_rank_and_steps_lanes_equal_plain_runs():
   zeroed = jax.tree.map(lambda x: x, params)
   last = zeroed["layers"][-1]
   keep = jnp.asarray([1.0, 0.0, 1.0, 0.0])  # outputs are [a_1, a_2, b_1, b_2]
-  zeroed["layers"][-1] = {"w": last["w"] * keep, "b": last["b"] * keep}
+  zeroed["layers"][-1] = {"w": last["w"] * keep[None, :], "b": last["b"] * keep}
   np.testing.assert_allclose(
       np.asarray(generator.integrate(params, s, sw, u0, 5, 2, "cayley", rank=1)),
       np.asarray(generator.integrate(zeroed, s, sw, u0, 5, 2, "cayley")), atol=1e-6)
@@ -198,7 +198,8 @@ def test_kl_closed_form_is_eigenpair_of_the_sampled_covariance(name):
 
 def test_hermite_functions_are_oscillator_eigenfunctions():
   p = targets.make_problem("oscillator", _target_cfg(), 64)
-  np.testing.assert_allclose(p.op_w @ p.truth_w, p.truth_w * p.eigvals, atol=1e-6)
+  # Tiny tails at the box edge meet the large spectral derivative there: 1e-4 scale.
+  np.testing.assert_allclose(p.op_w @ p.truth_w, p.truth_w * p.eigvals, atol=2e-4)
   np.testing.assert_allclose(np.linalg.eigvalsh(p.op_w)[:8], np.arange(8) + 0.5, atol=1e-8)
 
 
@@ -208,9 +209,13 @@ def test_schroedinger_simulation_is_unitary_and_conserves_energy():
   d = targets.sample_data(p, cfg, seed=0)["train"].astype(np.float64)
   psi = d[0] + 1j * d[1]  # (k, T, N)
   norms = np.sum(np.abs(psi) ** 2, -1)
-  energy = np.real(np.einsum("ktn,nm,ktm->kt", psi.conj(), p.op_w, psi))
   np.testing.assert_allclose(norms, 1.0, atol=1e-5)
-  np.testing.assert_allclose(energy, energy[:, :1], rtol=1e-4)
+  # Unitary and diagonal in H's eigenbasis: every mode's weight |<phi_k, psi_t>| (hence
+  # the energy sum_k E_k |c_k|^2) is constant in time. Checked per mode: the data is
+  # float32 and H's largest eigenvalues (~1e4) would swamp a direct energy sum.
+  coeff = np.abs(psi @ p.truth_w)  # (k, T, 2m)
+  np.testing.assert_allclose(coeff, np.repeat(coeff[:, :1], coeff.shape[1], 1), atol=2e-5)
+  assert coeff[:, 0, 0].min() > 0.1  # the ground state is excited
 
 
 def test_dynamics_objective_vanishes_exactly_on_modes():
