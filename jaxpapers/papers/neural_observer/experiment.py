@@ -107,6 +107,10 @@ def train_and_evaluate(config, workdir):
     writer.write(counter[0], dict(m, method=row["method"]))
     counter[0] += 1
 
+  if config.data.csv_path:  # fail on a bad file before any training
+    from jaxpapers.papers.neural_observer import plants as plants_lib
+    data_io.load_csv(config.data.csv_path, plants_lib.make_plant(config.data.plant),
+                     config.data.dt)
   seeds = [config.seed + i for i in range(config.seeds)]
   methods = ("two_stage", "direct", "unconstrained")
   rows, trainer = run_plant(config, config.data.plant, config.model.width, methods, seeds,
