@@ -14,9 +14,12 @@ numbers, see the README).
   # the study (systems x methods, width sweep two-stage vs direct, X-29 ablations):
   flock /tmp/jaxpapers_heavy.lock nice -n 5 python launch/study.py --config=configs/neural_observer.py --workdir=/tmp/no_study
 
-Expected (2 shared CPU cores): train ~2 min; study ~12 min; measured numbers and verdicts
-in jaxpapers/papers/neural_observer/README.md. Smoke (`:smoke`) runs in well under a
-minute.
+Expected (2 shared, loaded CPU cores): train ~1-2 min; the study with
+`:total_steps=300,widths=16+128` took 653 s. Measured there: the EKF is the most accurate
+observer on every plant; direct LMI is certified from its first SDP but barely improves on
+its linear gain; two-stage certifies in 3/12 runs within 100 fine-tuning updates (then
+more accurate than direct), and is 2.1x faster per run at width 128 (fewer SDPs). Tables
+and verdicts in jaxpapers/papers/neural_observer/README.md. Smoke (`:smoke`) ~30 s CPU.
 """
 import ml_collections
 
