@@ -9,10 +9,17 @@ steps on scikit-learn's bundled digits; measured 101 s on 2 shared CPU cores, te
   python launch/train.py --config=configs/stompp.py --workdir=/tmp/stompp
 Variants: --config=configs/stompp.py:model=resnet50,rule=ste,order=reverse,data=fashion_mnist
 Smoke (seconds): --config=configs/stompp.py:smoke
-Study (rule x order x depth, 3 seeds vmapped, Fashion-MNIST where installed; 24 cells,
-about 15 min on a shared 2-core CPU; at depth 8: STE 0.842, StoMPP forward 0.686, reverse
-0.461, StoMPP+STE-on-frozen 0.817, see jaxpapers/papers/stompp/README.md):
+Depth study on the binary MLP (rule x order x depth, 3 seeds vmapped, Fashion-MNIST where
+installed; 24 cells, about 15 min on a shared 2-core CPU; at depth 8: STE 0.842, StoMPP
+forward 0.686, reverse 0.461, StoMPP+STE-on-frozen 0.817, see the paper README):
   python launch/study.py --config=configs/stompp.py:study=depth --workdir=/tmp/stompp_study
+Architecture study (binary ResNet-18 / ResNet-34 width 32, MobileNetV2 x0.5; 6 variants +
+2 ablation rows x 2 learning rates x 3 seeds vmapped per architecture; 1500 steps of batch
+128 on Fashion-MNIST; sized for ONE GPU, estimated 4-7 min on an H200, far too slow on a
+CPU; Fashion-MNIST's IDX files in .fmnist/):
+  python launch/study.py --config=configs/stompp.py:study=resnet,data_path=.fmnist --workdir=DIR
+Its CPU check at a tiny size (digits, 4 steps; a few minutes, mostly compiling):
+  python launch/study.py --config=configs/stompp.py:study=resnet,smoke --workdir=DIR
 Benchmark (JAX step vs PyTorch eager when torch is installed):
   python launch/benchmark.py --config=configs/stompp.py:model=mlp --workdir=/tmp/stompp_bench
 """
@@ -42,8 +49,8 @@ def get_config(arg=None):
       seeds=3, study_steps=800, study_depths=(2, 4, 8), study_width=128,
       study_data="auto",
       # resnet study (sized for one GPU; see the docstring for the CPU-sized command)
-      archs=("resnet18", "resnet34", "mobilenetv2"), resnet_width=32, mobilenet_width=32,
-      resnet_steps=3000, chunk=500, lrs=(1e-3, 3e-3), val_size=5000, variants=("",),
+      archs=("resnet18", "resnet34", "mobilenetv2"), resnet_width=32, mobilenet_width=16,
+      resnet_steps=1500, chunk=250, lrs=(1e-3, 3e-3), val_size=5000, variants=("",),
       opt_level=-1)
   c = ml_collections.ConfigDict()
   c.experiment = "jaxpapers.papers.stompp.experiment"

@@ -284,6 +284,15 @@ def test_mobilenetv2_layout_and_depthwise_binary_conv():
     for j in range(5):
       ref[0, i, j] = (a[0, i:i + 3, j:j + 3] * w).sum((0, 1))
   np.testing.assert_allclose(out, ref, atol=1e-5)
+  # The shift-and-add depthwise conv equals XLA's grouped conv, stride 1 and 2.
+  for stride, hw in ((1, 7), (2, 7), (2, 8)):
+    xx = np.random.default_rng(stride + hw).normal(size=(2, hw, hw, 4)).astype(np.float32)
+    ww = np.random.default_rng(1).normal(size=(3, 3, 1, 4)).astype(np.float32)
+    ref = jax.lax.conv_general_dilated(xx, ww, (stride, stride), "SAME",
+                                       dimension_numbers=("NHWC", "HWIO", "NHWC"),
+                                       feature_group_count=4)
+    np.testing.assert_allclose(model_lib.depthwise_conv(xx, ww[:, :, 0], stride), ref,
+                               rtol=1e-5, atol=1e-5)
 
 
 def test_vmapped_rules_equal_static_rules():

@@ -101,12 +101,11 @@ def _segments(leaves):
   for n in sizes[:-1]:
     offsets.append(offsets[-1] + n)
   seg = jnp.concatenate([jnp.full((n,), i, jnp.int32) for i, n in enumerate(sizes)])
-  return sizes, jnp.asarray(offsets, jnp.int32), seg
+  return sizes, offsets, seg  # offsets: Python ints (static slices)
 
 
 def _split(flat, leaves, sizes, offsets):
-  return [flat[o:o + n].reshape(x.shape) for x, n, o in
-          zip(leaves, sizes, [int(o) for o in offsets])]
+  return [flat[o:o + n].reshape(x.shape) for x, n, o in zip(leaves, sizes, offsets)]
 
 
 def init_ranks_tree(rng, tree):
@@ -122,7 +121,7 @@ def init_ranks_tree(rng, tree):
   n = seg.size
   bits = jax.random.bits(rng, (n,), jnp.uint32)
   _, _, order = jax.lax.sort((seg, bits, jnp.arange(n, dtype=jnp.int32)), num_keys=2)
-  perm = order - offsets[seg]  # within each segment: a permutation of 0..n_i-1
+  perm = order - jnp.asarray(offsets, jnp.int32)[seg]  # within each segment: a permutation of 0..n_i-1
   return jax.tree.unflatten(treedef, _split(perm, leaves, sizes, offsets))
 
 
@@ -145,7 +144,7 @@ def soft_refresh_tree(rng, tree, frac):
   _, _, order = jax.lax.sort(
       (seg, jnp.where(chosen, jax.random.uniform(k_perm, (n,)), 2.0), iota), num_keys=2)
   m = jax.ops.segment_sum(chosen.astype(jnp.int32), seg, num_segments=len(leaves))
-  first_m = (iota - offsets[seg]) < m[seg]
+  first_m = (iota - jnp.asarray(offsets, jnp.int32)[seg]) < m[seg]
   new_vals = jnp.where(first_m, pool, flat[order])
   out = flat.at[order].set(new_vals)
   return jax.tree.unflatten(treedef, _split(out, leaves, sizes, offsets))

@@ -96,10 +96,39 @@ class BinaryConv(_Binary):
     kernel = self.param("kernel", nn.initializers.lecun_normal(),
                         (k, k, c_in, self.features))
     xb, wb = self._inputs(x, kernel, progress, knobs)
+    if self.depthwise:
+      return depthwise_conv(xb, wb[:, :, 0, :], self.stride)
     return jax.lax.conv_general_dilated(
         xb, wb, (self.stride, self.stride), "SAME",
-        dimension_numbers=("NHWC", "HWIO", "NHWC"),
-        feature_group_count=x.shape[-1] if self.depthwise else 1)
+        dimension_numbers=("NHWC", "HWIO", "NHWC"))
+
+
+def depthwise_conv(x, w, stride: int):
+  """Depthwise k x k correlation with SAME padding (as lax.conv_general_dilated with
+  feature_group_count = channels) written as k^2 shifted multiply-adds.
+
+  Elementwise, so it stays cheap under vmap over networks: a vmapped grouped conv turns
+  into (rows x channels) groups, whose weight gradient XLA's CPU backend expands into a
+  dense convolution, hundreds of times the work. x: [N, H, W, C], w: [k, k, C].
+  """
+  k = w.shape[0]
+  _, h, wd, _ = x.shape
+  pads = []
+  for size in (h, wd):
+    out = -(-size // stride)
+    total = max((out - 1) * stride + k - size, 0)
+    pads.append((total // 2, total - total // 2, out))
+  xp = jnp.pad(x, ((0, 0), pads[0][:2], pads[1][:2], (0, 0)))
+  oh, ow = pads[0][2], pads[1][2]
+  out = 0.0
+  for i in range(k):
+    for j in range(k):
+      patch = jax.lax.slice(xp, (0, i, j, 0),
+                            (xp.shape[0], i + (oh - 1) * stride + 1,
+                             j + (ow - 1) * stride + 1, xp.shape[3]),
+                            (1, stride, stride, 1))
+      out = out + patch * w[i, j][None, None, None, :]
+  return out
 
 
 def _bn(train):
