@@ -16,9 +16,13 @@ the same size sequenced over its task inputs, and a rank-R adapter bank.
   # your own drawings (CSV drawing,segment,x,y or npz 'paths' (N, S, P, 2)):
   python launch/train.py --config=configs/motor_adapters.py:drawings=/path/d.csv --workdir=/tmp/ma2
 
-Expected: see jaxpapers/papers/motor_adapters/README.md for the measured table, its
-command, commit and runtime (the study is sized to <= 12 min on 2 shared CPU cores).
-`:smoke` runs a tiny setting in well under a minute plus compilation.
+Expected (commit e919625, 2 shared CPU cores, load ~6): the study takes ~6 min (345 s)
+and reports, over 3 seeds, primitive errors 0.75 / 0.64 / 0.48 cm (adapters / rank-2
+bank / multitask), letter-drawing (OOD) errors 1.67 / 1.66 / 1.46 cm with the learned
+policy and 0.95 / 0.94 / 1.10 cm with each stroke's own code, adapter participation
+ratio 4.75 of 64 (rank-2 bank 1.27, Gaussian 31.6), subspace overlap 0.27 (chance 0.03).
+A train run is the same computation without the table. `:smoke` runs a tiny setting;
+almost all of its ~2-3 min is XLA compilation of the four programs on a loaded machine.
 """
 import ml_collections
 

@@ -325,10 +325,12 @@ def test_exact_resume(tmp_path):
   arg = "smoke,kinds=adapters+multitask,steps=4,policy_steps=4,chunk=2"
   full, part = tmp_path / "full", tmp_path / "part"
   experiment.train_and_evaluate(_config(arg), str(full))
-  experiment.train_and_evaluate(_config(arg.replace("steps=4,policy", "steps=2,policy")
-                                        .replace("policy_steps=4", "policy_steps=2")),
-                                str(part))
-  experiment.train_and_evaluate(_config(arg), str(part))  # resumes both stages
+  # killed in stage 1, then in stage 2, then run to the end on the same workdir
+  assert "interrupted_at" in experiment.train_and_evaluate(_config(arg), str(part),
+                                                           stop_after=2)
+  assert "interrupted_at" in experiment.train_and_evaluate(_config(arg), str(part),
+                                                           stop_after=6)
+  experiment.train_and_evaluate(_config(arg), str(part))
   for stage in ("primitives", "policy"):
     s1, a = _runs.final_state(full / stage)
     s2, b = _runs.final_state(part / stage)

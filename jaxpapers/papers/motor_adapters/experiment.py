@@ -79,11 +79,14 @@ def drawing_set(env, ids=None, dense=None, mask=None):
           jnp.asarray(mask))
 
 
-def _run_chunks(fn, states, total: int, chunk: int, ckpt, writer, tag: str, names):
-  """Runs `fn(states, start) -> (states, metrics)` from the checkpointed step to total."""
+def _run_chunks(fn, states, total: int, chunk: int, ckpt, writer, tag: str, names,
+                stop_at: int | None = None):
+  """Runs `fn(states, start) -> (states, metrics)` from the checkpointed step to total
+  (or to `stop_at`, which simulates a killed run for the resume test)."""
   states, start = ckpt.restore_or(states) if ckpt else (states, 0)
   t_run, n_run = 0.0, 0
-  for s in range(start, total, chunk):
+  end = total if stop_at is None else min(total, max(stop_at, 0))
+  for s in range(start, end, chunk):
     t0 = time.perf_counter()
     states, m = fn(states, jnp.int32(s))
     m = jax.device_get(m)
@@ -119,7 +122,10 @@ def _take(tree, idx):
   return jax.tree.map(lambda x: x[np.asarray(idx)], tree)
 
 
-def train_and_evaluate(config, workdir: str) -> dict:
+def train_and_evaluate(config, workdir: str, stop_after: int | None = None) -> dict:
+  """Both stages, selection and evaluation (module docstring). `stop_after` ends the run
+  after that many steps (primitive steps, then policy steps) as if it were killed; a
+  second call on the same workdir resumes from the checkpoints."""
   _check(config)
   try:
     from jaxpapers.core import workdir as workdir_lib
@@ -143,10 +149,12 @@ def train_and_evaluate(config, workdir: str) -> dict:
       st, s, prim, env=env, hp=hp, length=t.chunk)
   ckpt = checkpoint_lib.Checkpointer(os.path.join(workdir, "primitives"), keep=1)
   states, sps1 = _run_chunks(chunk, states, t.steps, t.chunk, ckpt, writer, "primitives",
-                             names)
+                             names, stop_after)
+  if stop_after is not None and stop_after < t.steps:
+    return {"interrupted_at": stop_after}
   params, kids = states["params"], states["kid"]
-  ev = jax.jit(jax.vmap(lambda p, k, q, key: training.eval_primitives(
-      p, k, prim, q, key, env=env, hp=hp), in_axes=(0, 0, None, None)))
+  ev = lambda p, k, q, key: training.eval_primitives_lanes(  # noqa: E731
+      p, k, prim, q, key, env=env, hp=hp)
   q_val, _ = rollout_lib.random_starts(env, training.lane_key(config.seed, "val"),
                                        t.eval_starts)
   q_test, _ = rollout_lib.random_starts(env, training.lane_key(config.seed, "test"),
@@ -182,10 +190,12 @@ def train_and_evaluate(config, workdir: str) -> dict:
       st, net_rep, s, tr_f, tr_t, tr_q, env=env, hp=hp, length=t.chunk)
   pckpt = checkpoint_lib.Checkpointer(os.path.join(workdir, "policy"), keep=1)
   pstates, sps2 = _run_chunks(pchunk, pstates, t.policy_steps, t.chunk, pckpt, writer,
-                              "policy", pnames)
-  seq_eval = jax.jit(jax.vmap(lambda pp, nt, k, f, tg, m, q, key: training.eval_sequences(
-      pp, nt, k, f, tg, m, q, key, env=env, hp=hp),
-      in_axes=(0, 0, 0, None, None, None, None, None)))
+                              "policy", pnames,
+                              None if stop_after is None else stop_after - t.steps)
+  if stop_after is not None and stop_after < t.steps + t.policy_steps:
+    return {"interrupted_at": stop_after}
+  seq_eval = lambda pp, nt, k, f, tg, m, q, key: training.eval_sequences_lanes(  # noqa: E731
+      pp, nt, k, f, tg, m, q, key, env=env, hp=hp)
   pkids = pstates["kid"]
   # Validation paths and the letters in one call (one compiled program): paths are
   # padded to the letters' segment count with masked segments.
@@ -216,10 +226,9 @@ def train_and_evaluate(config, workdir: str) -> dict:
   # frozen controllers chain strokes from how well the policy learned to choose.
   t2o = np.asarray(test_opt)[np.asarray(sel)]  # (lanes, n_tasks) option per primitive
   oracle_opts = jax.nn.one_hot(t2o[:, np.maximum(letter_ids, 0)], config.model.adapters)
-  oracle = jax.device_get(jax.jit(jax.vmap(
-      lambda nt, k, o: training.eval_with_options(
-          nt, k, o, le_t, le_m, le_q, training.lane_key(config.seed, "oracle"), env=env)))(
-              net, net_kids, oracle_opts))
+  oracle = jax.device_get(training.eval_with_options_lanes(
+      net, net_kids, oracle_opts, le_t, le_m, le_q, training.lane_key(config.seed, "oracle"),
+      env=env))
   user = None
   if d.drawings:
     u_names, u_dense, u_mask = tasks_lib.load_drawings(d.drawings, DENSE)

@@ -80,6 +80,7 @@ def init(key, kind: str, in_dim: int, hidden: int, n_adapters: int, n_tasks: int
 
 def grad_mask(params, kid):
   """Multipliers (0/1) that freeze the leaves a kind does not use (kid traced)."""
+  kid = jnp.asarray(kid)
   full, low, mt = (kid == 0), (kid == 1), (kid == 2)
   one = lambda x, on: jnp.broadcast_to(on.astype(x.dtype), x.shape)  # noqa: E731
   core = jax.tree.map(lambda x: one(x, jnp.bool_(True)), params["core"])
@@ -103,7 +104,7 @@ def segment_inputs(params, kid, option, in_dim: int):
   """What one segment's option does: (A_k, B_k, c_k, task input), contracted once per
   segment (the forward pass runs exactly one adapter when `option` is one-hot)."""
   a, b = adapter_matrices(params, in_dim)
-  mt = (kid == 2).astype(option.dtype)
+  mt = jnp.asarray(kid == 2, option.dtype)
   return (jnp.einsum("k,kij->ij", option, a), jnp.einsum("k,kij->ij", option, b),
           option @ params["bank"]["c"], option * mt)
 

@@ -209,3 +209,26 @@ def eval_sequences(pparams, net_params, kid, feats, targets, mask, q0, key, *, e
   _, m = sequence_loss(pparams, net_params, kid, env, hp, feats, targets, mask, q0, key,
                        True)
   return m
+
+
+# Lane-vmapped evaluations as module-level jitted functions, so repeated calls (tests,
+# notebooks, resumed runs) reuse one compiled program per shape.
+
+@functools.partial(jax.jit, static_argnames=("env", "hp"))
+def eval_primitives_lanes(params, kids, targets_all, q0, key, *, env, hp):
+  return jax.vmap(lambda p, k: eval_primitives(p, k, targets_all, q0, key, env=env,
+                                               hp=hp))(params, kids)
+
+
+@functools.partial(jax.jit, static_argnames=("env", "hp"))
+def eval_sequences_lanes(pparams, net_params, kids, feats, targets, mask, q0, key, *, env,
+                         hp):
+  return jax.vmap(lambda pp, nt, k: eval_sequences(pp, nt, k, feats, targets, mask, q0,
+                                                   key, env=env, hp=hp))(
+                                                       pparams, net_params, kids)
+
+
+@functools.partial(jax.jit, static_argnames=("env",))
+def eval_with_options_lanes(net_params, kids, options, targets, mask, q0, key, *, env):
+  return jax.vmap(lambda nt, k, o: eval_with_options(nt, k, o, targets, mask, q0, key,
+                                                     env=env))(net_params, kids, options)
