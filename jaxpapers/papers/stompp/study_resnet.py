@@ -353,18 +353,19 @@ def _write(workdir, cfg, commit, started, seeds, table, raw, timing, curves, ds_
   with open(os.path.join(workdir, "resnet_raw.json"), "w") as f:
     json.dump({"commit": commit, "started": started, "rows": raw, "timing": timing,
                "config": cfg.to_dict()}, f, indent=1, default=str)
-  _plot(workdir, table, curves)
+  _plot(workdir, table, curves, ds_name)
   print(md, flush=True)
 
 
-def _plot(workdir, table, curves):
+def _plot(workdir, table, curves, ds_name="Fashion-MNIST"):
   import matplotlib
   matplotlib.use("Agg")
   import matplotlib.pyplot as plt
   archs = list(dict.fromkeys(r["arch"] for r in table))
-  fig, axes = plt.subplots(1, 1 + len(curves), figsize=(6 + 4.5 * len(curves), 4.5),
-                           squeeze=False)
-  ax = axes[0, 0]
+  n = max(len(curves), 1)
+  fig = plt.figure(figsize=(max(12, 3.2 * n), 9))
+  grid = fig.add_gridspec(2, n)
+  ax = fig.add_subplot(grid[0, :])
   labels = list(dict.fromkeys(r["variant"] for r in table))
   w = 0.8 / max(len(archs), 1)
   for j, arch in enumerate(archs):
@@ -372,16 +373,20 @@ def _plot(workdir, table, curves):
             for v in labels]
     ax.bar(np.arange(len(labels)) + j * w, [r["test acc"] if r else 0 for r in vals], w,
            yerr=[r["std"] if r else 0 for r in vals], label=arch)
-  ax.set_xticks(np.arange(len(labels)) + w * (len(archs) - 1) / 2, labels, rotation=60,
+  ax.set_xticks(np.arange(len(labels)) + w * (len(archs) - 1) / 2, labels, rotation=20,
                 ha="right", fontsize=7)
-  ax.set(ylabel="test accuracy (committed)", ylim=(0, 1), title="binary nets, Fashion-MNIST")
-  ax.legend(fontsize=7)
-  for ax, ((arch, order), g) in zip(axes[0, 1:], sorted(curves.items())):
+  ax.set(ylabel="test accuracy (committed network)", ylim=(0, 1),
+         title=f"binary networks on {ds_name} (val-selected lr, mean +- std over seeds)")
+  ax.legend(fontsize=8)
+  for i, ((arch, order), g) in enumerate(sorted(curves.items())):
+    ax = fig.add_subplot(grid[1, i])
     for l in range(g.shape[1]):
       ax.plot(g[:, l], lw=0.6, color=plt.cm.viridis(l / max(g.shape[1] - 1, 1)))
     ax.set_yscale("symlog", linthresh=1e-4)
-    ax.set(xlabel="step", ylabel="weight-gradient norm (dark: input side)",
-           title=f"{arch} StoMPP {order}", )
+    ax.set_title(f"{arch}\nStoMPP {order}: layer grad norms", fontsize=8)
+    ax.set_xlabel("step", fontsize=7)
+    if i == 0:
+      ax.set_ylabel("weight-gradient norm (dark: input side)", fontsize=7)
   fig.tight_layout()
   fig.savefig(os.path.join(workdir, "resnet.png"), dpi=110)
   plt.close(fig)
