@@ -109,8 +109,10 @@ def compare(config, workdir, writer=None, data=None, stop_after: int | None = No
   seeds = [config.seed + i for i in range(config.train.seeds)]
   kinds, classical_names = list(config.model.kinds), list(config.classical.names)
   groups, bits_grid = lpr_grid(config)
-  state = {"deep": np.zeros((len(kinds), len(data), len(seeds), 2), np.float32),
-           "classical": np.zeros((len(classical_names), len(data), len(seeds)), np.float64)}
+  # At least one row each: Orbax refuses zero-size arrays (e.g. `kinds=` = classical only).
+  state = {"deep": np.zeros((max(len(kinds), 1), len(data), len(seeds), 2), np.float32),
+           "classical": np.zeros((max(len(classical_names), 1), len(data), len(seeds)),
+                                 np.float64)}
   ckpt = checkpoint_lib.Checkpointer(workdir) if workdir else None
   done = 0
   if ckpt is not None:
