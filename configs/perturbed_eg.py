@@ -6,20 +6,26 @@ chosen from the horizon T (mu ~ T^-(1/4-eps), eta ~ T^-(3/4-3eps)); the claim is
 last-iterate gap O(T^(-1/4+eps)), against the prior O~(T^(-1/7)), while vanilla S-EG /
 S-OGDA last iterates do not converge under noise.
 
-  # one method on one problem, all horizons x seeds in one program:
+  # one method on one problem, all horizons x seeds (checkpointed every 128k steps):
   python launch/train.py --config=configs/perturbed_eg.py:method=pseg,problem=game_random --workdir=/tmp/peg
-  # the rate study (4 methods x 4 constrained problems, T = 125..1.024e6, 20 seeds, plus
-  # the unconstrained almost-sure experiment); table + log-log plot in the workdir:
-  nice -n 10 python launch/study.py --config=configs/perturbed_eg.py --workdir=/tmp/peg_study
+  # the rate study (seg, sogda, pseg, psogda and the two-timescale prior on 6 problems,
+  # incl. quadratic_ball (interior saddle) and quadratic_ball_boundary); table with full
+  # and tail (T >= 3.2e4) slopes + log-log plot in the workdir:
+  python launch/study.py --config=configs/perturbed_eg.py:seeds=10,t_max=512000 --workdir=/tmp/peg_study
+  # eps = 0.01 (theory -0.24), and several instances / 50 x 50 / sigma in {0.1, 1, 3}:
+  python launch/study.py --config=configs/perturbed_eg.py:seeds=10,t_max=512000,eps=0.01,methods=pseg+psogda --workdir=/tmp/peg_eps
+  python launch/study.py --config=configs/perturbed_eg.py:study=breadth,seeds=5,t_max=128000 --workdir=/tmp/peg_breadth
   # iterations/s of the vmapped JAX program vs a plain NumPy loop:
   python launch/benchmark.py --config=configs/perturbed_eg.py:t_max=128000 --workdir=/tmp/peg_bench
 
-Expected (commit aaa3e67, 2 CPU cores shared with other jobs, load ~13): the study takes
-~10 min (621 s) and writes a table of fitted last-iterate slopes: perturbed S-EG/S-OGDA
--0.18 to -0.26 on the bilinear constrained problems and -0.35 on the quadratic (all 95%
-intervals below -1/7), vanilla -0.07 to -0.13 (constrained bilinear) and ~0 unconstrained;
-the benchmark ~6.6e5 seed-iterations/s, ~280x a per-run NumPy loop. A train run at the
-default t_max takes 1-3 min; `:smoke` a few seconds plus compilation.
+Expected (commit 9dd536f, shared 2-core CPU): the rate study with seeds=10,
+t_max=512000 takes ~6 min (357 s); perturbed S-EG/S-OGDA full-range slopes -0.18 to
+-0.27 (bilinear constrained), -0.23 (interior quadratic), -0.34 (boundary quadratic), all
+95% intervals below -1/7; the prior two-timescale method's gap at T = 5.12e5 is 1.7-3.5x
+larger; vanilla methods plateau in the tail on the bilinear games and do not converge
+unconstrained. The benchmark ~6.6e5 seed-iterations/s (aaa3e67). `:smoke` runs in
+seconds plus compilation; smoke values are overridden by explicit args
+(`:smoke,t_max=4000`).
 """
 import ml_collections
 
