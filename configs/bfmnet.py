@@ -15,10 +15,12 @@ with an affordable i*, GREEDY-SM(B/2) alone, tuned sequential posted prices):
 Expected (2 shared CPU cores): the train run takes a few minutes, mostly XLA compilation,
 and checkpoints (orbax) so a killed run resumes to the same parameters. BFMNet has zero
 budget and IR violations and no gain from any misreport. Against the corrected classical
-baselines BFMNet is below the best truthful baseline on additive markets and roughly level
-on submodular ones; the tables, commands and runtimes are in
-jaxpapers/papers/bfmnet/README.md. `study=classical` (no training) runs in ~2-3 min,
-`study=singer_gap` and `study=scale` in under 12 min each.
+baselines BFMNet (main-study training budget) is below the best proven-truthful baseline
+in every cell (Singer on additive, tuned posted prices on submodular markets) and above
+the corrected CGL in 13 of 16 cells. `study=classical` (no training) took 469 s,
+`study=singer_gap,gap_variants=base+long+wide` 489 s (commits 7dd190d, 33f7434); tables
+and commands in jaxpapers/papers/bfmnet/README.md. Smoke values are overridden by
+explicit args (`:smoke,steps=50`).
 """
 from ml_collections import ConfigDict
 
