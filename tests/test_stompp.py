@@ -123,23 +123,6 @@ def test_resnet_layouts(arch, n_binary):
   chex.assert_shape(out, (2, 10))
 
 
-def _trained_smoke(tmp_path, arg="smoke"):
-  config = load_config(CONFIG, arg)
-  state, final = experiment.train_and_evaluate(config, str(tmp_path))
-  return config, jax.device_get(state), final
-
-
-def test_end_of_training_is_fully_committed_and_reported(tmp_path):
-  config, state, final = _trained_smoke(tmp_path)
-  ds = sources.load("digits")
-  model = model_lib.build(config, ds.num_classes)
-  assert experiment.committed_fraction(config, model, state, config.train.steps) == 1.0
-  # The reported accuracy is the hard network's accuracy on the test split.
-  logits = train_lib.logits_hard(model, state, ds.test.images)
-  acc = float((logits.argmax(-1) == ds.test.labels).mean())
-  assert abs(acc - final["accuracy"]) < 1e-6
-
-
 def _np_bn(x, p, s, eps=1e-5):
   return (x - s["mean"]) / np.sqrt(s["var"] + eps) * p["scale"] + p["bias"]
 
@@ -229,14 +212,21 @@ def test_committed_fraction_of_masks_is_floor_pn_at_every_step():
       assert int(bz.mask_from_ranks(ranks, p).sum()) == int(np.floor(p * ranks.size))
 
 
-def test_augmented_run_resumes_exactly(tmp_path):
+def test_augmented_run_resumes_exactly_and_reports_the_committed_network(tmp_path):
   """Random crop + flip come from (seed, step): a run restarted from its step-3 checkpoint
-  replays steps 4..6 bitwise."""
+  replays steps 4..6 bitwise. The run ends fully committed and reports the hard-sign
+  network's test accuracy."""
   import shutil
   from tests import _runs
   arg = "smoke,crop_pad=1,flip=true,normalize=true,checkpoint_every=3,eval_every=6"
   config = load_config(CONFIG, arg)
-  experiment.train_and_evaluate(config, str(tmp_path))
+  state, final = experiment.train_and_evaluate(config, str(tmp_path))
+  state = jax.device_get(state)
+  ds = experiment.load_data(config)
+  model = model_lib.build(config, ds.num_classes)
+  assert experiment.committed_fraction(config, model, state, config.train.steps) == 1.0
+  logits = train_lib.logits_hard(model, state, ds.test.images)
+  assert abs(float((logits.argmax(-1) == ds.test.labels).mean()) - final["accuracy"]) < 1e-6
   step, full = _runs.final_state(tmp_path)
   assert step == 6
   shutil.rmtree(tmp_path / "checkpoints" / "6")

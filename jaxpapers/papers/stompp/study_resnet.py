@@ -46,9 +46,9 @@ VARIANTS = {
     "stompp_ste_fwd": ("StoMPP+STE-on-frozen forward", "stompp_ste", "forward", 0.0, 0.8, True),
     "stompp_ste_rev": ("StoMPP+STE-on-frozen reverse", "stompp_ste", "reverse", 0.0, 0.8, True),
     "fp": ("full precision", "fp", "forward", 0.0, 0.8, True),
-    # Ablation of the STE gap (first architecture only). Same window length shifted late,
-    # so every layer first trains relaxed (clipped reals) for 40% of training; and a short
-    # early window, so each layer's slot halves and committed layers get more steps after.
+    # Ablation of the STE gap (first architecture only): a late window, so every layer
+    # first trains relaxed (clipped reals) for 40% of training (slots 5/8 as long); and a
+    # short early window, so each slot halves and committed layers get 60% of training after.
     "late_window": ("ablation: StoMPP forward, late window [0.4, 0.9]", "stompp", "forward",
                     0.4, 0.9, True),
     "early_window": ("ablation: StoMPP forward, early window [0, 0.4]", "stompp", "forward",
