@@ -87,8 +87,9 @@ def bpb(model: stack.Model, params, windows: np.ndarray, token_bytes: np.ndarray
 
 def run_study(config, workdir: str):
   """LR sweep as one population: held-out bpb per (LR, seed); LR chosen on validation."""
-  commit = study_lib.git_commit(paths=("jaxpapers/nn", "jaxpapers/core", "jaxpapers/data",
-                                       "configs/lm.py"))
+  commit = study_lib.git_commit(paths=("jaxpapers/nn", "jaxpapers/core/loop.py",
+                                       "jaxpapers/core/population.py",
+                                       "jaxpapers/data/text.py", "configs/lm.py"))
   s = config.study
   run_cfg = config.copy_and_resolve_references()
   run_cfg.model.dim = s.dim
