@@ -243,6 +243,9 @@ def run(config, workdir: str):
   # Stamped before anything runs: the code that produced the table.
   commit = study_lib.git_commit(['jaxpapers/papers/stompp', 'configs/stompp.py',
                                  'jaxpapers/core', 'jaxpapers/data'])
+  if commit == "unknown" and os.environ.get("JAXPAPERS_COMMIT"):
+    # A copy of the tree without .git (e.g. on a device machine): the launcher's stamp.
+    commit = os.environ["JAXPAPERS_COMMIT"] + " (from JAXPAPERS_COMMIT; no git here)"
   s = config.study
   started = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
   t_start = time.perf_counter()
