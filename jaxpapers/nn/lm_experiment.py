@@ -76,10 +76,13 @@ def train_and_evaluate(config, workdir: str):
   return state, final
 
 
-def bpb(model: stack.Model, params, windows: np.ndarray, token_bytes: np.ndarray,
-        batch: int = 64) -> float:
+def nats_fn(model: stack.Model):
+  """A jitted (params, tokens_BxT1) -> total next-token nats (compile it once, reuse it)."""
+  return jax.jit(lambda p, t: jnp.sum(lm.next_token_nats(model.apply, p, t, None)))
+
+
+def bpb(fn, params, windows: np.ndarray, token_bytes: np.ndarray, batch: int = 64) -> float:
   """Bits per byte of `params` on `windows` (N, T+1): sum of nats / (ln 2 * target bytes)."""
-  fn = jax.jit(lambda p, t: jnp.sum(lm.next_token_nats(model.apply, p, t, None)))
   nats = sum(float(fn(params, jnp.asarray(windows[i:i + batch])))
              for i in range(0, len(windows), batch))
   return nats / (math.log(2) * float(token_bytes[windows[:, 1:]].sum()))
@@ -112,12 +115,13 @@ def run_study(config, workdir: str):
   n_val = max(1, int(len(windows) * s.validation_frac))
   val_w, test_w = windows[:n_val], windows[n_val:]
   rows = []
+  fn = nats_fn(model)
   for i, m in enumerate(pop):
     diverged = bool(state["diverged"][i])
     p = population.member(state, i)["params"]
     rows.append({"lr": m["lr"], "seed": m["seed"], "diverged": diverged,
-                 "val_bpb": float("nan") if diverged else bpb(model, p, val_w, data.token_bytes),
-                 "test_bpb": float("nan") if diverged else bpb(model, p, test_w, data.token_bytes)})
+                 "val_bpb": float("nan") if diverged else bpb(fn, p, val_w, data.token_bytes),
+                 "test_bpb": float("nan") if diverged else bpb(fn, p, test_w, data.token_bytes)})
   table = []
   for lr in s.lrs:
     r = [x for x in rows if x["lr"] == lr]
