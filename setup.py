@@ -27,7 +27,7 @@ INSTALL_REQUIRES = [
 # Dependencies only one paper needs, each in its own extra; the test extra has them all.
 PAPER_EXTRAS = {
     # neural_observer: the LMI certificates (SDPs) through cvxpy with the Clarabel solver.
-    "observer": ["cvxpy>=1.9.3,<1.10", "clarabel>=0.11.1,<0.12"],
+    "observer": ["cvxpy>=1.9.3,<1.10", "clarabel>=0.11.1,<0.12", "scs>=3.3.1,<3.4"],
     # flowgda: minibatch optimal-transport pairing.
     "flowgda": ["ott-jax>=0.6.0,<0.7"],
 }

@@ -23,3 +23,13 @@ def test_notebook_runs(path, tmp_path):
   errors = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])
             if o.get("output_type") == "error"]
   assert not errors
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS,
+                         ids=[os.path.basename(p)[:-6] for p in NOTEBOOKS])
+def test_notebook_installs_the_package_first(path):
+  """Colab: the first code cell installs jaxpapers when it is missing (and only then)."""
+  nb = nbformat.read(path, as_version=4)
+  first = next(c for c in nb.cells if c.cell_type == "code").source
+  assert 'importlib.util.find_spec("jaxpapers") is None' in first
+  assert "pip" in first and "JAXPAPERS_GIT" in first

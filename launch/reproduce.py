@@ -1,0 +1,55 @@
+"""Every paper's study in one command, and the README papers table from committed verdicts.
+
+  python launch/reproduce.py --workdir=/tmp/all              # every study, resumable
+  python launch/reproduce.py --workdir=/tmp/all --papers=stompp,lpr
+  python launch/reproduce.py --workdir=/tmp/all_smoke --smoke  # every study at smoke size
+  python launch/reproduce.py --table                          # rewrite README's table
+
+A finished paper is skipped on restart (workdir/<name>/DONE.json); each paper prints one
+progress line with its wall time. The table is rebuilt from the `verdicts.json` beside
+each paper's README; a paper's verdicts are updated by hand from its study's table, with
+the command and commit that produced it.
+"""
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from absl import app  # noqa: E402
+from absl import flags  # noqa: E402
+
+from jaxpapers.core import reproduce  # noqa: E402
+
+WORKDIR = flags.DEFINE_string("workdir", None, "Directory for every paper's study.")
+PAPERS = flags.DEFINE_list("papers", None, "Subset of papers (default: all implemented).")
+SMOKE = flags.DEFINE_bool("smoke", False, "Run every study at its smoke size.")
+TABLE = flags.DEFINE_bool("table", False, "Rewrite README.md's papers table and exit.")
+
+
+def main(argv):
+  del argv
+  if TABLE.value:
+    path = os.path.join(reproduce.ROOT, "README.md")
+    with open(path) as f:
+      text = reproduce.readme_with_table(f.read())
+    with open(path, "w") as f:
+      f.write(text)
+    print(f"wrote the papers table into {path}")
+    return
+  if not WORKDIR.value:
+    print("error: --workdir is required (or --table)", file=sys.stderr)
+    sys.exit(1)
+  try:
+    status = reproduce.run(WORKDIR.value, PAPERS.value, SMOKE.value)
+  except ValueError as e:
+    print(f"error: {e}", file=sys.stderr)
+    sys.exit(1)
+  failed = {k: v for k, v in status.items() if v not in ("done", "skipped")}
+  if failed:
+    print(f"{len(failed)} of {len(status)} studies failed: {', '.join(failed)}",
+          file=sys.stderr)
+    sys.exit(1)
+
+
+if __name__ == "__main__":
+  app.run(main)
