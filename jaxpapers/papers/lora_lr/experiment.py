@@ -169,8 +169,10 @@ def run_study(config, workdir):
   (method, rank in study.table_ranks) found there.
   """
   metrics_lib.write_config(workdir, config)
+  # Stamped before anything runs: the code that produced the table, not later edits.
+  commit = study_lib.git_commit(PATHS)
   if config.study.name == "smollm2":
-    return smol_study.run(config, workdir, adapter_config, train_config)
+    return smol_study.run(config, workdir, adapter_config, train_config, commit=commit)
   t0 = time.time()
   cfg, params = base_model(config, workdir)
   tok, data, test = task_data(config)
@@ -197,7 +199,6 @@ def run_study(config, workdir):
     if ref:
       r["lambda_vs_lora"] = r["lambda_max"] / ref["lambda_max"]
       r["best_lr_vs_lora"] = r["best_lr"] / ref["best_lr"]
-  commit = study_lib.git_commit(PATHS)
   recall = pretrain_lib.knowledge_recall(params, cfg)
   seeds = list(range(config.seed, config.seed + s.n_seeds))
   header = _header(config, acc0, recall, lr_grid(config), seeds, commit, time.time() - t0, rows)

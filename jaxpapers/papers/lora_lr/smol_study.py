@@ -31,7 +31,7 @@ from jaxpapers.papers.lora_lr import finetune
 from jaxpapers.papers.lora_lr import tasks as tasks_lib
 
 
-def run(config, workdir, adapter_config, train_config):
+def run(config, workdir, adapter_config, train_config, commit=None):
   """The SmolLM2 grid; `adapter_config(config, method, rank)` and `train_config(config)`
   are the experiment's builders, so both legs read the config the same way."""
   sm, d = config.smol, config.data
@@ -94,7 +94,7 @@ def run(config, workdir, adapter_config, train_config):
       f"({sm.n_train} train / {sm.n_test} test), LRs "
       + ", ".join(f"{x:.2g}" for x in lrs)
       + f", seed {config.seed}, {sm.steps} steps x batch {sm.batch}, rank {sm.rank} on "
-      f"`{config.adapter.targets}`.\ncommit `{study_lib.git_commit(PATHS)}`; wall time "
+      f"`{config.adapter.targets}`.\ncommit `{commit or study_lib.git_commit(PATHS)}`; wall time "
       f"{time.time() - t0:.0f} s; zero-shot exact match {acc0:.3f}.")
   cols = ["method", "rank", "best_lr", "peak_acc", "acc_by_lr", "min_test_loss",
           "lambda_max", "lambda_vs_lora", "best_lr_vs_lora", "seconds"]
