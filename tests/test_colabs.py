@@ -6,6 +6,8 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
+from jaxpapers.core import notebook
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 NOTEBOOKS = sorted(glob.glob(os.path.join(ROOT, "colabs", "*.ipynb")))
 
@@ -31,5 +33,5 @@ def test_notebook_installs_the_package_first(path):
   """Colab: the first code cell installs jaxpapers when it is missing (and only then)."""
   nb = nbformat.read(path, as_version=4)
   first = next(c for c in nb.cells if c.cell_type == "code").source
-  assert 'importlib.util.find_spec("jaxpapers") is None' in first
-  assert "pip" in first and "JAXPAPERS_GIT" in first
+  assert first == notebook.INSTALL_CELL
+  assert 'importlib.util.find_spec("jaxpapers") is None' in first and "pip" in first

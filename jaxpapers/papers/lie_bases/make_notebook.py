@@ -3,6 +3,8 @@ import os
 
 import nbformat
 
+from jaxpapers.core import notebook
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__)))))
 
@@ -16,20 +18,7 @@ basis stays orthonormal to float precision. Here the path learns the Karhunen-Lo
 Brownian motion, sqrt(2) sin((k - 1/2) pi x), from sampled curves; then the same learned path
 is re-integrated on a 4x finer grid. `JAXPAPERS_SMOKE=1` runs a tiny setting."""
 
-INSTALL = """# Colab / a fresh kernel: install jaxpapers when it is missing. Set JAXPAPERS_GIT to the
-# repository's git URL; it is cloned to ./jaxpapers_repo and installed editable, so the
-# configs/ folder is there too. A local checkout after `pip install -e .` needs nothing.
-import importlib.util, os, subprocess, sys
-if importlib.util.find_spec("jaxpapers") is None:
-  url = os.environ.get("JAXPAPERS_GIT")
-  if not url:
-    raise RuntimeError("jaxpapers is not installed: set JAXPAPERS_GIT to the repository URL "
-                       "(or run `pip install -e .` in a clone) and rerun this cell")
-  if not os.path.isdir("jaxpapers_repo"):
-    subprocess.check_call(["git", "clone", "--depth=1", url, "jaxpapers_repo"])
-  subprocess.check_call([sys.executable, "-m", "pip", "install", "-q", "-e",
-                         "jaxpapers_repo[test]"])
-  sys.path.insert(0, os.path.abspath("jaxpapers_repo"))"""
+INSTALL = notebook.INSTALL_CELL
 
 SETUP = """import pathlib
 import jax, numpy as np

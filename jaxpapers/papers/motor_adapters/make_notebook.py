@@ -3,6 +3,8 @@ import os
 
 import nbformat
 
+from jaxpapers.core import notebook
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__)))))
 
@@ -16,20 +18,7 @@ adapters, trained with the network frozen, then sequences them to draw letters. 
 multitask baseline gets the task as an input instead; a rank-R adapter bank is the
 low-rank reference. `JAXPAPERS_SMOKE=1` runs a tiny setting (the test suite does)."""
 
-INSTALL = """# Colab / a fresh kernel: install jaxpapers when it is missing. Set JAXPAPERS_GIT to the
-# repository's git URL; it is cloned to ./jaxpapers_repo and installed editable, so the
-# configs/ folder is there too. A local checkout after `pip install -e .` needs nothing.
-import importlib.util, os, subprocess, sys
-if importlib.util.find_spec("jaxpapers") is None:
-  url = os.environ.get("JAXPAPERS_GIT")
-  if not url:
-    raise RuntimeError("jaxpapers is not installed: set JAXPAPERS_GIT to the repository URL "
-                       "(or run `pip install -e .` in a clone) and rerun this cell")
-  if not os.path.isdir("jaxpapers_repo"):
-    subprocess.check_call(["git", "clone", "--depth=1", url, "jaxpapers_repo"])
-  subprocess.check_call([sys.executable, "-m", "pip", "install", "-q", "-e",
-                         "jaxpapers_repo[test]"])
-  sys.path.insert(0, os.path.abspath("jaxpapers_repo"))"""
+INSTALL = notebook.INSTALL_CELL
 
 SETUP = """import pathlib, tempfile
 import jax, jax.numpy as jnp, numpy as np

@@ -3,6 +3,8 @@ import os
 
 import nbformat
 
+from jaxpapers.core import notebook
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__)))))
 
@@ -15,20 +17,7 @@ loss plus a hinge on V' + alpha V <= 0 at sampled error states; stage 2 alternat
 updates until a global certificate holds, which NumPy re-checks by eigenvalues. The direct
 method runs the SDP from the first update. `JAXPAPERS_SMOKE=1` runs a tiny setting."""
 
-INSTALL = """# Colab / a fresh kernel: install jaxpapers when it is missing. Set JAXPAPERS_GIT to the
-# repository's git URL; it is cloned to ./jaxpapers_repo and installed editable, so the
-# configs/ folder is there too. A local checkout after `pip install -e .` needs nothing.
-import importlib.util, os, subprocess, sys
-if importlib.util.find_spec("jaxpapers") is None:
-  url = os.environ.get("JAXPAPERS_GIT")
-  if not url:
-    raise RuntimeError("jaxpapers is not installed: set JAXPAPERS_GIT to the repository URL "
-                       "(or run `pip install -e .` in a clone) and rerun this cell")
-  if not os.path.isdir("jaxpapers_repo"):
-    subprocess.check_call(["git", "clone", "--depth=1", url, "jaxpapers_repo"])
-  subprocess.check_call([sys.executable, "-m", "pip", "install", "-q", "-e",
-                         "jaxpapers_repo[test]"])
-  sys.path.insert(0, os.path.abspath("jaxpapers_repo"))"""
+INSTALL = notebook.INSTALL_CELL
 
 SETUP = """import pathlib
 import jax, numpy as np
