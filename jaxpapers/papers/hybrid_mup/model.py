@@ -1,0 +1,184 @@
+"""hybrid_mup (LR transfer in Transformer + SSM hybrids under muP): model and LM task.
+
+`build(config, vocab_size)` turns config.model into a workbench stack with the 'M' block
+registered and the parametrization of `parametrizations.py` (init stds, per-role LR
+multipliers, muP's attention 1/head_dim and logit multiplier). `make_task` is the
+workbench's next-token LM task (`jaxpapers.nn.lm.make_task`) with one change: the
+optimizer is chosen by config.optim.name (AdamW, Adam with a global second moment, or
+momentum SGD), which the decomposition study needs and the workbench's task does not
+expose (proposed as a shared `optimizer=` hook; until then this is the smallest copy).
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any, Callable
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from jaxpapers.core import loop
+from jaxpapers.data import text as text_lib
+from jaxpapers.nn import attention as attn_lib
+from jaxpapers.nn import lm
+from jaxpapers.nn import params as params_lib
+from jaxpapers.nn import stack
+from jaxpapers.papers.hybrid_mup import mamba
+from jaxpapers.papers.hybrid_mup import parametrizations as par_lib
+
+
+@dataclasses.dataclass(frozen=True)
+class Hybrid:
+  """A built hybrid: the stack (shapes only) and one member's numerics.
+
+  `numerics` (see `numerics()`) holds everything SP and the muP variants change: per-role
+  init std and LR multipliers, the attention scale and the logit multiplier. They enter
+  as values, never as shapes, so the study trains SP and muP members of the same shape
+  in one compiled, vmapped program with traced numerics.
+  """
+  model: stack.Model
+  num: dict
+
+  @property
+  def specs(self):
+    return self.model.specs
+
+  def init(self, rng, num=None):
+    return params_lib.init(rng, self.specs, parametrization_of(num or self.num))
+
+  def apply(self, params, tokens_BxT, num=None):
+    num = num or self.num
+
+    def kernel(q, k, v, mask, scale=None):
+      del scale  # the stack's static choice; this member's (possibly traced) one instead
+      return attn_lib.softmax_attention(q, k, v, mask, num["attn_scale"])
+
+    h = self.model.hidden(params, tokens_BxT, kernel=kernel)
+    return (h @ params["unembed"]) * jnp.asarray(num["logit_mult"], h.dtype)
+
+  def lr_mults(self, num=None):
+    num = num or self.num
+    return jax.tree.map(lambda s: num["lr"][par_lib.role(s)], self.specs,
+                        is_leaf=params_lib.is_spec)
+
+  @property
+  def decay_mask(self):
+    return par_lib.decay_mask(self.specs)
+
+
+def parametrization_of(num) -> params_lib.Parametrization:
+  """A workbench Parametrization reading (possibly traced) per-role values from `num`."""
+  return params_lib.Parametrization(
+      "numerics", lambda s: s.std_mult * num["std"][par_lib.role(s)],
+      lambda s: num["lr"][par_lib.role(s)])
+
+
+def d_state(config) -> int:
+  m = config.model
+  if m.state_scaling == "fixed":
+    return m.d_state
+  if m.state_scaling == "proportional":
+    return max(1, round(m.d_state * m.dim / m.base_width))
+  raise ValueError(f"unknown model.state_scaling {m.state_scaling!r}; expected 'fixed' or "
+                   "'proportional'")
+
+
+def numerics(variant: str, optimizer: str, width: int, base_width: int, n_heads: int, *,
+             d_state: int, base_state: int, std: float = 0.02, d_conv: int = 4) -> dict:
+  """Per-role init std / LR multipliers and the scalar multipliers of one member."""
+  table, logit_mult = par_lib.rules(variant, width, base_width, d_state=d_state,
+                                    base_state=base_state, optimizer=optimizer)
+  head_dim = width // n_heads
+  base = {k: std for k in table}
+  base["conv"] = 1.0 / math.sqrt(3.0 * d_conv)
+  return {"std": {k: base[k] * v[0] for k, v in table.items()},
+          "lr": {k: v[1] for k, v in table.items()},
+          "logit_mult": logit_mult,
+          # muP's attention 1/head_dim, SP's 1/sqrt(head_dim)
+          "attn_scale": 1.0 / (head_dim if variant != "sp" else math.sqrt(head_dim)),
+          "opt_kind": par_lib.OPTIMIZERS.index(optimizer)}
+
+
+def build(config, vocab_size: int) -> Hybrid:
+  m = config.model
+  n = d_state(config)
+  if m.dim % m.n_heads:
+    raise ValueError(f"model.dim={m.dim} is not divisible by model.n_heads={m.n_heads}")
+  if m.parametrization not in par_lib.VARIANTS:
+    raise ValueError(f"unknown model.parametrization {m.parametrization!r}; expected one of "
+                     f"{par_lib.VARIANTS}")
+  cfg = stack.StackConfig(
+      vocab_size=vocab_size, dim=m.dim, pattern=m.pattern, n_heads=m.n_heads,
+      mlp="swiglu", positions=m.positions, max_len=max(1024, config.data.seq_len))
+  mc = mamba.MambaConfig(d_state=n, expand=m.expand, d_conv=m.d_conv,
+                         discretization=m.discretization, scan=m.scan)
+  model = stack.build(cfg, mamba.blocks(mc))
+  num = numerics(m.parametrization, config.optim.name, m.dim, m.base_width, m.n_heads,
+                 d_state=n, base_state=m.d_state, std=m.init_std, d_conv=m.d_conv)
+  return Hybrid(model, num)
+
+
+def n_params(hybrid: Hybrid) -> int:
+  return sum(int(np.prod(s.shape)) for s in jax.tree.leaves(
+      hybrid.model.specs, is_leaf=params_lib.is_spec))
+
+
+def optimizer(config, hybrid: Hybrid, lr):
+  o = config.optim
+  return par_lib.optimizer(
+      o.name, lm.schedule(config, lr, config.train.steps), multipliers=hybrid.lr_mults(),
+      mask=hybrid.decay_mask, b1=o.b1, b2=o.b2, eps=o.eps, weight_decay=o.weight_decay,
+      momentum=o.momentum, clip_norm=o.clip_norm or None)
+
+
+def make_task(config, data: text_lib.TokenData, hybrid: Hybrid, *, seed: int | None = None,
+              hparams: dict | None = None,
+              objective: Callable = lm.next_token_nats) -> loop.Task:
+  """The next-token LM Task (as `jaxpapers.nn.lm.make_task`) with config.optim.name."""
+  seed = config.seed if seed is None else seed
+  hp = {"lr": config.optim.lr, **(hparams or {})}
+  if set(hp) - {"lr"}:
+    raise ValueError(f"hyper-parameters {sorted(set(hp) - {'lr'})} are not supported; known: ['lr']")
+  opt = optimizer(config, hybrid, hp["lr"])
+  sched = lm.schedule(config, hp["lr"], config.train.steps)
+  T, B = config.data.seq_len, config.train.batch_size
+  windows = text_lib.token_windows(data.train, B, T)
+  val = text_lib.eval_windows(data.val, T, config.eval.get("max_windows", 0) or None)
+  bytes_per_row = float(data.token_bytes[val[:, 1:]].sum()) / len(val)
+
+  def init(rng):
+    params = hybrid.init(rng)
+    return {"params": params, "opt": opt.init(params)}
+
+  def train_step(state, batch, rng, step):
+    def loss_fn(p):
+      return jnp.mean(objective(hybrid.apply, p, batch["tokens"], rng))
+    loss, grads = jax.value_and_grad(loss_fn)(state["params"])
+    updates, opt_state = opt.update(grads, state["opt"], state["params"])
+    params = optax.apply_updates(state["params"], updates)
+    return ({"params": params, "opt": opt_state},
+            {"loss": loss, "grad_norm": optax.tree.norm(grads), "lr": sched(step)})
+
+  def eval_step(state, batch):
+    nats_B = jnp.sum(objective(hybrid.apply, state["params"], batch["tokens"],
+                               jax.random.PRNGKey(0)), axis=-1)
+    m = batch["mask"].astype(jnp.float32)
+    return {"count": jnp.sum(m), "loss": jnp.sum(m * nats_B) / T,
+            "bpb": jnp.sum(m * nats_B) / (math.log(2) * bytes_per_row)}
+
+  def train_batch(step, rows):
+    return {"tokens": windows(seed, step)[rows]}
+
+  def eval_batches(rows):
+    bs = config.eval.batch_size
+    for i in range(0, len(val), bs):
+      chunk = val[i:i + bs]
+      mask = np.zeros(bs, np.int32)
+      mask[:len(chunk)] = 1
+      chunk = np.concatenate([chunk, np.zeros((bs - len(chunk), T + 1), np.int32)])
+      yield {"tokens": chunk[rows], "mask": mask[rows]}
+
+  return loop.Task(init=init, train_step=train_step, eval_step=eval_step,
+                   train_batch=train_batch, eval_batches=eval_batches)
