@@ -1,0 +1,1 @@
+"""Multisubject coupled sparse autoencoder for language encoding models (abstract 1)."""

@@ -1,0 +1,204 @@
+"""Multisubject coupled SAE (abstract 1): every method on one (features, responses) seed.
+
+`fit_all` trains the coupled model's (lr, beta) grid and the two-stage SAE's lr grid
+(each one vmapped scan program), selects each on the VALIDATION stories (coupled: mean
+validation voxel correlation; SAE: validation reconstruction error, its own objective),
+fits the ridge baselines with per-voxel CV alpha over training stories only, and returns
+everything `evaluate` needs. The last simulated subject is held out of all training and
+only used for the low-data transfer comparison.
+"""
+from __future__ import annotations
+
+import dataclasses
+import itertools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxpapers.core import checkpoint as checkpoint_lib
+from jaxpapers.papers.coupled_sae import analysis
+from jaxpapers.papers.coupled_sae import baselines
+from jaxpapers.papers.coupled_sae import data as data_lib
+from jaxpapers.papers.coupled_sae import model
+from jaxpapers.papers.coupled_sae import signal
+
+
+@dataclasses.dataclass
+class Split:
+  x: np.ndarray            # (T, D)
+  prev: np.ndarray         # (n_delays, T)
+  xdel: np.ndarray         # (T, n_delays * D)
+  y: np.ndarray            # (S, T, V)
+  lengths: list
+
+
+def make_split(feats, resp, name, delays) -> Split:
+  idx = feats.split[name]
+  lengths = [feats.x[i].shape[0] for i in idx]
+  return Split(data_lib.stack(feats.x, idx), model.prev_index(lengths, delays),
+               data_lib.delayed(feats.x, idx, delays),
+               np.stack([data_lib.stack(ys, idx) for ys in resp.y]).astype(np.float32),
+               lengths)
+
+
+def grids(config):
+  t = config.train
+  joint = list(itertools.product(t.lrs, t.betas))
+  return (np.array([a for a, _ in joint], np.float32), np.array([b for _, b in joint],
+                                                                np.float32),
+          np.array(t.sae_lrs, np.float32))
+
+
+def train_grids(config, tr: Split, n_fit: int, seed: int, ckpt_dir: str | None = None,
+                log=print, writer=None):
+  """Trains the coupled grid and the SAE grid; checkpoints every `ckpt_every` steps."""
+  m, t = config.model, config.train
+  n_delays = len(config.data.delays)
+  lrs, betas, sae_lrs = grids(config)
+  D = tr.x.shape[1]
+  V = tr.y.shape[-1]
+  key = jax.random.PRNGKey(seed)
+  init_key, data_key = jax.random.split(jax.random.fold_in(key, 101))
+  rep = lambda s, n: jax.tree.map(lambda a: jnp.broadcast_to(a, (n,) + a.shape), s)
+  states = {
+      "joint": rep(model.init_state(init_key, D, m.n_atoms, n_delays, n_fit, V, True),
+                   len(lrs)),
+      "sae": rep(model.init_state(init_key, D, m.n_atoms, n_delays, n_fit, V, False),
+                 len(sae_lrs))}
+  states = jax.tree.map(jnp.array, states)
+  ckpt = checkpoint_lib.Checkpointer(ckpt_dir) if ckpt_dir else None
+  start = 0
+  if ckpt is not None:
+    states, start = ckpt.restore_or(states)
+  joint_run = model.make_train(model.TrainSpec(m.k, t.steps, t.batch, t.l2, True))
+  sae_run = model.make_train(model.TrainSpec(m.k, t.steps, t.batch, t.l2, False))
+  x = jnp.asarray(tr.x)
+  jdata = (x, model.pad_rows(x), jnp.asarray(tr.prev), jnp.asarray(tr.y[:n_fit]))
+  sdata = (x, model.pad_rows(x), jnp.asarray(tr.prev), jnp.zeros((n_fit, 1, 1)))
+  chunk = t.ckpt_every if ckpt is not None else t.steps
+  while start < t.steps:
+    n = min(chunk, t.steps - start)
+    states["joint"], jm = joint_run(states["joint"], jnp.asarray(lrs), jnp.asarray(betas),
+                                    jdata, data_key, start, n)
+    states["sae"], sm = sae_run(states["sae"], jnp.asarray(sae_lrs),
+                                jnp.zeros_like(jnp.asarray(sae_lrs)), sdata, data_key,
+                                start, n)
+    start += n
+    last = {f"joint_{k}": np.asarray(v[-1]) for k, v in jm.items()}
+    last.update({f"sae_{k}": np.asarray(v[-1]) for k, v in sm.items()})
+    if writer is not None:
+      from jaxpapers.core import metrics as metrics_lib  # pylint: disable=g-import-not-at-top
+      metrics_lib.check_finite(start, last)
+      writer.write(start, {k: v.tolist() for k, v in last.items()})
+    if ckpt is not None:
+      ckpt.save(start, states)
+  if ckpt is not None:
+    ckpt.close()
+  return states
+
+
+def _member(states, i):
+  return jax.tree.map(lambda a: a[i], states)
+
+
+def eval_joint(params, split: Split, k: int, n_fit: int):
+  z, zd = model.codes_all(params["sae"], jnp.asarray(split.x), jnp.asarray(split.prev), k)
+  pred = model.predict_brain(params["maps"], zd)
+  r = np.stack([signal.correlation(np.asarray(pred[s]), split.y[s]) for s in range(n_fit)])
+  return np.asarray(z), np.asarray(zd), r
+
+
+def recon_fvu(sae, x, k):
+  z = model.encode(sae, jnp.asarray(x), k)
+  xh = np.asarray(model.decode(sae, z))
+  return float(np.mean((xh - x) ** 2) / np.mean(x ** 2))
+
+
+def fit_all(config, feats, resp, seed: int, ckpt_dir=None, log=print, writer=None):
+  d, m = config.data, config.model
+  delays = tuple(d.delays)
+  n_delays = len(delays)
+  S = len(resp.y)
+  n_fit = S - 1 if (config.eval.hold_out_subject and S > 1) else S
+  tr, va, te = (make_split(feats, resp, n, delays) for n in ("train", "val", "test"))
+  states = train_grids(config, tr, n_fit, seed, ckpt_dir, log, writer)
+  lrs, betas, sae_lrs = grids(config)
+  out = {"n_fit": n_fit, "splits": (tr, va, te), "grid": []}
+
+  # Coupled model: select (lr, beta) on validation voxel correlation.
+  best, best_val = None, -np.inf
+  for i in range(len(lrs)):
+    p = _member(states["joint"], i)["params"]
+    _, _, r_val = eval_joint(p, va, m.k, n_fit)
+    z_te, _, r_te = eval_joint(p, te, m.k, n_fit)
+    row = {"lr": float(lrs[i]), "beta": float(betas[i]), "val_r": float(r_val.mean()),
+           "test_r": r_te, "test_codes": z_te, "recon_fvu": recon_fvu(p["sae"], te.x, m.k),
+           "params": p}
+    out["grid"].append(row)
+    if row["val_r"] > best_val:
+      best, best_val = row, row["val_r"]
+  out["joint"] = best
+  log(f"coupled: selected lr={best['lr']:g} beta={best['beta']:g} (val r={best_val:.4f})")
+
+  # Two-stage: the SAE with the best validation reconstruction, then ridge per subject.
+  fvus = [recon_fvu(_member(states["sae"], i)["params"]["sae"], va.x, m.k) for i in range(len(sae_lrs))]
+  j = int(np.argmin(fvus))
+  sae = _member(states["sae"], j)["params"]["sae"]
+  log(f"two-stage SAE: selected lr={sae_lrs[j]:g} (val recon FVU={fvus[j]:.4f})")
+  codes = {n: model.codes_all(sae, jnp.asarray(s.x), jnp.asarray(s.prev), m.k)
+           for n, s in (("train", tr), ("test", te))}
+  out["two_stage"] = _ridge_method(np.asarray(codes["train"][1]), np.asarray(codes["test"][1]),
+                                   tr, te, S, config)
+  out["two_stage"].update(sae=sae, test_codes=np.asarray(codes["test"][0]),
+                          lr=float(sae_lrs[j]), recon_fvu=recon_fvu(sae, te.x, m.k))
+
+  # Dense ridge and PCA -> ridge (matched atom count).
+  out["dense"] = _ridge_method(tr.xdel, te.xdel, tr, te, S, config)
+  mu, comps = baselines.pca_fit(tr.x, m.n_atoms)
+  pc = {n: signal.make_delayed_stories(baselines.pca_scores(s.x, mu, comps), s.lengths,
+                                       delays) for n, s in (("train", tr), ("test", te))}
+  out["pca"] = _ridge_method(pc["train"], pc["test"], tr, te, S, config)
+  out["pca"].update(comps=comps, test_codes=baselines.pca_scores(te.x, mu, comps))
+  if resp.sim is not None:
+    # Oracle: ridge on the delayed planted activations themselves.
+    true = [resp.sim.codes[i] for i in range(len(resp.sim.codes))]
+    oc = {n: data_lib.delayed(true, feats.split[n], delays) for n in ("train", "test")}
+    out["oracle"] = _ridge_method(oc["train"], oc["test"], tr, te, S, config)
+  out["n_delays"] = n_delays
+  return out
+
+
+def _ridge_method(f_tr, f_te, tr: Split, te: Split, S: int, config):
+  folds = baselines.story_folds(tr.lengths, config.eval.cv_folds)
+  weights, r = [], []
+  for s in range(S):
+    w, _ = baselines.ridge_cv(f_tr, tr.y[s], folds, config.eval.alphas)
+    pred = baselines.predict(w, f_tr, tr.y[s], f_te)
+    weights.append(w.astype(np.float32))
+    r.append(signal.correlation(pred, te.y[s]))
+  return {"weights": weights, "test_r": np.stack(r)}
+
+
+def transfer(config, fit, held: int):
+  """Low-data fits for the held-out subject: ridge on the coupled codes vs dense ridge."""
+  tr, _, te = fit["splits"]
+  k = config.model.k
+  sae = fit["joint"]["params"]["sae"]
+  z_tr = np.asarray(model.codes_all(sae, jnp.asarray(tr.x), jnp.asarray(tr.prev), k)[1])
+  z_te = np.asarray(model.codes_all(sae, jnp.asarray(te.x), jnp.asarray(te.prev), k)[1])
+  rows = []
+  for n in list(config.eval.transfer_trs) + [tr.x.shape[0]]:
+    n = min(int(n), tr.x.shape[0])
+    folds = baselines.block_folds(n, config.eval.cv_folds)
+    res = {"n_trs": n}
+    for name, a, b in (("coupled", z_tr, z_te), ("dense", tr.xdel, te.xdel)):
+      w, _ = baselines.ridge_cv(a[:n], tr.y[held, :n], folds, config.eval.alphas)
+      res[name] = signal.correlation(baselines.predict(w, a[:n], tr.y[held, :n], b),
+                                     te.y[held])
+    rows.append(res)
+  return rows
+
+
+def delay_sum_maps(weights, n_delays):
+  return np.stack([analysis.delay_sum(np.asarray(w), n_delays) for w in weights])

@@ -1,0 +1,156 @@
+"""Multisubject coupled SAE (abstract 1): the TopK sparse autoencoder and its coupling.
+
+One shared TopK SAE (Gao et al. 2024, "Scaling and evaluating sparse autoencoders") over
+TR-level LM features x: z = ReLU(TopK(W_enc (x - b_pre) + b_enc)), x_hat = z D + b_pre,
+with unit-norm decoder rows D (normalized in the forward pass) and the encoder
+initialized to the decoder's transpose. The coupling: every subject s predicts its voxels
+from the FIR-delayed codes through its own atom-to-voxel map,
+y_s(t) = sum_d z(t - d) M_s[d] + c_s, and the loss is
+    FVU(x, x_hat) + beta * mean_s MSE(y_s, y_hat_s) + l2 * mean(M^2),
+trained jointly (encoder, decoder and all maps) with Adam on random minibatches of TRs.
+beta = 0 is the plain SAE of the two-stage baseline (its maps are then fitted by ridge).
+Training runs as one `lax.scan` over steps, `vmap`ped over a grid of (lr, beta) so the
+whole hyper-parameter grid of a seed is one compiled program; every member sees the same
+minibatches (drawn from fold_in(data_key, step)) and the same initialization.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+
+def topk_relu(pre_xA, k: int):
+  """Keeps the k largest pre-activations of each row (ReLU after), zeros elsewhere."""
+  vals, idx = jax.lax.top_k(pre_xA, k)
+  onehot = jax.nn.one_hot(idx, pre_xA.shape[-1], dtype=pre_xA.dtype)
+  return jnp.einsum("...k,...ka->...a", jax.nn.relu(vals), onehot)
+
+
+def init_sae(key, d: int, n_atoms: int) -> dict:
+  w = jax.random.normal(key, (n_atoms, d))
+  w = w / jnp.linalg.norm(w, axis=1, keepdims=True)
+  return {"w_enc": w.T, "b_enc": jnp.zeros((n_atoms,)), "w_dec": w, "b_pre": jnp.zeros((d,))}
+
+
+def decoder(p):
+  return p["w_dec"] / (jnp.linalg.norm(p["w_dec"], axis=1, keepdims=True) + 1e-8)
+
+
+def encode(p, x_xD, k: int):
+  return topk_relu((x_xD - p["b_pre"]) @ p["w_enc"] + p["b_enc"], k)
+
+
+def decode(p, z_xA):
+  return z_xA @ decoder(p) + p["b_pre"]
+
+
+def delayed_codes(p, x_pad_TxD, prev_NxB, k: int):
+  """(B, n_delays * A) codes at t - d for each delay d; zero before the story starts.
+
+  `x_pad` has one extra all-zero row at index T; `prev[d, b]` is the row of TR b's d-th
+  delay in the same story, or T when that falls before the story's start.
+  """
+  T = x_pad_TxD.shape[0] - 1
+  z = encode(p, x_pad_TxD[prev_NxB], k)                        # (N, B, A)
+  z = z * (prev_NxB < T)[..., None].astype(z.dtype)
+  return jnp.moveaxis(z, 0, 1).reshape(prev_NxB.shape[1], -1)   # delay-major features
+
+
+def predict_brain(maps, z_del_BxF):
+  """maps = {"m": (S, F, V), "c": (S, V)} -> (S, B, V)."""
+  return jnp.einsum("bf,sfv->sbv", z_del_BxF, maps["m"]) + maps["c"][:, None, :]
+
+
+def init_maps(n_subjects: int, n_feat: int, n_vox: int) -> dict:
+  return {"m": jnp.zeros((n_subjects, n_feat, n_vox)), "c": jnp.zeros((n_subjects, n_vox))}
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainSpec:
+  k: int
+  steps: int
+  batch: int
+  l2: float          # penalty on the maps (per element, mean)
+  coupled: bool      # False: reconstruction only (the SAE of the two-stage baseline)
+
+
+def loss_fn(params, batch, beta, spec: TrainSpec):
+  x, x_pad, prev, y, idx = batch
+  xb = x[idx]
+  z = encode(params["sae"], xb, spec.k)
+  recon = jnp.mean((decode(params["sae"], z) - xb) ** 2) / (jnp.mean(xb ** 2) + 1e-8)
+  out = {"recon_fvu": recon, "l0": jnp.mean(jnp.sum(z > 0, axis=-1))}
+  total = recon
+  if spec.coupled:
+    zd = delayed_codes(params["sae"], x_pad, prev[:, idx], spec.k)
+    pred = predict_brain(params["maps"], zd)
+    brain = jnp.mean((pred - y[:, idx]) ** 2)
+    total = total + beta * brain + spec.l2 * jnp.mean(params["maps"]["m"] ** 2)
+    out["brain_mse"] = brain
+  out["loss"] = total
+  return total, out
+
+
+def init_state(key, d: int, n_atoms: int, n_delays: int, n_subjects: int, n_vox: int,
+               coupled: bool):
+  params = {"sae": init_sae(key, d, n_atoms)}
+  if coupled:
+    params["maps"] = init_maps(n_subjects, n_delays * n_atoms, n_vox)
+  return {"params": params, "opt": optax.scale_by_adam().init(params)}
+
+
+def make_train(spec: TrainSpec):
+  """Returns jitted `run(states, lrs, betas, data, data_key, start, n)` over a grid.
+
+  `states` carry a leading grid axis G; `lrs`, `betas` are (G,). Steps start..start+n-1
+  run in one scan; minibatch of step s is drawn from fold_in(data_key, s), identically for
+  every grid member, so a run split in chunks (checkpoint, resume) equals one long run.
+  """
+  adam = optax.scale_by_adam()
+
+  def one_step(state, lr, beta, data, data_key, step):
+    x, x_pad, prev, y = data
+    idx = jax.random.randint(jax.random.fold_in(data_key, step), (spec.batch,), 0,
+                             x.shape[0])
+    grads, m = jax.grad(loss_fn, has_aux=True)(state["params"], (x, x_pad, prev, y, idx),
+                                              beta, spec)
+    upd, opt = adam.update(grads, state["opt"], state["params"])
+    params = jax.tree.map(lambda p, u: p - lr * u, state["params"], upd)
+    return {"params": params, "opt": opt}, m
+
+  def run(states, lrs, betas, data, data_key, start, n: int):
+    def body(states, step):
+      return jax.vmap(one_step, in_axes=(0, 0, 0, None, None, None))(
+          states, lrs, betas, data, data_key, step)
+    return jax.lax.scan(body, states, start + jnp.arange(n))
+
+  return jax.jit(run, static_argnums=(6,), donate_argnums=(0,))
+
+
+def prev_index(story_lengths, delays) -> np.ndarray:
+  """(n_delays, T) row of t - d inside the same story, else T (the zero row)."""
+  T = int(sum(story_lengths))
+  out = np.full((len(delays), T), T, np.int32)
+  start = 0
+  for L in story_lengths:
+    for i, d in enumerate(delays):
+      t = np.arange(L)
+      ok = (t - d >= 0) & (t - d < L)
+      out[i, start + t[ok]] = start + t[ok] - d
+    start += L
+  return out
+
+
+def pad_rows(x_TxD):
+  return jnp.concatenate([x_TxD, jnp.zeros((1, x_TxD.shape[1]), x_TxD.dtype)], axis=0)
+
+
+def codes_all(sae_params, x_TxD, prev_NxT, k: int):
+  """Codes of every TR and their delayed stack, for evaluation (no minibatching)."""
+  z = encode(sae_params, x_TxD, k)
+  zd = delayed_codes(sae_params, pad_rows(x_TxD), prev_NxT, k)
+  return z, zd
