@@ -16,3 +16,10 @@ jax.config.update("jax_numpy_rank_promotion", "raise")
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:
   sys.path.insert(0, ROOT)
+
+
+def pytest_configure(config):
+  # The CI log lists the slowest tests, so the suite's budget (well under 20 minutes on
+  # 2 cores) can be kept without a separate timing run.
+  if config.option.durations is None:
+    config.option.durations = 25

@@ -155,3 +155,36 @@ def test_launcher_refuses_a_live_workdir(tmp_path):
   assert out.returncode == 1
   assert f"in use by another run (pid {os.getpid()})" in out.stderr
   assert not (tmp_path / "metrics.jsonl").exists()
+
+
+def _new_process():
+  """What a fresh launcher process sees: no metrics file opened yet."""
+  metrics._STALE.clear()
+
+
+def test_own_loop_writer_replaces_rows_a_killed_run_wrote(tmp_path):
+  """Papers with their own loops: rows recomputed after a resume replace the killed run's."""
+  def run(upto, start=0):
+    writer = metrics.MetricsWriter(str(tmp_path), verbose=False)
+    for s in range(start, upto):
+      writer.write(s, {"loss": float(s)})
+      writer.write(s, {"acc": float(s), "cell": 0}, split="eval")
+      writer.write(s, {"acc": float(s), "cell": 1}, split="eval")  # two rows, one key
+
+  _new_process()
+  run(5)                                    # killed after step 4, checkpoint at step 2
+  with open(tmp_path / "metrics.jsonl", "a") as f:
+    f.write('{"step": 5, "spl')             # a line cut by the kill
+  _new_process()
+  run(6, start=5)                           # a job that checkpointed step 4 resumes
+  with open(tmp_path / "metrics.jsonl", "a") as f:
+    f.write('{"step": 6, "spl')
+  _new_process()
+  run(8, start=3)                           # resumed from an older checkpoint: 3-5 again
+  _new_process()
+  run(8, start=7)                           # a rerun of the finished job repeats step 7
+  rows = metrics.read_metrics(str(tmp_path))
+  train = [r["step"] for r in rows if r["split"] == "train"]
+  evals = [(r["step"], r["cell"]) for r in rows if r["split"] == "eval"]
+  assert sorted(train) == list(range(8))
+  assert sorted(evals) == [(s, c) for s in range(8) for c in (0, 1)]

@@ -74,6 +74,48 @@ def _short(v) -> str:
   return str(v)
 
 
+def _read_rows(path: str):
+  """(line, row or None) for each line; None marks a line cut by a kill."""
+  with open(path) as f:
+    for line in f:
+      try:
+        yield line, json.loads(line)
+      except json.JSONDecodeError:
+        yield line, None
+
+
+def _rewrite(path: str, keep) -> int:
+  """Atomically keeps the lines whose row satisfies `keep`; returns the number dropped."""
+  kept, dropped = [], 0
+  for line, row in _read_rows(path):
+    if row is not None and keep(row):
+      kept.append(line if line.endswith("\n") else line + "\n")
+    else:
+      dropped += 1
+  if dropped:
+    tmp = f"{path}.tmp.{os.getpid()}"
+    with open(tmp, "w") as f:
+      f.writelines(kept)
+    os.replace(tmp, path)
+  return dropped
+
+
+# The (split, step) keys a metrics file held when this process first opened it. A resumed
+# or rerun job recomputes some of those rows; each recomputed row replaces the stale ones,
+# so the file holds every (split, step) once however often the job was killed and resumed,
+# while rows one process writes under the same key (e.g. one per market cell) all stay.
+_STALE: dict[str, set] = {}
+
+
+def _stale_keys(path: str) -> set:
+  if path not in _STALE:
+    rows = [row for _, row in _read_rows(path)] if os.path.exists(path) else []
+    if None in rows:  # a line cut by a kill: drop it before anything is appended to it
+      _rewrite(path, lambda r: True)
+    _STALE[path] = {(r.get("split"), r.get("step")) for r in rows if r is not None}
+  return _STALE[path]
+
+
 def truncate_after(workdir: str, step: int, drop_at_step: tuple = ()) -> int:
   """Drops rows past `step` (and rows of `drop_at_step` splits at `step`) atomically.
 
@@ -83,24 +125,15 @@ def truncate_after(workdir: str, step: int, drop_at_step: tuple = ()) -> int:
   path = os.path.join(workdir, "metrics.jsonl")
   if not is_writer() or not os.path.exists(path):
     return 0
-  kept, dropped = [], 0
-  with open(path) as f:
-    for line in f:
-      try:
-        row = json.loads(line)
-      except json.JSONDecodeError:  # a line cut by the kill
-        dropped += 1
-        continue
-      s = row.get("step", 0)
-      if s > step or (s == step and row.get("split") in drop_at_step):
-        dropped += 1
-      else:
-        kept.append(line if line.endswith("\n") else line + "\n")
-  if dropped:
-    tmp = f"{path}.tmp.{os.getpid()}"
-    with open(tmp, "w") as f:
-      f.writelines(kept)
-    os.replace(tmp, path)
+
+  def keep(row):
+    s = row.get("step", 0)
+    return not (s > step or (s == step and row.get("split") in drop_at_step))
+
+  dropped = _rewrite(path, keep)
+  stale = _stale_keys(path)
+  stale.intersection_update({(row.get("split"), row.get("step"))
+                             for _, row in _read_rows(path) if row is not None})
   return dropped
 
 
@@ -112,6 +145,7 @@ class MetricsWriter:
     self.path = os.path.join(workdir, "metrics.jsonl") if workdir else None
     if self.path and is_writer():
       os.makedirs(workdir, exist_ok=True)
+      _stale_keys(self.path)
     self.total_steps = total_steps
     self.verbose = verbose and is_writer()
     self._t0 = None
@@ -123,6 +157,11 @@ class MetricsWriter:
     if split == "train":
       row.update(self._progress(step))
     if self.path and is_writer():
+      stale = _stale_keys(self.path)
+      key = (split, int(step))
+      if key in stale:  # recomputed after a resume or rerun: replaces the old row(s)
+        _rewrite(self.path, lambda r: (r.get("split"), r.get("step")) != key)
+        stale.discard(key)
       with open(self.path, "a") as f:
         f.write(json.dumps(row) + "\n")
     if self.verbose:
