@@ -33,6 +33,13 @@ def test_compare_refuses_computation_and_allows_bookkeeping():
                      "train.steps: 200 -> 300"]
   refused, _ = workdir_lib.compare(old, {**old, "train": {"steps": 100, "log_every": 10}})
   assert refused == ["train.steps: 200 -> 100"]
+  # A config may declare another leaf that only extends training (a second stage).
+  staged = {"train": {"steps": 10, "policy_steps": 5}, "resume_may_grow": ["train.policy_steps"]}
+  more = {"train": {"steps": 10, "policy_steps": 8}, "resume_may_grow": ("train.policy_steps",)}
+  assert workdir_lib.compare(staged, more) == ([], ["train.policy_steps: 5 -> 8"])
+  assert workdir_lib.compare(more, staged)[0] == ["train.policy_steps: 8 -> 5"]
+  assert workdir_lib.compare({k: v for k, v in staged.items() if k != "resume_may_grow"},
+                             {"train": more["train"]})[0] == ["train.policy_steps: 5 -> 8"]
   # Tuples are stored as JSON lists: the same value, not a change.
   assert workdir_lib.compare({"a": [1, 2]}, {"a": (1, 2)}) == ([], [])
 

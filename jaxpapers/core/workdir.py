@@ -5,7 +5,8 @@ a resume, and it may only continue the same computation: a field that changes wh
 computed (model, data, optimizer, seed, schedule) refuses the resume with one line naming
 each differing field and its two values. Fields that only change what is logged or when
 (`log_every`, `eval_every`, checkpoint cadence, the study and benchmark groups) or a raised
-`train.steps` are allowed, and each such change is recorded in `config_changes.jsonl`.
+`train.steps` (or a leaf the config lists in `resume_may_grow`, e.g. a second stage's
+`train.policy_steps`) are allowed, and each such change is recorded in `config_changes.jsonl`.
 `--force_resume` on the launcher (env `JAXPAPERS_FORCE_RESUME=1`) accepts any change.
 
 The lock is an exclusive `fcntl.flock` on `workdir/.lock` held by process 0 for the whole
@@ -22,7 +23,7 @@ import time
 # Leaf names whose value never changes the computation of a run.
 _BOOKKEEPING_LEAVES = frozenset({
     "log_every", "eval_every", "checkpoint_every", "keep_checkpoints", "verbose",
-    "print_every", "plot", "progress_every"})
+    "print_every", "plot", "progress_every", "resume_may_grow"})
 # Top-level groups that configure studies and benchmarks, not the run.
 _BOOKKEEPING_GROUPS = frozenset({"study", "bench"})
 # Leaves that may grow on resume (training continues further).
@@ -59,13 +60,15 @@ def _is_bookkeeping(key: str) -> bool:
 def compare(old: dict, new: dict) -> tuple[list[str], list[str]]:
   """(refused, allowed): 'field: old -> new' lines between two config dicts."""
   a, b = _flatten(old), _flatten({k: _normalize(v) for k, v in new.items()})
+  # A config may name more leaves that only extend training (a later stage's steps).
+  may_grow = _MAY_GROW | set(new.get("resume_may_grow", ()) or ())
   refused, allowed = [], []
   for key in sorted(set(a) | set(b)):
     va, vb = a.get(key, "<absent>"), b.get(key, "<absent>")
     if va == vb:
       continue
     line = f"{key}: {va!r} -> {vb!r}"
-    grows = (key in _MAY_GROW and isinstance(va, (int, float)) and
+    grows = (key in may_grow and isinstance(va, (int, float)) and
              isinstance(vb, (int, float)) and vb >= va)
     (allowed if _is_bookkeeping(key) or grows else refused).append(line)
   return refused, allowed
