@@ -26,11 +26,9 @@ import matplotlib.pyplot as plt
 import jaxpapers
 from jaxpapers.papers.lie_bases import experiment, methods
 
+from jaxpapers.core import config as config_lib
 SMOKE = os.environ.get('JAXPAPERS_SMOKE') == '1'
-root = pathlib.Path(jaxpapers.__file__).resolve().parent.parent
-spec_ = importlib.util.spec_from_file_location('cfg', root / 'configs' / 'lie_bases.py')
-cfg_mod = importlib.util.module_from_spec(spec_); spec_.loader.exec_module(cfg_mod)
-config = cfg_mod.get_config('smoke,lrs=0.01' if SMOKE else 'steps=1500,lrs=0.003')
+config = config_lib.load("configs/lie_bases.py:" + ('smoke,lrs=0.01' if SMOKE else 'steps=1500,lrs=0.003'))
 spec = methods.spec_from(config.model)
 problem, data = experiment.setup(config, 'bm')
 print(problem.grid.size, 'nodes,', problem.m, 'basis functions, rank r =', spec.rank,

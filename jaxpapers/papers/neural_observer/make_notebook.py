@@ -25,11 +25,9 @@ import matplotlib.pyplot as plt
 import jaxpapers
 from jaxpapers.papers.neural_observer import experiment, train
 
+from jaxpapers.core import config as config_lib
 SMOKE = os.environ.get('JAXPAPERS_SMOKE') == '1'
-root = pathlib.Path(jaxpapers.__file__).resolve().parent.parent
-spec_ = importlib.util.spec_from_file_location('cfg', root / 'configs' / 'neural_observer.py')
-cfg_mod = importlib.util.module_from_spec(spec_); spec_.loader.exec_module(cfg_mod)
-config = cfg_mod.get_config('smoke' if SMOKE else 'total_steps=300')
+config = config_lib.load("configs/neural_observer.py:" + ('smoke' if SMOKE else 'total_steps=300'))
 cfg = experiment.flat(config)
 prob = train.build_problem(cfg, 'pendulum', 0)
 trainer = train.Trainer(prob, config.model.width, cfg)
