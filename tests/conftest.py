@@ -6,6 +6,11 @@ import sys
 os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "")
                            + " --xla_force_host_platform_device_count=8").strip()
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
+# One persistent XLA compilation cache for the whole suite: the xdist workers, notebook
+# kernels and launcher subprocesses compile many of the same programs (a smoke config, its
+# notebook, its resume test); only compilations over a second are stored.
+os.environ.setdefault("JAX_COMPILATION_CACHE_DIR", os.path.join(
+    os.environ.get("TMPDIR", "/tmp"), "jaxpapers_test_xla_cache"))
 # Notebooks executed by the tests read this to pick their tiny setting.
 os.environ["JAXPAPERS_SMOKE"] = "1"
 
