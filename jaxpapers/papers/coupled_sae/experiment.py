@@ -109,7 +109,8 @@ def summarize(config, feats, resp, fit, seed: int):
   import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
   sae = fit["joint"]["params"]["sae"]
   all_idx = feats.split["train"] + feats.split["val"] + feats.split["test"]
-  z_all = np.asarray(model.encode(sae, jnp.asarray(data_lib.stack(feats.x, all_idx)), m.k))
+  x_all = data_lib.stack(feats.x, all_idx)
+  z_all = np.asarray(model.codes_all(sae, jnp.asarray(x_all), jnp.full((1, len(x_all)), len(x_all), jnp.int32), m.k)[0])
   words = [w for i in all_idx for w in feats.words_tr[i]]
   units = analysis.top_units(maps["coupled"], min(e.n_segment_units, m.n_atoms))
   out["top_segments"] = analysis.top_segments(z_all, words, units, n_top=3)

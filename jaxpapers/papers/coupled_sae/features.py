@@ -127,30 +127,45 @@ def word_tokens(tok, words):
   return [tok.encode(w if i == 0 else " " + w) for i, w in enumerate(words)]
 
 
-def story_features(fn, tok, words, window: int, context: int, pad_id: int) -> np.ndarray:
-  """(W, dim) feature per word: hidden state at the word's last token.
+def story_windows(tok, words, window: int, context: int, pad_id: int):
+  """(windows (n, window) int32, starts, last-token index of each word, n_tokens).
 
   The story's tokens are cut into windows of `window` tokens whose first `context` tokens
   are only context (except in the first window), so every token sees at least `context`
-  preceding tokens; all windows of a story run as one batch.
+  preceding tokens of its story.
   """
   per_word = word_tokens(tok, words)
   ids = np.concatenate([np.asarray(t, np.int32) for t in per_word])
   last = np.cumsum([len(t) for t in per_word]) - 1
-  stride = window - context
-  starts = list(range(0, max(len(ids) - context, 1), stride))
+  starts = list(range(0, max(len(ids) - context, 1), window - context))
   batch = np.full((len(starts), window), pad_id, np.int32)
   for b, s in enumerate(starts):
     chunk = ids[s:s + window]
     batch[b, :len(chunk)] = chunk
-  h = np.asarray(fn(jnp.asarray(batch)), np.float32)
-  # Token i is read from the window whose kept region contains it.
-  feats = np.zeros((len(ids), h.shape[-1]), np.float32)
+  return batch, starts, last, len(ids)
+
+
+def gather_words(h_nxWxD, starts, last, n_tokens: int, context: int) -> np.ndarray:
+  """(n_words, D): each token is read from the window whose kept region contains it."""
+  window = h_nxWxD.shape[1]
+  feats = np.zeros((n_tokens, h_nxWxD.shape[-1]), np.float32)
   for b, s in enumerate(starts):
     lo = 0 if b == 0 else context
-    hi = min(window, len(ids) - s)
-    feats[s + lo:s + hi] = h[b, lo:hi]
+    hi = min(window, n_tokens - s)
+    feats[s + lo:s + hi] = h_nxWxD[b, lo:hi]
   return feats[last]
+
+
+def run_windows(fn, windows, batch_windows: int, pad_id: int, log=print) -> np.ndarray:
+  """Runs `fn` over fixed-size batches of windows (one compilation for any corpus)."""
+  n = len(windows)
+  pad = np.full((-n % batch_windows, windows.shape[1]), pad_id, np.int32)
+  w = np.concatenate([windows, pad])
+  out = []
+  for i in range(0, len(w), batch_windows):
+    out.append(np.asarray(fn(jnp.asarray(w[i:i + batch_windows])), np.float32))
+    log(f"features: batch {i // batch_windows + 1}/{len(w) // batch_windows}")
+  return np.concatenate(out)[:n]
 
 
 def tiny_lm(seed: int = 0, dim: int = 32, n_layers: int = 2):
@@ -158,7 +173,15 @@ def tiny_lm(seed: int = 0, dim: int = 32, n_layers: int = 2):
   tok = tokenizer_lib.ByteTokenizer()
   cfg = llama.LlamaConfig(vocab_size=tok.vocab_size, dim=dim, n_layers=n_layers, n_heads=4,
                           n_kv_heads=2, hidden_dim=2 * dim, init_std=0.2)
-  return cfg, llama.init(jax.random.PRNGKey(seed), cfg), tok
+  # NumPy draws (same layout as `llama.init`): compiling the JAX initializer costs seconds.
+  rng = np.random.default_rng(seed)
+  L = cfg.n_layers
+  blocks = {"attn_norm": np.ones((L, dim), np.float32), "mlp_norm": np.ones((L, dim), np.float32)}
+  for name, shape in cfg.shapes().items():
+    blocks[name] = (cfg.init_std * rng.standard_normal((L,) + shape)).astype(np.float32)
+  params = {"embed": (cfg.init_std * rng.standard_normal((cfg.vocab_size, dim))).astype(
+      np.float32), "blocks": blocks, "final_norm": np.ones((dim,), np.float32)}
+  return cfg, jax.tree.map(jnp.asarray, params), tok
 
 
 def load_lm(name: str):
@@ -173,7 +196,8 @@ def load_lm(name: str):
 
 
 def extract(stories, lm: str, layer: int, window: int, context: int,
-            cache_dir: str | None = None, log=print) -> list[np.ndarray]:
+            cache_dir: str | None = None, log=print, batch_windows: int = 8
+            ) -> list[np.ndarray]:
   """Per-story (W, dim) word features, cached in `cache_dir/features_<hash>.npz`."""
   key = json.dumps({"lm": lm, "layer": layer, "window": window, "context": context,
                     "stories": [(s.name, s.words) for s in stories]})
@@ -186,10 +210,13 @@ def extract(stories, lm: str, layer: int, window: int, context: int,
   layer = min(layer, cfg.n_layers)
   fn = jax.jit(lambda t: layer_hidden(params, t, cfg, layer))
   pad = getattr(tok, "eos_id", 0)
-  out = []
-  for i, s in enumerate(stories):
-    out.append(story_features(fn, tok, s.words, window, context, pad))
-    log(f"features: story {i + 1}/{len(stories)} ({s.name}, {len(s.words)} words)")
+  # All stories' windows run together in fixed-size batches, then go back to their words.
+  per_story = [story_windows(tok, s.words, window, context, pad) for s in stories]
+  h = run_windows(fn, np.concatenate([w for w, *_ in per_story]), batch_windows, pad, log)
+  out, i = [], 0
+  for w, starts, last, n_tok in per_story:
+    out.append(gather_words(h[i:i + len(w)], starts, last, n_tok, context))
+    i += len(w)
   if path:
     os.makedirs(cache_dir, exist_ok=True)
     np.savez(path + ".tmp.npz", **{f"s{i}": f for i, f in enumerate(out)})

@@ -61,12 +61,11 @@ def train_grids(config, tr: Split, n_fit: int, seed: int, ckpt_dir: str | None =
   key = jax.random.PRNGKey(seed)
   init_key, data_key = jax.random.split(jax.random.fold_in(key, 101))
   rep = lambda s, n: jax.tree.map(lambda a: jnp.broadcast_to(a, (n,) + a.shape), s)
-  states = {
-      "joint": rep(model.init_state(init_key, D, m.n_atoms, n_delays, n_fit, V, True),
-                   len(lrs)),
-      "sae": rep(model.init_state(init_key, D, m.n_atoms, n_delays, n_fit, V, False),
-                 len(sae_lrs))}
-  states = jax.tree.map(jnp.array, states)
+  init = jax.jit(lambda key: {
+      "joint": rep(model.init_state(key, D, m.n_atoms, n_delays, n_fit, V, True), len(lrs)),
+      "sae": rep(model.init_state(key, D, m.n_atoms, n_delays, n_fit, V, False),
+                 len(sae_lrs))})
+  states = init(init_key)
   ckpt = checkpoint_lib.Checkpointer(ckpt_dir) if ckpt_dir else None
   start = 0
   if ckpt is not None:
@@ -95,23 +94,23 @@ def train_grids(config, tr: Split, n_fit: int, seed: int, ckpt_dir: str | None =
       ckpt.save(start, states)
   if ckpt is not None:
     ckpt.close()
-  return states
+  return jax.device_get(states)
 
 
 def _member(states, i):
-  return jax.tree.map(lambda a: a[i], states)
+  # NumPy indexing: slicing device arrays leaf by leaf would compile one gather per shape.
+  return jax.tree.map(lambda a: np.asarray(a)[i], states)
 
 
 def eval_joint(params, split: Split, k: int, n_fit: int):
-  z, zd = model.codes_all(params["sae"], jnp.asarray(split.x), jnp.asarray(split.prev), k)
-  pred = model.predict_brain(params["maps"], zd)
-  r = np.stack([signal.correlation(np.asarray(pred[s]), split.y[s]) for s in range(n_fit)])
-  return np.asarray(z), np.asarray(zd), r
+  z, pred = model.predict_all(params, jnp.asarray(split.x), jnp.asarray(split.prev), k)
+  pred = np.asarray(pred)
+  r = np.stack([signal.correlation(pred[s], split.y[s]) for s in range(n_fit)])
+  return np.asarray(z), r
 
 
 def recon_fvu(sae, x, k):
-  z = model.encode(sae, jnp.asarray(x), k)
-  xh = np.asarray(model.decode(sae, z))
+  xh = np.asarray(model.reconstruct(sae, jnp.asarray(x), k))
   return float(np.mean((xh - x) ** 2) / np.mean(x ** 2))
 
 
@@ -130,8 +129,8 @@ def fit_all(config, feats, resp, seed: int, ckpt_dir=None, log=print, writer=Non
   best, best_val = None, -np.inf
   for i in range(len(lrs)):
     p = _member(states["joint"], i)["params"]
-    _, _, r_val = eval_joint(p, va, m.k, n_fit)
-    z_te, _, r_te = eval_joint(p, te, m.k, n_fit)
+    _, r_val = eval_joint(p, va, m.k, n_fit)
+    z_te, r_te = eval_joint(p, te, m.k, n_fit)
     row = {"lr": float(lrs[i]), "beta": float(betas[i]), "val_r": float(r_val.mean()),
            "test_r": r_te, "test_codes": z_te, "recon_fvu": recon_fvu(p["sae"], te.x, m.k),
            "params": p}

@@ -16,6 +16,7 @@ minibatches (drawn from fold_in(data_key, step)) and the same initialization.
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 import jax
 import jax.numpy as jnp
@@ -40,12 +41,18 @@ def decoder(p):
   return p["w_dec"] / (jnp.linalg.norm(p["w_dec"], axis=1, keepdims=True) + 1e-8)
 
 
+def _lead(v, ndim: int):
+  """A bias with explicit leading unit axes (tests run with rank promotion 'raise')."""
+  return v.reshape((1,) * (ndim - v.ndim) + v.shape)
+
+
 def encode(p, x_xD, k: int):
-  return topk_relu((x_xD - p["b_pre"]) @ p["w_enc"] + p["b_enc"], k)
+  pre = (x_xD - _lead(p["b_pre"], x_xD.ndim)) @ p["w_enc"]
+  return topk_relu(pre + _lead(p["b_enc"], pre.ndim), k)
 
 
 def decode(p, z_xA):
-  return z_xA @ decoder(p) + p["b_pre"]
+  return z_xA @ decoder(p) + _lead(p["b_pre"], z_xA.ndim)
 
 
 def delayed_codes(p, x_pad_TxD, prev_NxB, k: int):
@@ -149,8 +156,21 @@ def pad_rows(x_TxD):
   return jnp.concatenate([x_TxD, jnp.zeros((1, x_TxD.shape[1]), x_TxD.dtype)], axis=0)
 
 
+@functools.partial(jax.jit, static_argnums=3)
 def codes_all(sae_params, x_TxD, prev_NxT, k: int):
   """Codes of every TR and their delayed stack, for evaluation (no minibatching)."""
   z = encode(sae_params, x_TxD, k)
   zd = delayed_codes(sae_params, pad_rows(x_TxD), prev_NxT, k)
   return z, zd
+
+
+@functools.partial(jax.jit, static_argnums=3)
+def predict_all(params, x_TxD, prev_NxT, k: int):
+  """(codes (T, A), brain predictions (S, T, V)) of a coupled model on whole stories."""
+  z, zd = codes_all(params["sae"], x_TxD, prev_NxT, k)
+  return z, predict_brain(params["maps"], zd)
+
+
+@functools.partial(jax.jit, static_argnums=2)
+def reconstruct(sae_params, x_TxD, k: int):
+  return decode(sae_params, encode(sae_params, x_TxD, k))

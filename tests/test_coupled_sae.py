@@ -1,0 +1,288 @@
+"""Tests for the multisubject coupled SAE (abstract 1): each computation vs a reference."""
+import json
+import os
+import types
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from jaxpapers.core import config as config_lib
+from jaxpapers.nn import llama
+from jaxpapers.papers.coupled_sae import analysis
+from jaxpapers.papers.coupled_sae import baselines
+from jaxpapers.papers.coupled_sae import features
+from jaxpapers.papers.coupled_sae import lebel
+from jaxpapers.papers.coupled_sae import methods
+from jaxpapers.papers.coupled_sae import model
+from jaxpapers.papers.coupled_sae import signal
+from jaxpapers.papers.coupled_sae import simulate
+
+
+# ----------------------------------------------------------------------------- TopK SAE
+
+def test_topk_keeps_exactly_k_largest():
+  rng = np.random.default_rng(0)
+  pre = rng.standard_normal((64, 50)).astype(np.float32) + 0.5
+  for k in (1, 5, 12):
+    z = np.asarray(model.topk_relu(jnp.asarray(pre), k))
+    ref = np.zeros_like(pre)
+    top = np.argsort(-pre, axis=1)[:, :k]
+    np.put_along_axis(ref, top, np.maximum(np.take_along_axis(pre, top, 1), 0), 1)
+    np.testing.assert_allclose(z, ref, rtol=1e-6)
+    pos = (np.sort(pre, axis=1)[:, -k] > 0)  # rows whose k largest are all positive
+    assert np.all((z > 0).sum(1)[pos] == k) and np.all((z > 0).sum(1) <= k)
+
+
+def test_sae_encoder_is_tied_at_init_and_decoder_unit_norm():
+  p = model.init_sae(jax.random.PRNGKey(0), 16, 8)
+  np.testing.assert_allclose(np.asarray(p["w_enc"]), np.asarray(p["w_dec"]).T)
+  p["w_dec"] = p["w_dec"] * 3.0
+  np.testing.assert_allclose(np.linalg.norm(np.asarray(model.decoder(p)), axis=1), 1.0,
+                             rtol=1e-5)
+
+
+# ----------------------------------------------------------------------------- ridge
+
+@pytest.mark.parametrize("n_feat", [6, 40])  # primal (T > F) and kernel (T < F) solvers
+def test_ridge_matches_closed_form(n_feat):
+  rng = np.random.default_rng(1)
+  x = rng.standard_normal((30, n_feat))
+  y = x[:, :3] @ rng.standard_normal((3, 4)) + 0.5 * rng.standard_normal((30, 4)) + 2.0
+  folds = baselines.block_folds(30, 3)
+  w, alphas = baselines.ridge_cv(x, y, folds, alphas=(7.0,))
+  np.testing.assert_allclose(w, baselines.ridge_closed_form(x, y, 7.0), rtol=1e-5, atol=1e-7)
+  np.testing.assert_allclose(alphas, 7.0, rtol=1e-6)
+
+
+def test_ridge_cv_picks_per_voxel_alpha():
+  rng = np.random.default_rng(2)
+  x = rng.standard_normal((80, 5))
+  clean = x @ rng.standard_normal((5, 1))
+  y = np.concatenate([clean + 0.01 * rng.standard_normal((80, 1)),
+                      rng.standard_normal((80, 1))], axis=1)  # signal voxel, noise voxel
+  _, alphas = baselines.ridge_cv(x, y, baselines.block_folds(80, 4), (1e-2, 1e4))
+  np.testing.assert_allclose(alphas, [1e-2, 1e4], rtol=1e-6)
+
+
+# ----------------------------------------------------------------------------- resampling
+
+def test_lanczos_kernel_against_formula():
+  t = np.linspace(-4, 4, 161)
+  a, fc = 3, 0.5
+  u = t * fc
+  ref = np.array([1.0 if ui == 0 else (a * np.sin(np.pi * ui) * np.sin(np.pi * ui / a)
+                                       / (np.pi ** 2 * ui ** 2) if abs(ui) < a else 0.0)
+                  for ui in u])
+  np.testing.assert_allclose(signal.lanczos_kernel(t, fc, a), ref, atol=1e-12)
+
+
+def test_lanczos_resampling_sums_events():
+  """Events every dt carry TR/dt of a constant into each TR; a slow sinusoid keeps shape."""
+  dt, tr = 0.37, 2.0
+  old = np.arange(0, 300, dt)
+  new = signal.tr_times(150, tr)
+  const = signal.lanczos_resample(np.ones((len(old), 1)), old, new)[10:-10, 0]
+  np.testing.assert_allclose(const, tr / dt, rtol=0.03)
+  slow = np.sin(2 * np.pi * old / 60.0)[:, None]
+  out = signal.lanczos_resample(slow, old, new)[10:-10, 0] * dt / tr
+  np.testing.assert_allclose(out, np.sin(2 * np.pi * new[10:-10] / 60.0), atol=0.05)
+
+
+def test_delays_against_loop_and_story_boundaries():
+  rng = np.random.default_rng(3)
+  x = rng.standard_normal((12, 2))
+  d = signal.make_delayed(x, (1, 3))
+  for t in range(12):
+    for j, lag in enumerate((1, 3)):
+      ref = x[t - lag] if t - lag >= 0 else np.zeros(2)
+      np.testing.assert_array_equal(d[t, 2 * j:2 * j + 2], ref)
+  # The JAX model's delayed codes equal NumPy delays applied story by story.
+  lengths, delays, k = [7, 5], (1, 2, 4), 2
+  p = model.init_sae(jax.random.PRNGKey(1), 2, 4)
+  prev = model.prev_index(lengths, delays)
+  zd = np.asarray(model.delayed_codes(p, model.pad_rows(jnp.asarray(x, jnp.float32)),
+                                      jnp.asarray(prev), k))
+  z = np.asarray(model.encode(p, jnp.asarray(x, jnp.float32), k))
+  np.testing.assert_allclose(zd, signal.make_delayed_stories(z, lengths, delays), atol=1e-6)
+
+
+def test_hrf_shape_and_convolution():
+  h = signal.spm_hrf(2.0)
+  assert abs(h.sum() - 1) < 1e-9 and 4.0 <= 2.0 * np.argmax(h) <= 6.0 and h.min() < 0
+  x = np.random.default_rng(4).standard_normal((40, 3))
+  ref = np.stack([np.convolve(x[:, j], h)[:40] for j in range(3)], axis=1)
+  np.testing.assert_allclose(signal.convolve_hrf(x, h), ref, atol=1e-12)
+
+
+# ----------------------------------------------------------------------------- LM features
+
+def test_layer_hidden_matches_llama_at_last_layer():
+  cfg, params, _ = features.tiny_lm()
+  toks = jnp.asarray(np.random.default_rng(5).integers(0, 256, (2, 9)), jnp.int32)
+  h = features.layer_hidden(params, toks, cfg, cfg.n_layers)
+  ref, _ = llama.hidden(params, toks, cfg)
+  np.testing.assert_allclose(np.asarray(llama.rms_norm(h, params["final_norm"], cfg.norm_eps)),
+                             np.asarray(ref), rtol=1e-4, atol=1e-5)
+  with pytest.raises(ValueError, match="layer"):
+    features.layer_hidden(params, toks, cfg, 0)
+
+
+def test_word_features_read_the_last_token_of_each_word():
+  """With a 'model' that returns token positions, each word gets its last token's index."""
+  tok = features.tiny_lm()[2]
+  words = "the quick brown fox jumps over the lazy dog again and again".split() * 3
+  win, ctx = 16, 6
+  w, starts, last, n_tok = features.story_windows(tok, words, win, ctx, tok.eos_id)
+  pos = np.stack([np.arange(s, s + win) for s in starts]).astype(np.float32)[..., None]
+  got = features.gather_words(pos, starts, last, n_tok, ctx)[:, 0]
+  np.testing.assert_array_equal(got, last)
+  assert n_tok == len(" ".join(words).encode())  # per-word tokens tile the running text
+  # Windows after the first keep only tokens with at least `ctx` tokens of context.
+  assert all(b - a == win - ctx for a, b in zip(starts[:-1], starts[1:]))
+
+
+# ----------------------------------------------------------------------------- simulator
+
+def _sim_cfg(**kw):
+  base = dict(tr=2.0, rows=8, cols=10, n_subjects=3, n_planted=6, k_true=3, active_frac=0.2,
+              shift_sd=0.5, gain_sd=0.2, idio=0.1, dense_frac=0.0, dense_rank=4, ar=0.3,
+              spatial_sigma=1.0, peak_ceiling=0.6)
+  base.update(kw)
+  return types.SimpleNamespace(**base)
+
+
+def _fake_stories(n=6, T=120, D=24, seed=0):
+  rng = np.random.default_rng(seed)
+  mix = rng.standard_normal((D, D)) / np.sqrt(D)
+  return [signal.zscore(rng.standard_normal((T, D)) @ mix) for _ in range(n)]
+
+
+def test_planted_atoms_are_recovered_by_an_oracle():
+  """Ridge on the true delayed atom activations reaches the noise ceiling on held-out
+  stories; the codes are sparse as planted; the ceilings peak where configured."""
+  xs = _fake_stories()
+  cfg = _sim_cfg()
+  sim = simulate.simulate(xs, [0, 1, 2, 3], cfg, seed=0)
+  codes = np.concatenate(sim.codes)
+  assert np.all((codes > 0).sum(1) <= cfg.k_true)
+  assert 0.05 < (codes > 0).mean() < 0.25
+  delays = (1, 2, 3, 4, 5, 6, 7, 8)
+  f_tr = np.concatenate([signal.make_delayed(sim.codes[i], delays) for i in range(4)])
+  f_te = np.concatenate([signal.make_delayed(sim.codes[i], delays) for i in (4, 5)])
+  lengths = [120] * 4
+  for s in range(cfg.n_subjects):
+    y_tr = np.concatenate(sim.responses[s][:4])
+    y_te = np.concatenate(sim.responses[s][4:])
+    w, _ = baselines.ridge_cv(f_tr, y_tr, baselines.story_folds(lengths, 4))
+    r = signal.correlation(baselines.predict(w, f_tr, y_tr, f_te), y_te)
+    ceil = simulate.noise_ceiling(np.concatenate(sim.signals[s][4:]), y_te)
+    good = ceil > 0.3
+    assert good.sum() > 10
+    assert r[good].mean() > 0.85 * ceil[good].mean()
+    assert abs(np.quantile(simulate.noise_ceiling(np.concatenate(sim.signals[s]),
+                                                  np.concatenate(sim.responses[s])), 0.95)
+               - cfg.peak_ceiling) < 0.08
+
+
+def test_parcellation_and_maps():
+  rng = np.random.default_rng(0)
+  surf = simulate.parcellation(20, 24, rng)
+  assert set(np.unique(surf.labels)) == set(range(7))
+  specs = simulate.atom_specs(surf, 5, rng)
+  for spec in specs:
+    m = simulate.atom_map(surf, spec)
+    # Most of a map's energy sits in its home network (blobs centred there, leak 0.3).
+    assert analysis.network_purity(m, surf.labels, 7) >= (
+        (m[surf.labels == spec.home] ** 2).sum() / (m ** 2).sum()) - 1e-12
+    assert (m[surf.labels == spec.home] ** 2).sum() / (m ** 2).sum() > 0.5
+
+
+# ----------------------------------------------------------------------------- analyses
+
+def test_recovery_and_reproducibility_references():
+  rng = np.random.default_rng(6)
+  true = np.maximum(rng.standard_normal((200, 4)), 0)
+  perm = np.concatenate([true[:, [2, 0, 3, 1]], rng.standard_normal((200, 3))], axis=1)
+  assert analysis.recovery_timecourse(true, perm) == pytest.approx(1.0)
+  assert analysis.recovery_timecourse(true, rng.standard_normal((200, 7))) < 0.3
+  maps = rng.standard_normal((1, 5, 30))
+  same = np.concatenate([maps, 2 * maps, maps + 1], axis=0)
+  assert analysis.reproducibility(same) == pytest.approx(1.0)
+  w = rng.standard_normal((3, 2 * 6, 30))
+  ds = analysis.delay_sum(w[0], 2)
+  np.testing.assert_allclose(ds, w[0][:6] + w[0][6:])
+
+
+# ----------------------------------------------------------------------------- training
+
+def _tiny_train_setup():
+  rng = np.random.default_rng(7)
+  lengths = [40, 30]
+  x = rng.standard_normal((70, 12)).astype(np.float32)
+  delays = (1, 2)
+  prev = model.prev_index(lengths, delays)
+  y = np.stack([signal.make_delayed_stories(np.maximum(x[:, :3], 0), lengths, delays)
+                @ rng.standard_normal((6, 9)) for _ in range(2)]).astype(np.float32)
+  split = methods.Split(x, prev, signal.make_delayed_stories(x, lengths, delays), y, lengths)
+  cfg = config_lib.load("configs/coupled_sae.py:smoke,n_atoms=6,k=2,steps=24,batch=16,"
+                        "ckpt_every=8,lrs=1e-2+3e-3,betas=1.0")
+  cfg.unlock()
+  cfg.data.delays = delays
+  return cfg, split
+
+
+def test_coupled_training_fits_voxels_and_resumes_exactly(tmp_path):
+  cfg, split = _tiny_train_setup()
+  full = methods.train_grids(cfg, split, 2, seed=0)
+  # A member trained inside the grid equals the same member trained alone (same batches,
+  # same init; only float32 rounding of the differently batched kernels may differ).
+  alone_cfg = config_lib.override(cfg, {"train.lrs": (1e-2,), "train.sae_lrs": (1e-3,)})
+  alone = methods.train_grids(alone_cfg, split, 2, seed=0)
+  np.testing.assert_allclose(full["joint"]["params"]["maps"]["m"][0],
+                             alone["joint"]["params"]["maps"]["m"][0], rtol=1e-4, atol=1e-6)
+  # Checkpointed in chunks of 8 steps, killed after 16 and resumed: bitwise equal.
+  ck = str(tmp_path / "ck")
+  part = config_lib.override(cfg, {"train.steps": 16})
+  methods.train_grids(part, split, 2, seed=0, ckpt_dir=ck)
+  resumed = methods.train_grids(cfg, split, 2, seed=0, ckpt_dir=ck)
+  for a, b in zip(jax.tree.leaves(full), jax.tree.leaves(resumed)):
+    np.testing.assert_array_equal(a, b)
+  # The coupled maps learn something: training-TR correlation above the untrained zero.
+  p = jax.tree.map(lambda a: a[0], full["joint"]["params"])
+  _, r = methods.eval_joint(p, split, 2, 2)
+  assert np.isfinite(r).all() and r.mean() > 0.1
+
+
+# ----------------------------------------------------------------------------- real data
+
+def test_lebel_loader_on_generated_files(tmp_path):
+  rng = np.random.default_rng(8)
+  lebel.write_example(str(tmp_path), ["UTS01", "UTS02"], ["storya", "storyb"], 7, rng)
+  stories, resp, times = lebel.load(str(tmp_path), ["UTS01", "UTS02"], ["storya", "storyb"])
+  assert [s.name for s in stories] == ["storya", "storyb"]
+  assert all(len(s.words) >= 60 and np.all(np.diff(s.onsets) > 0) for s in stories)
+  for s in ("UTS01", "UTS02"):
+    assert [y.shape for y in resp[s]] == [(len(t), 7) for t in times]
+  # A word tier read back exactly (first word after the leading silence starts at 0.8 s).
+  assert stories[0].onsets[0] == pytest.approx(0.8)
+  d = tmp_path / "derivative"
+  rd = json.loads((d / "respdict.json").read_text())
+  rd["storya"] += 3
+  (d / "respdict.json").write_text(json.dumps(rd))
+  with pytest.raises(ValueError, match="storya.hf5 has"):
+    lebel.load(str(tmp_path), ["UTS01"], ["storya"])
+  with pytest.raises(FileNotFoundError, match="ds003020"):
+    lebel.load(str(tmp_path / "nope"), ["UTS01"], ["storya"])
+  with pytest.raises(ValueError, match="not in"):
+    lebel.load(str(tmp_path), ["UTS01"], ["nostory"])
+
+
+def test_config_bad_inputs():
+  with pytest.raises(ValueError, match="no_such_key"):
+    config_lib.load("configs/coupled_sae.py:no_such_key=1")
+  with pytest.raises(ValueError, match="k=9"):
+    config_lib.load("configs/coupled_sae.py:k=9,n_atoms=4")
+  with pytest.raises(ValueError, match="source"):
+    config_lib.load("configs/coupled_sae.py:source=nifti")
