@@ -235,11 +235,12 @@ def _tiny_train_setup():
 
 def test_coupled_training_fits_voxels_and_resumes_exactly(tmp_path):
   cfg, split = _tiny_train_setup()
-  full = methods.train_grids(cfg, split, 2, seed=0)
+  # Uninterrupted, in chunks of 8 steps (the same compiled chunk as the resumed run).
+  full = methods.train_grids(cfg, split, 2, seed=0, ckpt_dir=str(tmp_path / "full"))
   # A member trained inside the grid equals the same member trained alone (same batches,
   # same init; only float32 rounding of the differently batched kernels may differ).
   alone_cfg = config_lib.override(cfg, {"train.lrs": (1e-2,), "train.sae_lrs": (1e-3,)})
-  alone = methods.train_grids(alone_cfg, split, 2, seed=0)
+  alone = methods.train_grids(alone_cfg, split, 2, seed=0, ckpt_dir=str(tmp_path / "alone"))
   np.testing.assert_allclose(full["joint"]["params"]["maps"]["m"][0],
                              alone["joint"]["params"]["maps"]["m"][0], rtol=1e-4, atol=1e-6)
   # Checkpointed in chunks of 8 steps, killed after 16 and resumed: bitwise equal.

@@ -110,6 +110,7 @@ def init_state(key, d: int, n_atoms: int, n_delays: int, n_subjects: int, n_vox:
   return {"params": params, "opt": optax.scale_by_adam().init(params)}
 
 
+@functools.lru_cache(maxsize=None)
 def make_train(spec: TrainSpec):
   """Returns jitted `run(states, lrs, betas, data, data_key, start, n)` over a grid.
 
