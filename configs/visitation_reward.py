@@ -1,0 +1,94 @@
+"""Success Visitation Matching: dense process rewards from a success/failure discriminator.
+
+arXiv 2606.23640 (abstract 5). A discriminator over state-action visitations of earlier
+successful vs failed episodes gives a potential; its shaping term is added to the sparse
+outcome reward while a behaviour-cloned initial policy is fine-tuned with PPO. Baselines:
+sparse only, a VICE-like success-state classifier, a hand-shaped distance and RND.
+
+  # one method on one task over `seeds` seeds (checkpointed every `chunk` iterations):
+  python launch/train.py --config=configs/visitation_reward.py:task=push_block,method=svm --workdir=/tmp/vr
+  # the study: per task, every method's actor LR tuned on validation seeds, then the
+  # reported seeds at the chosen LR; success vs env steps with 95% bands, AUC table,
+  # tabular invariance check:
+  python launch/study.py --config=configs/visitation_reward.py --workdir=/tmp/vr_study
+
+Expected: see jaxpapers/papers/visitation_reward/README.md (numbers with the commit).
+`:smoke` runs in seconds plus compilation; explicit args override smoke values
+(`:smoke,iterations=4`).
+"""
+import ml_collections
+
+from jaxpapers.core import config as config_lib
+
+_TASKS = ("point_reach", "push_block", "arm_place", "mountain_car")
+_SMOKE = dict(iterations=2, num_envs=4, seeds=1, prefill_rollouts=1, aux_steps=2,
+              aux_init_steps=2, bc_steps=20, bc_episodes=2, epochs=1, minibatches=2,
+              tasks=("point_reach",), methods=("sparse", "svm"), lrs=(3e-4,), val_seeds=1,
+              test_seeds=1, tabular_mdps=2, chunk=1, hidden=16)
+
+
+def get_config(arg=None):
+  arg = config_lib.parse_arg(
+      arg, smoke_args=_SMOKE, smoke=False, seed=0, task="push_block", method="svm",
+      lr=3e-4, seeds=3, iterations=40, num_envs=16, epochs=4, minibatches=4, hidden=32,
+      prefill_rollouts=4, aux_steps=16, aux_init_steps=200, bc_steps=300, bc_episodes=10,
+      bc_noise=0.5, tasks=_TASKS, methods=("sparse", "svm", "vice", "distance", "rnd"),
+      lrs=(1e-4, 3e-4, 1e-3), val_seeds=2, test_seeds=6, tabular_mdps=30, chunk=10)
+  config = ml_collections.ConfigDict()
+  config.experiment = "jaxpapers.papers.visitation_reward.experiment"
+  config.seed = arg.seed  # offset of every seed index (runs draw keys from task + seed)
+
+  config.task = ml_collections.ConfigDict()
+  # point_reach | push_block | arm_place | mountain_car (gymnax) | brax_reacher |
+  # brax_pusher (brax: wrapper only, too slow on this CPU, see README)
+  config.task.name = arg.task
+
+  config.bc = ml_collections.ConfigDict()
+  config.bc.episodes = arg.bc_episodes  # noisy scripted demonstrations
+  config.bc.noise = arg.bc_noise  # std of the Gaussian noise on the demonstrator's actions
+  config.bc.steps = arg.bc_steps  # Adam steps of the MSE fit (short: imperfect policy)
+  config.bc.lr = 1e-3
+
+  config.ppo = ml_collections.ConfigDict()
+  config.ppo.num_envs = arg.num_envs  # episodes per iteration (one full episode each)
+  config.ppo.iterations = arg.iterations  # env steps = iterations x num_envs x horizon
+  config.ppo.epochs = arg.epochs
+  config.ppo.minibatches = arg.minibatches
+  config.ppo.gamma = 0.98
+  config.ppo.lam = 0.95  # GAE lambda
+  config.ppo.clip = 0.2
+  config.ppo.critic_lr = 1e-3
+  config.ppo.init_std = 0.3  # exploration std of the fine-tuned Gaussian policy
+  config.ppo.critic_warmup = 2  # iterations with the actor frozen (critic catches up)
+  config.ppo.hidden = arg.hidden  # width of every MLP (2 hidden layers)
+
+  config.reward = ml_collections.ConfigDict()
+  # Dense-term scales (each method uses only its own term on top of the sparse reward).
+  config.reward.svm = 1.0  # Phi in [0, scale]
+  config.reward.vice = 0.05  # x log sigma(C(s')) in [-5, 0]
+  config.reward.distance = 0.05  # x -distance(s')
+  config.reward.rnd = 0.05  # x normalised RND error
+  config.reward.buffer_rollouts = 8  # earlier rollouts the discriminators train on
+  config.reward.prefill_rollouts = arg.prefill_rollouts  # initial-policy rollouts
+  config.reward.aux_steps = arg.aux_steps  # discriminator / RND Adam steps per iteration
+  config.reward.aux_init_steps = arg.aux_init_steps  # on the initial-policy rollouts
+  config.reward.aux_batch = 128
+  config.reward.aux_lr = 1e-3
+
+  config.train = ml_collections.ConfigDict()
+  config.train.method = arg.method  # sparse | svm | vice | distance | rnd
+  config.train.lr = arg.lr  # actor Adam step size
+  config.train.seeds = arg.seeds
+  config.train.chunk = arg.chunk  # iterations per checkpoint
+
+  config.study = ml_collections.ConfigDict()
+  config.study.tasks = tuple(arg.tasks)
+  config.study.methods = tuple(arg.methods)
+  config.study.lrs = tuple(arg.lrs)  # actor LR grid, selected per method on val seeds
+  config.study.val_seeds = arg.val_seeds  # seeds 1000 + i: LR selection only
+  config.study.test_seeds = arg.test_seeds  # seeds 0 .. n-1: reported
+  config.study.tabular_mdps = arg.tabular_mdps  # random goal MDPs in the invariance check
+
+  if arg.method not in ("sparse", "svm", "vice", "distance", "rnd"):
+    raise ValueError(f"unknown method {arg.method!r}; known: sparse, svm, vice, distance, rnd")
+  return config_lib.lock(config)

@@ -1,0 +1,269 @@
+"""Success Visitation Matching (arXiv 2606.23640): training entry and the study.
+
+`train_and_evaluate` fine-tunes the behaviour-cloned policy of one task with one method
+over several seeds (vmapped; checkpointed every `train.chunk` iterations, resumes
+exactly) and writes the success rate per iteration. `run_study` runs, per task, every
+method x actor-LR on validation seeds, picks each method's LR by its mean success over
+training (area under the curve) on those seeds, runs the reported seeds at that LR, and
+writes the AUC table with paired differences to the sparse baseline, success-vs-env-steps
+plots with 95% bands, and the tabular invariance check.
+"""
+from __future__ import annotations
+
+import functools
+import os
+import time
+import typing
+import zlib
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxpapers.core import checkpoint as checkpoint_lib
+from jaxpapers.core import metrics as metrics_lib
+from jaxpapers.core import study as study_lib
+from jaxpapers.papers.visitation_reward import bc, envs, plots, ppo, rewards, tabular
+
+PATHS = ["jaxpapers/papers/visitation_reward", "configs/visitation_reward.py"]
+VAL_SEED_OFFSET = 1000
+
+
+class RunCfg(typing.NamedTuple):
+  """The static (hashable) settings of one run, from the config."""
+  num_envs: int
+  iterations: int
+  epochs: int
+  minibatches: int
+  gamma: float
+  lam: float
+  clip: float
+  critic_lr: float
+  init_std: float
+  critic_warmup: int
+  hidden: int
+  buffer_rollouts: int
+  prefill_rollouts: int
+  aux_steps: int
+  aux_init_steps: int
+  aux_batch: int
+  aux_lr: float
+  bc_episodes: int
+  bc_noise: float
+  bc_steps: int
+  bc_lr: float
+
+
+def run_cfg(config) -> RunCfg:
+  p, r, b = config.ppo, config.reward, config.bc
+  if p.num_envs * 1 % p.minibatches and p.minibatches > p.num_envs:
+    raise ValueError("ppo.minibatches must not exceed ppo.num_envs x horizon")
+  return RunCfg(p.num_envs, p.iterations, p.epochs, p.minibatches, p.gamma, p.lam, p.clip,
+                p.critic_lr, p.init_std, p.critic_warmup, p.hidden, r.buffer_rollouts,
+                r.prefill_rollouts, r.aux_steps, r.aux_init_steps, r.aux_batch, r.aux_lr,
+                b.episodes, b.noise, b.steps, b.lr)
+
+
+def scales(config) -> dict:
+  return {c: float(config.reward[c]) for c in rewards.COMPONENTS}
+
+
+def seed_key(task_name: str, seed):
+  """Every run's randomness: (task, seed). Methods and LRs share it (paired runs), and a
+  run's numbers do not depend on which other runs share its program."""
+  return jax.random.fold_in(jax.random.key(zlib.crc32(task_name.encode()) % (2**31)), seed)
+
+
+def initial_actor(task, rc: RunCfg, key):
+  return bc.behaviour_clone(task, jax.random.fold_in(key, 0), rc.hidden, rc.bc_episodes,
+                            rc.bc_noise, rc.bc_steps, rc.bc_lr)
+
+
+@functools.partial(jax.jit, static_argnames=("task_name", "rc"))
+def population(task_name: str, rc: RunCfg, seeds, lrs, weights):
+  """Whole runs for lanes (seed, lr, weights): (initial success (L,), metrics (L, I))."""
+  task = envs.make(task_name)
+
+  def lane(seed, lr, w):
+    key = seed_key(task_name, seed)
+    actor0 = initial_actor(task, rc, key)
+    init_success, metrics, _ = ppo.finetune(task, rc, jax.random.fold_in(key, 1), actor0,
+                                            lr, w)
+    return init_success, metrics
+
+  return jax.vmap(lane)(seeds, lrs, weights)
+
+
+@functools.partial(jax.jit, static_argnames=("task_name", "rc"))
+def _init_lanes(task_name, rc, seeds):
+  task = envs.make(task_name)
+
+  def lane(seed):
+    key = seed_key(task_name, seed)
+    actor0 = initial_actor(task, rc, key)
+    carry, s0 = ppo.init(task, rc, jax.random.fold_in(key, 1), actor0)
+    return actor0, carry, s0
+
+  return jax.vmap(lane)(seeds)
+
+
+@functools.partial(jax.jit, static_argnames=("task_name", "rc", "n"), donate_argnums=(3,))
+def _run_lanes(task_name, rc, seeds, carry, actor0, lr, weights, start, n):
+  task = envs.make(task_name)
+
+  def lane(seed, c, a0):
+    key = jax.random.fold_in(seed_key(task_name, seed), 1)
+    return ppo.run(task, rc, c, key, a0, lr, weights, start, n)
+
+  return jax.vmap(lane)(seeds, carry, actor0)
+
+
+def train_and_evaluate(config, workdir: str, stop_after: int | None = None) -> dict:
+  """One task and method over `train.seeds` seeds; success per iteration to metrics.jsonl.
+
+  Checkpoints (policy, optimisers, discriminators, buffer) every `train.chunk`
+  iterations; a restarted run resumes from the workdir to the same numbers.
+  `stop_after` (an iteration) ends the run there as a kill would (resume test).
+  """
+  metrics_lib.write_config(workdir, config)
+  rc = run_cfg(config)
+  task = envs.make(config.task.name)
+  seeds = jnp.arange(config.train.seeds) + config.seed
+  weights = rewards.method_weights(config.train.method, scales(config))
+  lr = jnp.float32(config.train.lr)
+  actor0, carry, s0 = _init_lanes(task.name, rc, seeds)
+  ckpt = checkpoint_lib.Checkpointer(workdir, keep=1)
+  hist = jnp.zeros((rc.iterations, config.train.seeds))
+  state, start = ckpt.restore_or({"carry": carry, "success": hist})
+  carry, hist = state["carry"], state["success"]
+  metrics_lib.truncate_after(workdir, start)
+  steps_per_it = rc.num_envs * task.horizon
+  writer = metrics_lib.MetricsWriter(workdir, total_steps=rc.iterations * steps_per_it)
+  if start == 0:
+    writer.write(0, {"success": float(s0.mean())}, split="eval")
+  it = start
+  while it < rc.iterations:
+    if stop_after is not None and it >= stop_after:
+      ckpt.close()
+      return {}
+    n = min(config.train.chunk, rc.iterations - it)
+    carry, m = _run_lanes(task.name, rc, seeds, carry, actor0, lr, weights, jnp.int32(it), n)
+    succ = np.asarray(m["success"])  # (seeds, n)
+    hist = hist.at[it:it + n].set(succ.T)
+    for j in range(n):
+      row = {k: float(np.mean(np.asarray(v)[:, j])) for k, v in m.items()}
+      metrics_lib.check_finite(it + j + 1, row)
+      writer.write((it + j + 1) * steps_per_it, row)
+    it += n
+    ckpt.save(it, {"carry": carry, "success": hist})
+  ckpt.close()
+  hist = np.asarray(hist)
+  out = {"initial_success": float(s0.mean()), "final_success": float(hist[-1].mean()),
+         "auc_success": float(hist.mean())}
+  writer.write(rc.iterations * steps_per_it, out, split="summary")
+  return {**out, "success": hist}
+
+
+def _lanes(methods, lrs, seeds, config):
+  grid = [(m, lr, s) for m in methods for lr in lrs for s in seeds]
+  sc = scales(config)
+  return (grid, jnp.asarray([g[2] for g in grid], jnp.int32),
+          jnp.asarray([g[1] for g in grid], jnp.float32),
+          jnp.stack([rewards.method_weights(g[0], sc) for g in grid]))
+
+
+def _curves(grid, init, success):
+  """{(method, lr): (seeds, I+1) success curves} with the initial policy at index 0."""
+  out = {}
+  for (m, lr, _), s0, s in zip(grid, np.asarray(init), np.asarray(success)):
+    out.setdefault((m, lr), []).append(np.concatenate([[s0], s]))
+  return {k: np.stack(v) for k, v in out.items()}
+
+
+def ci95(x):
+  """Mean and half-width of a t-based 95% interval over the first axis."""
+  from scipy import stats
+  x = np.asarray(x, np.float64)
+  n = x.shape[0]
+  half = stats.t.ppf(0.975, n - 1) * x.std(0, ddof=1) / np.sqrt(n) if n > 1 else np.nan * x[0]
+  return x.mean(0), half
+
+
+def run_task(config, task_name: str, log=print) -> dict:
+  """LR selection on validation seeds, then the reported seeds, for one task."""
+  rc = run_cfg(config)
+  st = config.study
+  methods, lrs = list(st.methods), list(st.lrs)
+  val = [VAL_SEED_OFFSET + config.seed + i for i in range(st.val_seeds)]
+  t0 = time.perf_counter()
+  grid, seeds, lr_arr, w = _lanes(methods, lrs, val, config)
+  init, m = population(task_name, rc, seeds, lr_arr, w)
+  val_curves = _curves(grid, init, m["success"])
+  chosen = {}
+  for meth in methods:
+    aucs = [val_curves[(meth, lr)][:, 1:].mean() for lr in lrs]
+    chosen[meth] = lrs[int(np.argmax(aucs))]
+    log(f"[{task_name}] {meth}: val AUC per lr {dict(zip(lrs, np.round(aucs, 3)))} -> "
+        f"lr {chosen[meth]}")
+  t_val = time.perf_counter() - t0
+  test = [config.seed + i for i in range(st.test_seeds)]
+  grid = [(meth, chosen[meth], s) for meth in methods for s in test]
+  sc = scales(config)
+  init, m = population(task_name, rc, jnp.asarray([g[2] for g in grid], jnp.int32),
+                       jnp.asarray([g[1] for g in grid], jnp.float32),
+                       jnp.stack([rewards.method_weights(g[0], sc) for g in grid]))
+  curves = {k[0]: v for k, v in _curves(grid, init, m["success"]).items()}
+  return {"curves": curves, "chosen_lr": chosen, "val_seconds": t_val,
+          "test_seconds": time.perf_counter() - t0 - t_val,
+          "steps_per_iteration": rc.num_envs * envs.make(task_name).horizon}
+
+
+def run_study(config, workdir: str) -> list[dict]:
+  """Table `visitation_reward_study.md`, raw json, plot, tabular invariance."""
+  metrics_lib.write_config(workdir, config)
+  commit = study_lib.git_commit(paths=PATHS)  # stamped when the study starts
+  start = time.perf_counter()
+  writer = metrics_lib.MetricsWriter(workdir)
+  tab = tabular.study(config.study.tabular_mdps, seed=config.seed)
+  writer.write(0, tab, split="tabular")
+  rows, results = [], {}
+  for task_name in config.study.tasks:
+    res = run_task(config, task_name)
+    results[task_name] = res
+    base = res["curves"].get("sparse")
+    for meth, c in res["curves"].items():
+      auc = c[:, 1:].mean(1)
+      mean, half = ci95(auc)
+      row = {"task": task_name, "method": meth, "lr": res["chosen_lr"][meth],
+             "seeds": c.shape[0], "initial success": float(c[:, 0].mean()),
+             "AUC success": float(mean), "AUC 95% CI": f"+-{half:.3f}",
+             "final success": float(c[:, -1].mean())}
+      if base is not None and meth != "sparse":
+        d_mean, d_half = ci95(auc - base[:, 1:].mean(1))  # paired by seed
+        row["AUC - sparse (paired)"] = f"{d_mean:+.3f} +- {d_half:.3f}"
+      rows.append(row)
+      writer.write(0, {k: v for k, v in row.items() if isinstance(v, float)},
+                   split=f"study/{task_name}/{meth}")
+    _write(config, workdir, commit, start, rows, results, tab)
+  return _write(config, workdir, commit, start, rows, results, tab)
+
+
+def _write(config, workdir, commit, start, rows, results, tab):
+  st = config.study
+  header = (f"Success Visitation Matching study (commit {commit}); PPO fine-tuning of a BC "
+            f"policy, {config.ppo.iterations} iterations x {config.ppo.num_envs} episodes, "
+            f"{st.test_seeds} reported seeds (LR from {st.lrs} chosen on {st.val_seeds} "
+            f"validation seeds by AUC); AUC = mean training-rollout success over iterations; "
+            f"wall {time.perf_counter() - start:.0f} s. Tabular invariance: {tab}.")
+  columns = ["task", "method", "lr", "seeds", "initial success", "AUC success", "AUC 95% CI",
+             "AUC - sparse (paired)", "final success"]
+  md = study_lib.write_table(workdir, "visitation_reward_study", rows, columns, header)
+  raw = {t: {"chosen_lr": r["chosen_lr"], "steps_per_iteration": r["steps_per_iteration"],
+             "curves": {m: c.tolist() for m, c in r["curves"].items()}}
+         for t, r in results.items()}
+  import json
+  with open(os.path.join(workdir, "visitation_reward_curves.json"), "w") as f:
+    json.dump(raw, f)
+  plots.success_curves(os.path.join(workdir, "visitation_reward_study.png"), results, ci95)
+  print(md, flush=True)
+  return rows

@@ -1,0 +1,204 @@
+"""Tests for visitation_reward: dynamics and success detection, the discriminator's
+reward sign, the tabular invariance check (and its counter-example), GAE against a
+NumPy loop, exact resume, and bad input."""
+import os
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from jaxpapers.core import config as config_lib
+from jaxpapers.papers.visitation_reward import brax_tasks, envs, experiment, ppo, rewards
+from jaxpapers.papers.visitation_reward import tabular
+
+KEY = jax.random.key(0)
+
+
+def test_point_reach_dynamics_and_success():
+  t = envs.make("point_reach")
+  s = jnp.array([0.0, 0.0, 0.5, 0.0, 0.3, 0.0])
+  s2 = t.step(s, jnp.array([2.0, -1.0]), KEY)  # the action is clipped to [-1, 1]
+  v = 0.8 * np.array([0.5, 0.0]) + 0.2 * np.array([1.0, -1.0])
+  np.testing.assert_allclose(s2[:4], np.concatenate([0.1 * v, v]), rtol=1e-6)
+  assert not bool(t.success(s2)) and float(t.reward(s2)) == 0.0
+  at_goal = s.at[:2].set(jnp.array([0.27, 0.02]))  # 0.036 from the goal, radius 0.05
+  assert bool(t.success(at_goal)) and float(t.reward(at_goal)) == 1.0
+
+
+def test_push_block_contact_pushes_along_the_centre_line():
+  t = envs.make("push_block")
+  s = jnp.array([0.0, 0.0, 0.2, 0.0, 0.9, 0.9])
+  s2 = t.step(s, jnp.array([1.0, 0.0]), KEY)  # pusher to x = 0.1, 0.1 from the block
+  np.testing.assert_allclose(s2[:2], [0.1, 0.0], atol=1e-6)
+  np.testing.assert_allclose(s2[2:4], [0.1 + t.contact, 0.0], atol=1e-6)
+  far = t.step(jnp.array([-0.8, 0.0, 0.2, 0.0, 0.9, 0.9]), jnp.array([1.0, 0.0]), KEY)
+  np.testing.assert_allclose(far[2:4], [0.2, 0.0])  # no contact: the block stays
+  assert bool(t.success(jnp.array([0.0, 0.0, 0.85, 0.85, 0.9, 0.9])))
+  assert not bool(t.success(s2))
+
+
+def test_arm_forward_kinematics_grasp_and_place():
+  t = envs.make("arm_place")
+  q = jnp.array([0.3, 0.7])
+  np.testing.assert_allclose(
+      t.fk(q), [0.5 * np.cos(0.3) + 0.5 * np.cos(1.0), 0.5 * np.sin(0.3) + 0.5 * np.sin(1.0)],
+      rtol=1e-6)
+  ee = t.fk(q)
+  goal = t.fk(q + jnp.array([0.1, 0.0]))
+  s = jnp.concatenate([q, ee + 0.01, jnp.zeros(1), goal])
+  held = t.step(s, jnp.array([0.0, 0.0, 1.0]), KEY)  # close next to the object
+  assert float(held[4]) == 1.0
+  carried = t.step(held, jnp.array([1.0, 0.0, 1.0]), KEY)  # rotate joint 1 by 0.1
+  np.testing.assert_allclose(carried[2:4], goal, atol=1e-6)
+  assert not bool(t.success(carried))  # at the goal but still held
+  placed = t.step(carried, jnp.array([0.0, 0.0, -1.0]), KEY)
+  assert float(placed[4]) == 0.0 and bool(t.success(placed))
+  np.testing.assert_allclose(placed[2:4], goal, atol=1e-6)
+
+
+def test_mountain_car_matches_gymnax_and_the_closed_form():
+  gymnax = pytest.importorskip("gymnax")
+  t = envs.make("mountain_car")
+  s = jnp.array([-0.5, 0.01, 3.0])
+  s2 = t.step(s, jnp.array([0.7]), KEY)
+  v = 0.01 + 0.7 * 0.0015 - 0.0025 * np.cos(3 * -0.5)
+  np.testing.assert_allclose(s2[:3], [-0.5 + v, v, 4.0], rtol=1e-5)
+  env, params = gymnax.make("MountainCarContinuous-v0")
+  _, ref, _, _, _ = env.step_env(KEY, t._to_env_state(s), jnp.array([0.7]), params)
+  np.testing.assert_allclose([ref.position, ref.velocity], s2[:2], rtol=1e-6)
+  assert bool(t.success(jnp.array([0.46, 0.0, 0.0])))
+  assert not bool(t.success(jnp.array([0.44, 0.0, 0.0])))
+
+
+def test_brax_sparse_success_from_observation():
+  class FakeState:  # brax State's observation is all the success test reads
+    def __init__(self, obs):
+      self.obs = jnp.asarray(obs)
+  reacher = brax_tasks.make("brax_reacher")
+  near = np.zeros(11)
+  near[-3:] = [0.01, 0.01, 0.0]
+  far = np.zeros(11)
+  far[-3:] = [0.05, 0.0, 0.0]
+  assert float(reacher.reward(FakeState(near))) == 1.0
+  assert float(reacher.reward(FakeState(far))) == 0.0
+  pusher = brax_tasks.make("brax_pusher")
+  obs = np.zeros(23)
+  obs[17:20], obs[20:23] = [0.5, 0.2, 0.0], [0.52, 0.2, -0.3]  # z differs: table plane only
+  assert float(pusher.reward(FakeState(obs))) == 1.0
+  obs[17] = 0.6
+  assert float(pusher.reward(FakeState(obs))) == 0.0
+
+
+@pytest.mark.skipif(not os.environ.get("JAXPAPERS_BRAX"),
+                    reason="brax compiles for minutes on CPU; set JAXPAPERS_BRAX=1")
+def test_brax_reacher_runs():
+  pytest.importorskip("brax")
+  t = envs.make("brax_reacher")
+  s = t.reset(KEY)
+  s2 = t.step(s, jnp.zeros(2), KEY)
+  assert float(t.reward(s2)) == float(jnp.linalg.norm(s2.obs[-3:-1]) < t.radius)
+
+
+def _gae_numpy(r, v, d, last, gamma, lam):
+  T = len(r)
+  adv = np.zeros_like(r)
+  run = np.zeros_like(last)
+  for t in reversed(range(T)):
+    nv = last if t == T - 1 else v[t + 1]
+    delta = r[t] + gamma * nv * (1 - d[t]) - v[t]
+    run = delta + gamma * lam * (1 - d[t]) * run
+    adv[t] = run
+  return adv
+
+
+def test_gae_matches_numpy_loop():
+  rng = np.random.default_rng(0)
+  r, v = rng.normal(size=(9, 3)), rng.normal(size=(9, 3))
+  d = (rng.random((9, 3)) < 0.2).astype(np.float64)
+  last = rng.normal(size=3)
+  adv, ret = ppo.gae(jnp.asarray(r), jnp.asarray(v), jnp.asarray(d), jnp.asarray(last),
+                     0.97, 0.9)
+  ref = _gae_numpy(r, v, d, last, 0.97, 0.9)
+  np.testing.assert_allclose(adv, ref, rtol=1e-5, atol=1e-6)
+  np.testing.assert_allclose(ret, ref + v, rtol=1e-5, atol=1e-6)
+  # lambda = 1 without dones: discounted return-to-go plus the bootstrap, minus V.
+  adv1, _ = ppo.gae(jnp.asarray(r), jnp.asarray(v), jnp.zeros((9, 3)), jnp.asarray(last),
+                    0.97, 1.0)
+  disc = 0.97 ** np.arange(9)
+  g0 = (disc[:, None] * r).sum(0) + 0.97**9 * last
+  np.testing.assert_allclose(adv1[0], g0 - v[0], rtol=1e-5)
+
+
+def test_discriminator_rewards_moving_towards_successful_visitations():
+  """Successful episodes live at x > 0, failed ones at x < 0: after training, the dense
+  reward of a step towards x > 0 is positive, the reverse step negative."""
+  k_, h, e, o = 2, 5, 8, 2
+  rng = np.random.default_rng(0)
+  sign = np.where(np.arange(e) < e // 2, 1.0, -1.0)  # first half succeed
+  obs = np.abs(rng.normal(size=(k_, h + 1, e, o))) * sign[None, None, :, None]
+  act = rng.normal(size=(k_, h, e, 1)) * 0.1
+  state_success = np.zeros((k_, h + 1, e), bool)
+  state_success[:, -1, : e // 2] = True
+  buf = rewards.buffer_init(k_, h, e, o, 1)
+  for i in range(k_):
+    buf = rewards.buffer_add(buf, jnp.asarray(obs[i], jnp.float32),
+                             jnp.asarray(act[i], jnp.float32), jnp.asarray(state_success[i]))
+  assert bool(buf.episode_success[0, 0]) and not bool(buf.episode_success[0, -1])
+  aux = rewards.aux_init(KEY, o, 1, 16)
+  aux = jax.jit(rewards.aux_train, static_argnums=(4, 5, 6))(
+      aux, buf, buf.obs[0], KEY, 150, 64, 3e-3)
+  actor0 = [(jnp.zeros((o, 1)), jnp.zeros(1))]  # mu_0(s) = 0
+  bad, good = jnp.array([[-1.0, -1.0]]), jnp.array([[1.0, 1.0]])
+  zeros = jnp.zeros(1)
+  up = rewards.dense_components(aux, actor0, bad, good, zeros, 0.99)[0, 0]
+  down = rewards.dense_components(aux, actor0, good, bad, zeros, 0.99)[0, 0]
+  assert float(up) > 0.3 and float(down) < -0.3
+  # The VICE-like classifier prefers the success states too.
+  vice_good = rewards.dense_components(aux, actor0, bad, good, zeros, 0.99)[0, 1]
+  vice_bad = rewards.dense_components(aux, actor0, good, bad, zeros, 0.99)[0, 1]
+  assert float(vice_good) > float(vice_bad)
+
+
+def test_potential_shaping_keeps_the_tabular_optimal_policy():
+  rng = np.random.default_rng(1)
+  raw_changed = 0
+  for _ in range(4):
+    P = tabular.random_goal_mdp(rng)
+    pi0 = rng.dirichlet(np.ones(P.shape[1]), size=P.shape[0])
+    D = tabular.visitation_discriminator(P, pi0, rng, episodes=100)
+    out = tabular.check(P, D, pi0, gamma=0.95, scale=1.0)
+    assert out["shaped_same"]
+    assert out["q_shift_err"] < 1e-8  # Q' = Q - Phi(s) exactly
+    raw_changed += not out["raw_same"]
+  assert raw_changed >= 1  # the counter-example reward does change the optimal policy
+
+
+def test_value_iteration_against_linear_solve():
+  rng = np.random.default_rng(2)
+  P = tabular.random_goal_mdp(rng, n_states=6, n_actions=2)
+  Q = tabular.value_iteration(P, tabular.sparse_reward(P), 0.9)
+  pi = Q.argmax(1)
+  Ppi = P[np.arange(6), pi]
+  V = np.linalg.solve(np.eye(6) - 0.9 * Ppi, tabular.sparse_reward(P)[np.arange(6), pi])
+  np.testing.assert_allclose(Q.max(1), V, atol=1e-9)
+
+
+def test_bad_input_names_the_problem():
+  with pytest.raises(ValueError, match="unknown task 'nope'"):
+    envs.make("nope")
+  with pytest.raises(ValueError, match="unknown method 'gail'"):
+    rewards.method_weights("gail", {c: 1.0 for c in rewards.COMPONENTS})
+  with pytest.raises(ValueError, match="unknown method"):
+    config_lib.load("configs/visitation_reward.py:method=gail")
+
+
+def test_smoke_train_resumes_exactly(tmp_path):
+  config = config_lib.load("configs/visitation_reward.py:smoke,iterations=3")
+  full = experiment.train_and_evaluate(config, str(tmp_path / "full"))
+  part = str(tmp_path / "part")
+  assert experiment.train_and_evaluate(config, part, stop_after=1) == {}
+  resumed = experiment.train_and_evaluate(config, part)
+  np.testing.assert_array_equal(full["success"], resumed["success"])
+  assert np.all(np.isfinite(full["success"]))
+  assert full["success"].shape == (3, 1)
