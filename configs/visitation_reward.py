@@ -20,7 +20,8 @@ import ml_collections
 
 from jaxpapers.core import config as config_lib
 
-_TASKS = ("point_reach", "push_block", "arm_place", "mountain_car")
+# point_reach is left out of the default study: its BC policy already succeeds ~70%.
+_TASKS = ("push_block", "arm_place", "mountain_car")
 _SMOKE = dict(iterations=2, num_envs=4, seeds=1, prefill_rollouts=1, aux_steps=2,
               aux_init_steps=2, bc_steps=20, bc_episodes=2, epochs=1, minibatches=2,
               tasks=("point_reach",), methods=("sparse", "svm"), lrs=(3e-4,), val_seeds=1,
@@ -30,10 +31,10 @@ _SMOKE = dict(iterations=2, num_envs=4, seeds=1, prefill_rollouts=1, aux_steps=2
 def get_config(arg=None):
   arg = config_lib.parse_arg(
       arg, smoke_args=_SMOKE, smoke=False, seed=0, task="push_block", method="svm",
-      lr=3e-4, seeds=3, iterations=40, num_envs=16, epochs=4, minibatches=4, hidden=32,
+      lr=3e-4, seeds=3, iterations=30, num_envs=16, epochs=4, minibatches=4, hidden=32,
       prefill_rollouts=4, aux_steps=16, aux_init_steps=200, bc_steps=300, bc_episodes=10,
       bc_noise=0.5, tasks=_TASKS, methods=("sparse", "svm", "vice", "distance", "rnd"),
-      lrs=(1e-4, 3e-4, 1e-3), val_seeds=2, test_seeds=6, tabular_mdps=30, chunk=10)
+      lrs=(3e-4, 1e-3), val_seeds=3, test_seeds=6, tabular_mdps=30, chunk=10)
   config = ml_collections.ConfigDict()
   config.experiment = "jaxpapers.papers.visitation_reward.experiment"
   config.seed = arg.seed  # offset of every seed index (runs draw keys from task + seed)
@@ -64,7 +65,7 @@ def get_config(arg=None):
 
   config.reward = ml_collections.ConfigDict()
   # Dense-term scales (each method uses only its own term on top of the sparse reward).
-  config.reward.svm = 1.0  # Phi in [0, scale]
+  config.reward.svm = 5.0  # Phi in [0, scale]
   config.reward.vice = 0.05  # x log sigma(C(s')) in [-5, 0]
   config.reward.distance = 0.05  # x -distance(s')
   config.reward.rnd = 0.05  # x normalised RND error

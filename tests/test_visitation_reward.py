@@ -202,3 +202,11 @@ def test_smoke_train_resumes_exactly(tmp_path):
   np.testing.assert_array_equal(full["success"], resumed["success"])
   assert np.all(np.isfinite(full["success"]))
   assert full["success"].shape == (3, 1)
+
+
+def test_buffer_sampling_is_uniform_over_the_mask():
+  mask = jnp.array([False, True, False, True, True, False])
+  idx = np.asarray(rewards._sample(KEY, mask, 6000))
+  counts = np.bincount(idx, minlength=6)
+  assert counts[[0, 2, 5]].sum() == 0
+  np.testing.assert_allclose(counts[[1, 3, 4]] / 6000, 1 / 3, atol=0.03)

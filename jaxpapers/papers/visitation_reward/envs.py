@@ -241,7 +241,7 @@ class MountainCar(Task):
   state_dim: int = 3
   obs_dim: int = 2
   act_dim: int = 1
-  horizon: int = 150
+  horizon: int = 120
 
   def _env(self):
     import gymnax  # lazy: only this task needs gymnax (pip install "gymnax==1.0.1" six)

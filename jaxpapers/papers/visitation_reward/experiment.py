@@ -267,3 +267,19 @@ def _write(config, workdir, commit, start, rows, results, tab):
   plots.success_curves(os.path.join(workdir, "visitation_reward_study.png"), results, ci95)
   print(md, flush=True)
   return rows
+
+
+def finetune_one(config, task_name: str, method: str, seed: int = 0, lr: float | None = None):
+  """One run for notebooks: (initial actor, fine-tuned actor, success curve (I+1,))."""
+  rc = run_cfg(config)
+  task = envs.make(task_name)
+  key = seed_key(task_name, seed)
+  w = rewards.method_weights(method, scales(config))
+
+  @jax.jit
+  def go(key, lr):
+    actor0 = initial_actor(task, rc, key)
+    s0, m, carry = ppo.finetune(task, rc, jax.random.fold_in(key, 1), actor0, lr, w)
+    return actor0, carry.policy.actor, jnp.concatenate([s0[None], m["success"]])
+
+  return go(key, jnp.float32(config.train.lr if lr is None else lr))
