@@ -120,10 +120,16 @@ def forward(mc: MambaConfig, cfg: stack.StackConfig, p, x_BxTxD, collect: bool =
   return x_BxTxD + out
 
 
+@dataclasses.dataclass(frozen=True)
+class MambaBlock(stack.BlockType):
+  """The workbench BlockType, keeping its MambaConfig (the coordinate check reads it)."""
+  mc: MambaConfig = MambaConfig()
+
+
 def block(mc: MambaConfig) -> stack.BlockType:
   """The 'M' BlockType for this Mamba configuration."""
-  return stack.BlockType(lambda cfg, n: specs(mc, cfg, n),
-                         lambda cfg, p, x, ctx: forward(mc, cfg, p, x), residuals=1)
+  return MambaBlock(lambda cfg, n: specs(mc, cfg, n),
+                    lambda cfg, p, x, ctx: forward(mc, cfg, p, x), residuals=1, mc=mc)
 
 
 def blocks(mc: MambaConfig) -> dict:

@@ -22,6 +22,7 @@ import optax
 from jaxpapers.core import loop
 from jaxpapers.data import text as text_lib
 from jaxpapers.nn import attention as attn_lib
+from jaxpapers.nn import blocks as blocks_lib
 from jaxpapers.nn import lm
 from jaxpapers.nn import params as params_lib
 from jaxpapers.nn import stack
@@ -58,6 +59,49 @@ class Hybrid:
     h = self.model.hidden(params, tokens_BxT, kernel=kernel)
     return (h @ params["unembed"]) * jnp.asarray(num["logit_mult"], h.dtype)
 
+  def forward(self, params, tokens_BxT, num=None):
+    """(logits, stats): the same logits as `apply` (checked in the tests), computed block
+    by block so that the coordinate check can read every block's activation scale:
+    stats[name] = root-mean-square over all coordinates, averaged over the blocks of
+    that kind (per repeat of the pattern's period, as `stack` scans them)."""
+    num = num or self.num
+    model, cfg = self.model, self.model.cfg
+    B, T = tokens_BxT.shape
+
+    def kernel(q, k, v, mask, scale=None):
+      del scale
+      return attn_lib.softmax_attention(q, k, v, mask, num["attn_scale"])
+
+    ctx = stack.Context(blocks_lib.default_positions(B, T),
+                        attn_lib.make_mask(cfg.mask, T, None), kernel, model.n_residual)
+    x = params["embed"][tokens_BxT]
+    rms = lambda a: jnp.sqrt(jnp.mean(jnp.square(a.astype(jnp.float32))))
+    stats = {"embed": rms(x)}
+
+    def body(x, layer_params):
+      s = {}
+      for c, p in zip(model.unit, layer_params):
+        if c == "M":
+          new, internals = mamba.forward(model.blocks["M"].mc, cfg, p, x, collect=True)
+          for k, v in internals.items():
+            s.setdefault(k, []).append(rms(v))
+        else:
+          new = model.blocks[c].apply(cfg, p, x, ctx)
+          s.setdefault(_KIND[c], []).append(rms(new - x))
+        x = new
+      return x, {k: jnp.mean(jnp.stack(v)) for k, v in s.items()}
+
+    if model.repeats == 1:
+      x, s = body(x, jax.tree.map(lambda a: a[0], params["layers"]))
+    else:
+      x, s = jax.lax.scan(body, x, params["layers"])
+      s = jax.tree.map(jnp.mean, s)
+    stats.update(s)
+    h = blocks_lib.rms_norm(x, params["final_norm"], cfg.norm_eps)
+    logits = (h @ params["unembed"]) * jnp.asarray(num["logit_mult"], h.dtype)
+    stats["logits"] = rms(logits)
+    return logits, stats
+
   def lr_mults(self, num=None):
     num = num or self.num
     return jax.tree.map(lambda s: num["lr"][par_lib.role(s)], self.specs,
@@ -66,6 +110,9 @@ class Hybrid:
   @property
   def decay_mask(self):
     return par_lib.decay_mask(self.specs)
+
+
+_KIND = {"A": "transformer_out", "*": "attn_out", "-": "mlp_out"}
 
 
 def parametrization_of(num) -> params_lib.Parametrization:

@@ -1,0 +1,103 @@
+"""hybrid_mup (LR transfer in Transformer + SSM hybrids under muP): the study's figures.
+
+lr_curves: held-out (test) bits per byte vs peak LR, one line per width, one panel per
+method (SP, muP, muP + global-second-moment Adam, muP + SGD), plus one panel of the
+muP sweeps over depth / sequence length / batch / ratio / Nemotron-H pattern.
+coord_check: activation RMS vs width per activation kind at several training steps.
+"""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+
+def _plt():
+  import matplotlib  # pylint: disable=g-import-not-at-top
+  matplotlib.use("Agg")
+  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
+  return plt
+
+
+def _curve(rows, cell, method):
+  by = {}
+  for r in rows:
+    if r["cell"] == cell and r["method"] == method:
+      by.setdefault(r["lr"], []).append(r["test_bpb"])
+  lrs = sorted(by)
+  mean = [np.nanmean(by[lr]) if np.isfinite(by[lr]).any() else np.nan for lr in lrs]
+  std = [np.nanstd(by[lr]) if np.isfinite(by[lr]).any() else np.nan for lr in lrs]
+  return lrs, np.array(mean), np.array(std)
+
+
+def lr_curves(workdir, config, rows):
+  plt = _plt()
+  methods = ["sp", "mup", "mup_adam_global", "mup_sgd"]
+  fig, axes = plt.subplots(1, len(methods) + 1, figsize=(4.2 * (len(methods) + 1), 3.6))
+  widths = list(config.study.widths)
+  colors = plt.cm.viridis(np.linspace(0, 0.9, len(widths)))
+  for ax, method in zip(axes, methods):
+    for w, col in zip(widths, colors):
+      lrs, mean, std = _curve(rows, f"width{w}", method)
+      if not lrs:
+        continue
+      ax.errorbar(lrs, mean, yerr=std, marker="o", ms=3, color=col, label=f"d={w}")
+      if np.isfinite(mean).any():
+        i = int(np.nanargmin(mean))
+        ax.plot(lrs[i], mean[i], "*", color=col, ms=11)
+    ax.set_xscale("log")
+    ax.set_title(method)
+    ax.set_xlabel("peak LR (global)")
+    ax.set_ylabel("test bits per byte")
+    ax.legend(fontsize=7)
+  ax = axes[-1]
+  mid = widths[1] if len(widths) > 1 else widths[0]
+  for cell, label in [(f"width{mid}", f"base d={mid}"), ("depth2x", "depth x2"),
+                      ("seq2x", "seq x2"), ("batch2x", "batch x2"),
+                      ("ratio1to3", "attn:SSM 1:3"), ("nemotron", "Nemotron-H shape")]:
+    lrs, mean, std = _curve(rows, cell, "mup")
+    if lrs:
+      ax.errorbar(lrs, mean, yerr=std, marker="o", ms=3, label=label)
+  ax.set_xscale("log")
+  ax.set_title("muP: other axes")
+  ax.set_xlabel("peak LR (global)")
+  ax.legend(fontsize=7)
+  for a in axes:
+    lo = np.nanmin([l.get_ydata().min() for l in a.get_lines() if len(l.get_ydata())] or [0])
+    if np.isfinite(lo):
+      a.set_ylim(lo - 0.05, lo + 1.0)
+  fig.tight_layout()
+  fig.savefig(os.path.join(workdir, "lr_curves.png"), dpi=110)
+  plt.close(fig)
+
+
+def coord_check(workdir, config, coord):
+  plt = _plt()
+  methods = sorted({c["method"] for c in coord}, key=["sp", "mup", "mup_shape"].index)
+  if not methods:
+    return
+  widths = list(config.study.widths)
+  kinds = sorted({c["kind"] for c in coord})
+  steps = sorted({c["step"] for c in coord})
+  fig, axes = plt.subplots(len(methods), len(kinds), figsize=(2.3 * len(kinds),
+                                                              2.3 * len(methods)),
+                           squeeze=False)
+  colors = plt.cm.plasma(np.linspace(0, 0.85, len(steps)))
+  for i, m in enumerate(methods):
+    for j, k in enumerate(kinds):
+      ax = axes[i][j]
+      for t, col in zip(steps, colors):
+        c = [x for x in coord if x["method"] == m and x["kind"] == k and x["step"] == t]
+        if c:
+          ax.plot(widths[:len(c[0]["rms"])], c[0]["rms"], "o-", ms=3, color=col,
+                  label=f"step {t}")
+      ax.set_xscale("log", base=2)
+      ax.set_yscale("log")
+      ax.set_title(f"{m}: {k}", fontsize=8)
+      ax.tick_params(labelsize=6)
+      if i == len(methods) - 1:
+        ax.set_xlabel("width", fontsize=7)
+  axes[0][0].legend(fontsize=5)
+  fig.tight_layout()
+  fig.savefig(os.path.join(workdir, "coord_check.png"), dpi=100)
+  plt.close(fig)

@@ -1,0 +1,222 @@
+"""hybrid_mup: selective scan vs NumPy recurrences, ZOH formulas vs an ODE solve, the
+parametrization table, muP's first-update scaling with width, the unified optimizer vs
+optax, block-by-block forward vs the workbench stack, bad inputs."""
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+import pytest
+
+from jaxpapers.core import config as config_lib
+from jaxpapers.nn import lm
+from jaxpapers.papers.hybrid_mup import experiment
+from jaxpapers.papers.hybrid_mup import mamba
+from jaxpapers.papers.hybrid_mup import model as model_lib
+from jaxpapers.papers.hybrid_mup import parametrizations as par_lib
+from jaxpapers.papers.hybrid_mup import ssm
+from jaxpapers.papers.hybrid_mup import sweep
+
+
+def _scan_inputs(seed=0, B=2, T=11, D=3, N=4):
+  r = np.random.default_rng(seed)
+  x = r.normal(size=(B, T, D)).astype(np.float32)
+  delta = np.log1p(np.exp(r.normal(size=(B, T, D)))).astype(np.float32)
+  a = -np.exp(r.normal(size=(D, N))).astype(np.float32)
+  b = r.normal(size=(B, T, N)).astype(np.float32)
+  c = r.normal(size=(B, T, N)).astype(np.float32)
+  d = r.normal(size=(D,)).astype(np.float32)
+  return x, delta, a, b, c, d
+
+
+def _numpy_selective_scan(x, delta, a, b, c, d, method):
+  """The recurrence written out per (batch, time, channel, state) in float64."""
+  B, T, D = x.shape
+  N = a.shape[1]
+  y = np.zeros((B, T, D))
+  for i in range(B):
+    h = np.zeros((D, N))
+    for t in range(T):
+      for ch in range(D):
+        for n in range(N):
+          da = delta[i, t, ch] * a[ch, n]
+          bbar = (delta[i, t, ch] * b[i, t, n] if method == "simplified"
+                  else (math.exp(da) - 1.0) / a[ch, n] * b[i, t, n])
+          h[ch, n] = math.exp(da) * h[ch, n] + bbar * x[i, t, ch]
+        y[i, t, ch] = float(np.dot(c[i, t], h[ch])) + d[ch] * x[i, t, ch]
+  return y
+
+
+@pytest.mark.parametrize("method", ["simplified", "zoh"])
+def test_associative_and_sequential_scans_equal_the_numpy_recurrence(method):
+  args = _scan_inputs()
+  ref = _numpy_selective_scan(*args, method)
+  for scan in ("associative", "sequential"):
+    y = ssm.selective_scan(*map(jnp.asarray, args), method=method, scan=scan)
+    np.testing.assert_allclose(np.asarray(y), ref, rtol=2e-5, atol=2e-5)
+
+
+def test_zoh_is_the_exact_solution_of_the_ode_and_simplified_its_small_step_limit():
+  # h' = A h + B u with u constant over [0, dt]: integrate with RK4 in float64 and compare
+  # with the exact ZOH (Abar h0 + Bbar u); the Euler-in-B simplified form differs at
+  # O((dt A)^2) and matches the closed form Delta*B.
+  a = np.array([[-0.5, -2.0, -7.0]])
+  b = np.array([[[0.3, -1.2, 0.8]]])
+  u, h0 = 1.7, np.array([0.4, -0.1, 0.25])
+  for dt in (0.05, 0.4, 1.3):
+    h = h0.copy()
+    n = 800
+    f = lambda s: a[0] * s + b[0, 0] * u
+    for _ in range(n):
+      k1 = f(h); k2 = f(h + dt / n / 2 * k1); k3 = f(h + dt / n / 2 * k2); k4 = f(h + dt / n * k3)
+      h = h + dt / n / 6 * (k1 + 2 * k2 + 2 * k3 + k4)
+    abar, bbar = ssm.discretize(jnp.full((1, 1, 1), dt), jnp.asarray(a), jnp.asarray(b), "zoh")
+    np.testing.assert_allclose(np.asarray(abar[0, 0, 0]) * h0 + np.asarray(bbar[0, 0, 0]) * u,
+                               h, rtol=1e-4, atol=1e-6)
+    np.testing.assert_allclose(np.asarray(abar[0, 0, 0]), np.exp(dt * a[0]), rtol=1e-6)
+    _, bs = ssm.discretize(jnp.full((1, 1, 1), dt), jnp.asarray(a), jnp.asarray(b), "simplified")
+    np.testing.assert_allclose(np.asarray(bs[0, 0, 0]), dt * b[0, 0], rtol=1e-6)
+  _, bz = ssm.discretize(jnp.full((1, 1, 1), 1e-4), jnp.asarray(a), jnp.asarray(b), "zoh")
+  _, bs = ssm.discretize(jnp.full((1, 1, 1), 1e-4), jnp.asarray(a), jnp.asarray(b), "simplified")
+  np.testing.assert_allclose(np.asarray(bz), np.asarray(bs), rtol=1e-3)
+
+
+def test_rules_table_per_role():
+  # width 4x the base: r = 1/4
+  t, logit = par_lib.rules("sp", 128, 32)
+  assert logit == 1.0 and all(v == (1.0, 1.0) for v in t.values())
+  t, logit = par_lib.rules("mup", 128, 32)
+  assert logit == 0.25
+  assert t["hidden"] == (0.5, 0.25) and t["ssm_b"] == (0.5, 0.25) and t["ssm_c"] == (0.5, 0.25)
+  for k in ("embedding", "output", "vector", "conv", "ssm_vec"):
+    assert t[k] == (1.0, 1.0)
+  t, _ = par_lib.rules("mup_shape", 128, 32)
+  assert t["ssm_b"] == (0.25, 0.25) and t["ssm_c"] == (0.25, 0.25) and t["hidden"] == (0.5, 0.25)
+  t, _ = par_lib.rules("mup_ssm", 128, 32, d_state=64, base_state=16)
+  assert t["ssm_b"] == (0.5, 0.25) and t["ssm_c"] == (0.25, 0.0625)
+  assert par_lib.rules("mup_ssm", 128, 32, d_state=16)[0] == par_lib.rules("mup", 128, 32)[0]
+  t, _ = par_lib.rules("mup", 128, 32, optimizer="sgd")
+  assert t["hidden"] == (0.5, 1.0) and t["embedding"] == (1.0, 4.0) and t["output"] == (1.0, 4.0)
+  for v in par_lib.VARIANTS:  # every variant is SP at the base width
+    assert par_lib.rules(v, 32, 32)[0] == par_lib.rules("sp", 32, 32)[0]
+  with pytest.raises(ValueError, match="parametrization"):
+    par_lib.rules("ntk", 64, 32)
+
+
+def _config(arg=""):
+  return config_lib.load("configs/hybrid_mup.py:smoke" + ("," + arg if arg else ""))
+
+
+def test_init_std_and_lr_multipliers_reach_every_parameter():
+  c = _config("dim=64,base_width=16,pattern=MA,n_heads=2")
+  h = model_lib.build(c, 256)
+  params = h.init(jax.random.PRNGKey(0))
+  mults = h.lr_mults()
+  lay = params["layers"]
+  m, a = lay[0], lay[1]
+  r = 16 / 64
+  assert mults["layers"][0]["in_x"] == r and mults["layers"][1]["q"] == r
+  assert mults["layers"][0]["x_b"] == r and mults["layers"][0]["a_log"] == 1.0
+  assert mults["unembed"] == 1.0 and mults["embed"] == 1.0
+  assert h.num["logit_mult"] == r and h.num["attn_scale"] == pytest.approx(1 / 32)
+  np.testing.assert_allclose(np.std(np.asarray(a["q"])), 0.02 * math.sqrt(r), rtol=0.05)
+  np.testing.assert_allclose(np.std(np.asarray(m["in_x"])), 0.02 * math.sqrt(r), rtol=0.05)
+  np.testing.assert_allclose(np.std(np.asarray(params["unembed"])), 0.02, rtol=0.05)
+  np.testing.assert_allclose(np.std(np.asarray(m["conv_w"])), 1 / math.sqrt(12), rtol=0.1)
+  assert np.all(np.asarray(m["a_log"]) == 0) and np.all(np.asarray(m["d_skip"]) == 1)
+
+
+def _first_update_logit_change(variant, width):
+  c = _config(f"dim={width},base_width=32,pattern=MA,n_heads=2,parametrization={variant},"
+              "seq_len=16")
+  c = config_lib.override(c, {"optim.schedule": "constant", "optim.warmup_frac": 0.0,
+                              "optim.clip_norm": 0.0, "optim.weight_decay": 0.0})
+  h = model_lib.build(c, 256)
+  p = h.init(jax.random.PRNGKey(1))
+  toks = jnp.asarray(np.random.default_rng(0).integers(0, 256, (8, 17)), jnp.int32)
+  loss = lambda q: jnp.mean(lm.next_token_nats(h.apply, q, toks, None))
+  opt = model_lib.optimizer(c, h, 1e-3)
+  upd, _ = opt.update(jax.grad(loss)(p), opt.init(p), p)
+  p2 = optax.apply_updates(p, upd)
+  return float(jnp.sqrt(jnp.mean(jnp.square(h.apply(p2, toks[:, :-1]) - h.apply(p, toks[:, :-1])))))
+
+
+def test_width_doubled_first_update_scales_as_mup_predicts():
+  # Adam's first step moves every coordinate by lr * multiplier, so under SP the logits
+  # move ~ width x more as the width doubles (aligned sums over fan-in); under muP the
+  # change is width-independent (Tensor Programs V, Sec. 5).
+  mup = _first_update_logit_change("mup", 128) / _first_update_logit_change("mup", 64)
+  sp = _first_update_logit_change("sp", 128) / _first_update_logit_change("sp", 64)
+  assert 0.75 < mup < 1.33, mup
+  assert sp > 1.6, sp
+
+
+def test_unified_update_equals_the_optax_optimizers():
+  c = _config("pattern=MA")
+  h = model_lib.build(c, 256)
+  p0 = h.init(jax.random.PRNGKey(0))
+  toks = jnp.asarray(np.random.default_rng(0).integers(0, 256, (8, 17)), jnp.int32)
+  grad = jax.grad(lambda q: jnp.mean(lm.next_token_nats(h.apply, q, toks, None)))
+  for kind, name in enumerate(par_lib.OPTIMIZERS):
+    cc = config_lib.override(c, {"optim.name": name, "optim.weight_decay": 0.1})
+    sched = lm.schedule(cc, 3e-3, cc.train.steps)
+    opt = model_lib.optimizer(cc, h, 3e-3)
+    pa, sa = p0, opt.init(p0)
+    pb, sb = p0, sweep.unified_init(p0)
+    for t in range(3):
+      upd, sa = opt.update(grad(pa), sa, pa)
+      pa = optax.apply_updates(pa, upd)
+      pb, sb, _ = sweep.unified_update(
+          grad(pb), sb, pb, kind=kind, lr_t=sched(t), mults=h.lr_mults(), mask=h.decay_mask,
+          b1=cc.optim.b1, b2=cc.optim.b2, eps=cc.optim.eps, weight_decay=0.1,
+          clip_norm=cc.optim.clip_norm)
+    for x, y in zip(jax.tree.leaves(pa), jax.tree.leaves(pb)):
+      np.testing.assert_allclose(np.asarray(x), np.asarray(y), rtol=1e-5, atol=1e-6)
+
+
+def test_block_by_block_forward_equals_the_stack_and_reports_ssm_scales():
+  c = _config("pattern=MAMA,parametrization=mup,dim=32")
+  h = model_lib.build(c, 256)
+  p = h.init(jax.random.PRNGKey(0))
+  toks = jnp.asarray(np.random.default_rng(0).integers(0, 256, (2, 16)), jnp.int32)
+  logits, stats = h.forward(p, toks)
+  np.testing.assert_allclose(np.asarray(logits), np.asarray(h.apply(p, toks)), rtol=1e-5,
+                             atol=1e-6)
+  for k in ("embed", "ssm_B", "ssm_C", "ssm_delta", "ssm_y", "mamba_out",
+            "transformer_out", "logits"):
+    assert np.isfinite(float(stats[k])) and float(stats[k]) > 0
+
+
+def test_patterns():
+  assert mamba.nemotron_pattern(8, 4) == "M-M-M-*-M-M-M-*-"
+  assert mamba.ratio_pattern(1, 2, 2) == "MMAMMA"
+
+
+def test_bad_inputs_are_named(tmp_path):
+  with pytest.raises(ValueError, match="parametrization"):
+    model_lib.build(_config("parametrization=ntk"), 256)
+  with pytest.raises(ValueError, match="discretization"):
+    model_lib.build(_config("discretization=bilinear"), 256)
+  with pytest.raises(ValueError, match="state_scaling"):
+    model_lib.build(_config("state_scaling=quadratic"), 256)
+  with pytest.raises(ValueError, match="unregistered"):
+    model_lib.build(_config("pattern=MX"), 256)
+  with pytest.raises(FileNotFoundError, match="nope.txt"):
+    experiment.load_data(_config(f"path={tmp_path / 'nope.txt'}"))
+
+
+def test_user_text_file_trains_and_proportional_zoh_state_builds(tmp_path):
+  path = tmp_path / "corpus.txt"
+  path.write_text("To be, or not to be, that is the question. " * 400, encoding="utf-8")
+  c = _config(f"path={path},state_scaling=proportional,discretization=zoh,dim=32,"
+              "parametrization=mup_ssm,base_width=16,eval_windows=8")
+  data = experiment.load_data(c)
+  assert data.name == "corpus.txt/byte"
+  h = model_lib.build(c, data.vocab_size)
+  assert h.model.blocks["M"].mc.d_state == 8  # 4 at base width 16, proportional
+  task = model_lib.make_task(c, data, h)
+  state = jax.jit(task.init)(jax.random.PRNGKey(0))
+  state, m = jax.jit(task.train_step)(state, task.train_batch(0, slice(None)),
+                                      jax.random.PRNGKey(1), 0)
+  assert np.isfinite(float(m["loss"])) and float(m["loss"]) > 0
