@@ -23,7 +23,8 @@ import numpy as np
 from jaxpapers.core import checkpoint as checkpoint_lib
 from jaxpapers.core import metrics as metrics_lib
 from jaxpapers.core import study as study_lib
-from jaxpapers.papers.visitation_reward import bc, envs, plots, ppo, rewards, tabular
+from jaxpapers.papers.visitation_reward import bc, envs, plots, ppo, rewards, sac
+from jaxpapers.papers.visitation_reward import tabular
 
 PATHS = ["jaxpapers/papers/visitation_reward", "configs/visitation_reward.py"]
 VAL_SEED_OFFSET = 1000
@@ -52,16 +53,24 @@ class RunCfg(typing.NamedTuple):
   bc_noise: float
   bc_steps: int
   bc_lr: float
+  algo: str  # ppo | sac
+  sac_updates: int
+  sac_batch: int
+  sac_buffer: int
+  tau: float
+  sac_alpha: float
 
 
-def run_cfg(config) -> RunCfg:
-  p, r, b = config.ppo, config.reward, config.bc
-  if p.num_envs * 1 % p.minibatches and p.minibatches > p.num_envs:
-    raise ValueError("ppo.minibatches must not exceed ppo.num_envs x horizon")
+def run_cfg(config, algo: str | None = None) -> RunCfg:
+  p, r, b, s = config.ppo, config.reward, config.bc, config.sac
+  algo = algo or config.train.algo
+  if algo not in ("ppo", "sac"):
+    raise ValueError(f"unknown algo {algo!r}; known: ppo, sac")
   return RunCfg(p.num_envs, p.iterations, p.epochs, p.minibatches, p.gamma, p.lam, p.clip,
                 p.critic_lr, p.init_std, p.critic_warmup, p.hidden, r.buffer_rollouts,
                 r.prefill_rollouts, r.aux_steps, r.aux_init_steps, r.aux_batch, r.aux_lr,
-                b.episodes, b.noise, b.steps, b.lr)
+                b.episodes, b.noise, b.steps, b.lr, algo, s.updates, s.batch, s.buffer,
+                s.tau, s.alpha)
 
 
 def scales(config) -> dict:
@@ -87,8 +96,9 @@ def population(task_name: str, rc: RunCfg, seeds, lrs, weights):
   def lane(seed, lr, w):
     key = seed_key(task_name, seed)
     actor0 = initial_actor(task, rc, key)
-    init_success, metrics, _ = ppo.finetune(task, rc, jax.random.fold_in(key, 1), actor0,
-                                            lr, w)
+    algo = sac if rc.algo == "sac" else ppo
+    init_success, metrics, _ = algo.finetune(task, rc, jax.random.fold_in(key, 1), actor0,
+                                             lr, w)
     return init_success, metrics
 
   return jax.vmap(lane)(seeds, lrs, weights)
@@ -131,6 +141,8 @@ def train_and_evaluate(config, workdir: str, stop_after: int | None = None) -> d
   seeds = jnp.arange(config.train.seeds) + config.seed
   weights = rewards.method_weights(config.train.method, scales(config))
   lr = jnp.float32(config.train.lr)
+  if rc.algo == "sac":
+    return _train_sac(config, workdir, rc, task, seeds, lr, weights)
   actor0, carry, s0 = _init_lanes(task.name, rc, seeds)
   ckpt = checkpoint_lib.Checkpointer(workdir, keep=1)
   hist = jnp.zeros((rc.iterations, config.train.seeds))
@@ -164,6 +176,26 @@ def train_and_evaluate(config, workdir: str, stop_after: int | None = None) -> d
   return {**out, "success": hist}
 
 
+def _train_sac(config, workdir, rc, task, seeds, lr, weights) -> dict:
+  """SAC runs in one program (no chunked checkpoints: a smoke-sized SAC run takes
+  seconds; the study's SAC leg is deterministic and re-runnable)."""
+  n = seeds.shape[0]
+  init, m = population(task.name, rc, seeds, jnp.full((n,), lr),
+                       jnp.broadcast_to(weights, (n, weights.shape[0])))
+  hist = np.asarray(m["success"]).T  # (iterations, seeds)
+  steps_per_it = rc.num_envs * task.horizon
+  writer = metrics_lib.MetricsWriter(workdir, total_steps=rc.iterations * steps_per_it)
+  writer.write(0, {"success": float(np.mean(init))}, split="eval")
+  for j in range(rc.iterations):
+    row = {k: float(np.mean(np.asarray(v)[:, j])) for k, v in m.items()}
+    metrics_lib.check_finite(j + 1, row)
+    writer.write((j + 1) * steps_per_it, row)
+  out = {"initial_success": float(np.mean(init)), "final_success": float(hist[-1].mean()),
+         "auc_success": float(hist.mean())}
+  writer.write(rc.iterations * steps_per_it, out, split="summary")
+  return {**out, "success": hist}
+
+
 def _lanes(methods, lrs, seeds, config):
   grid = [(m, lr, s) for m in methods for lr in lrs for s in seeds]
   sc = scales(config)
@@ -189,11 +221,12 @@ def ci95(x):
   return x.mean(0), half
 
 
-def run_task(config, task_name: str, log=print) -> dict:
+def run_task(config, task_name: str, log=print, algo: str = "ppo",
+             methods=None) -> dict:
   """LR selection on validation seeds, then the reported seeds, for one task."""
-  rc = run_cfg(config)
+  rc = run_cfg(config, algo)
   st = config.study
-  methods, lrs = list(st.methods), list(st.lrs)
+  methods, lrs = list(methods or st.methods), list(st.lrs)
   val = [VAL_SEED_OFFSET + config.seed + i for i in range(st.val_seeds)]
   t0 = time.perf_counter()
   grid, seeds, lr_arr, w = _lanes(methods, lrs, val, config)
@@ -203,7 +236,7 @@ def run_task(config, task_name: str, log=print) -> dict:
   for meth in methods:
     aucs = [val_curves[(meth, lr)][:, 1:].mean() for lr in lrs]
     chosen[meth] = lrs[int(np.argmax(aucs))]
-    log(f"[{task_name}] {meth}: val AUC per lr {dict(zip(lrs, np.round(aucs, 3)))} -> "
+    log(f"[{task_name} {algo}] {meth}: val AUC per lr {dict(zip(lrs, np.round(aucs, 3)))} -> "
         f"lr {chosen[meth]}")
   t_val = time.perf_counter() - t0
   test = [config.seed + i for i in range(st.test_seeds)]
@@ -227,14 +260,17 @@ def run_study(config, workdir: str) -> list[dict]:
   tab = tabular.study(config.study.tabular_mdps, seed=config.seed)
   writer.write(0, tab, split="tabular")
   rows, results = [], {}
-  for task_name in config.study.tasks:
-    res = run_task(config, task_name)
-    results[task_name] = res
+  legs = [(t, "ppo", None) for t in config.study.tasks]
+  legs += [(t, "sac", config.study.sac_methods) for t in config.study.sac_tasks]
+  for task_name, algo, methods in legs:
+    res = run_task(config, task_name, algo=algo, methods=methods)
+    name = task_name if algo == "ppo" else f"{task_name} (SAC)"
+    results[name] = res
     base = res["curves"].get("sparse")
     for meth, c in res["curves"].items():
       auc = c[:, 1:].mean(1)
       mean, half = ci95(auc)
-      row = {"task": task_name, "method": meth, "lr": res["chosen_lr"][meth],
+      row = {"task": name, "method": meth, "lr": res["chosen_lr"][meth],
              "seeds": c.shape[0], "initial success": float(c[:, 0].mean()),
              "AUC success": float(mean), "AUC 95% CI": f"+-{half:.3f}",
              "final success": float(c[:, -1].mean())}
@@ -243,14 +279,14 @@ def run_study(config, workdir: str) -> list[dict]:
         row["AUC - sparse (paired)"] = f"{d_mean:+.3f} +- {d_half:.3f}"
       rows.append(row)
       writer.write(0, {k: v for k, v in row.items() if isinstance(v, float)},
-                   split=f"study/{task_name}/{meth}")
+                   split=f"study/{name}/{meth}")
     _write(config, workdir, commit, start, rows, results, tab)
   return _write(config, workdir, commit, start, rows, results, tab)
 
 
 def _write(config, workdir, commit, start, rows, results, tab):
   st = config.study
-  header = (f"Success Visitation Matching study (commit {commit}); PPO fine-tuning of a BC "
+  header = (f"Success Visitation Matching study (commit {commit}); PPO (SAC where marked) fine-tuning of a BC "
             f"policy, {config.ppo.iterations} iterations x {config.ppo.num_envs} episodes, "
             f"{st.test_seeds} reported seeds (LR from {st.lrs} chosen on {st.val_seeds} "
             f"validation seeds by AUC); AUC = mean training-rollout success over iterations; "

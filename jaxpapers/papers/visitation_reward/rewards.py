@@ -46,21 +46,23 @@ class Buffer(typing.NamedTuple):
   act: jnp.ndarray  # (K, H, E, A)
   state_success: jnp.ndarray  # (K, H+1, E) success(s_t)
   episode_success: jnp.ndarray  # (K, E) any success in the episode
+  dist: jnp.ndarray  # (K, H+1, E) hand-shaped distance (SAC relabels rewards from it)
   count: jnp.ndarray  # rollouts inserted so far
 
 
 def buffer_init(k, horizon, envs, obs_dim, act_dim) -> Buffer:
   return Buffer(jnp.zeros((k, horizon + 1, envs, obs_dim)), jnp.zeros((k, horizon, envs, act_dim)),
                 jnp.zeros((k, horizon + 1, envs), bool), jnp.zeros((k, envs), bool),
-                jnp.zeros((), jnp.int32))
+                jnp.zeros((k, horizon + 1, envs)), jnp.zeros((), jnp.int32))
 
 
-def buffer_add(buf: Buffer, obs, act, state_success) -> Buffer:
+def buffer_add(buf: Buffer, obs, act, state_success, dist=None) -> Buffer:
   i = buf.count % buf.obs.shape[0]
   ep = state_success[1:].any(0)
+  dist = jnp.zeros(state_success.shape) if dist is None else dist
   return Buffer(buf.obs.at[i].set(obs), buf.act.at[i].set(act),
                 buf.state_success.at[i].set(state_success), buf.episode_success.at[i].set(ep),
-                buf.count + 1)
+                buf.dist.at[i].set(dist), buf.count + 1)
 
 
 class Aux(typing.NamedTuple):
