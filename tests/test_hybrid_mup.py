@@ -127,50 +127,72 @@ def test_init_std_and_lr_multipliers_reach_every_parameter():
   assert np.all(np.asarray(m["a_log"]) == 0) and np.all(np.asarray(m["d_skip"]) == 1)
 
 
-def _first_update_logit_change(variant, width):
-  c = _config(f"dim={width},base_width=32,pattern=MA,n_heads=2,parametrization={variant},"
-              "seq_len=16")
-  c = config_lib.override(c, {"optim.schedule": "constant", "optim.warmup_frac": 0.0,
-                              "optim.clip_norm": 0.0, "optim.weight_decay": 0.0})
+def _logit_change_after_two_adam_steps(width):
+  """RMS change of the logits after two AdamW steps at LR 1e-3 (the first step of the
+  workbench schedule has LR 0), for SP and muP at this width; one compile per width."""
+  c = _config(f"dim={width},base_width=32,pattern=MA,n_heads=2,seq_len=16")
   h = model_lib.build(c, 256)
-  p = h.init(jax.random.PRNGKey(1))
   toks = jnp.asarray(np.random.default_rng(0).integers(0, 256, (8, 17)), jnp.int32)
-  loss = lambda q: jnp.mean(lm.next_token_nats(h.apply, q, toks, None))
-  opt = model_lib.optimizer(c, h, 1e-3)
-  upd, _ = opt.update(jax.grad(loss)(p), opt.init(p), p)
-  p2 = optax.apply_updates(p, upd)
-  return float(jnp.sqrt(jnp.mean(jnp.square(h.apply(p2, toks[:, :-1]) - h.apply(p, toks[:, :-1])))))
+
+  @jax.jit
+  def change(num):
+    p0 = h.init(jax.random.PRNGKey(1), num)
+    loss = lambda q: jnp.mean(lm.next_token_nats(lambda a, x: h.apply(a, x, num), q, toks, None))
+    p, state = p0, sweep.unified_init(p0)
+    for _ in range(2):
+      p, state, _ = sweep.unified_update(
+          jax.grad(loss)(p), state, p, kind=0, lr_t=1e-3, mults=h.lr_mults(num),
+          mask=h.decay_mask, b1=0.9, b2=0.95, eps=1e-8, weight_decay=0.0, clip_norm=0.0)
+    d = h.apply(p, toks[:, :-1], num) - h.apply(p0, toks[:, :-1], num)
+    return jnp.sqrt(jnp.mean(jnp.square(d)))
+
+  out = {}
+  for v in ("sp", "mup"):
+    num = model_lib.numerics(v, "adamw", width, 32, 2, d_state=4, base_state=4)
+    out[v] = float(change(jax.tree.map(jnp.asarray, num)))
+  return out
 
 
 def test_width_doubled_first_update_scales_as_mup_predicts():
-  # Adam's first step moves every coordinate by lr * multiplier, so under SP the logits
-  # move ~ width x more as the width doubles (aligned sums over fan-in); under muP the
-  # change is width-independent (Tensor Programs V, Sec. 5).
-  mup = _first_update_logit_change("mup", 128) / _first_update_logit_change("mup", 64)
-  sp = _first_update_logit_change("sp", 128) / _first_update_logit_change("sp", 64)
-  assert 0.75 < mup < 1.33, mup
-  assert sp > 1.6, sp
+  # Adam moves every coordinate by ~lr * multiplier, so under SP the logits move ~2x more
+  # when the width doubles (aligned sums over the fan-in); under muP the change is
+  # width-independent (Tensor Programs V, Sec. 5: Delta W x = Theta(1)).
+  small, big = _logit_change_after_two_adam_steps(64), _logit_change_after_two_adam_steps(128)
+  mup, sp = big["mup"] / small["mup"], big["sp"] / small["sp"]
+  assert 0.75 < mup < 1.33, (mup, sp)
+  assert sp > 1.6, (mup, sp)
+  print("logit-change ratio d=128 vs d=64: muP", mup, "SP", sp)
 
 
 def test_unified_update_equals_the_optax_optimizers():
   c = _config("pattern=MA")
   h = model_lib.build(c, 256)
   p0 = h.init(jax.random.PRNGKey(0))
-  toks = jnp.asarray(np.random.default_rng(0).integers(0, 256, (8, 17)), jnp.int32)
-  grad = jax.grad(lambda q: jnp.mean(lm.next_token_nats(h.apply, q, toks, None)))
+  leaves, tree = jax.tree.flatten(p0)
+  rng = np.random.default_rng(0)
+  # a fixed sequence of gradients (scales spread over 3 decades, so the per-parameter and
+  # the global second moments differ) replaces the model's: the optimizers see only grads
+  grads = [jax.tree.unflatten(tree, [jnp.asarray(rng.normal(size=x.shape) * 10.0 ** rng.integers(-3, 1),
+                                                 jnp.float32) for x in leaves]) for _ in range(3)]
   for kind, name in enumerate(par_lib.OPTIMIZERS):
     cc = config_lib.override(c, {"optim.name": name, "optim.weight_decay": 0.1})
     sched = lm.schedule(cc, 3e-3, cc.train.steps)
     opt = model_lib.optimizer(cc, h, 3e-3)
-    pa, sa = p0, opt.init(p0)
-    pb, sb = p0, sweep.unified_init(p0)
-    for t in range(3):
-      upd, sa = opt.update(grad(pa), sa, pa)
-      pa = optax.apply_updates(pa, upd)
-      pb, sb, _ = sweep.unified_update(
-          grad(pb), sb, pb, kind=kind, lr_t=sched(t), mults=h.lr_mults(), mask=h.decay_mask,
-          b1=cc.optim.b1, b2=cc.optim.b2, eps=cc.optim.eps, weight_decay=0.1,
-          clip_norm=cc.optim.clip_norm)
+
+    @jax.jit
+    def both(p0, grads):
+      pa, sa = p0, opt.init(p0)
+      pb, sb = p0, sweep.unified_init(p0)
+      for t in range(3):
+        upd, sa = opt.update(grads[t], sa, pa)
+        pa = optax.apply_updates(pa, upd)
+        pb, sb, _ = sweep.unified_update(
+            grads[t], sb, pb, kind=kind, lr_t=sched(t), mults=h.lr_mults(), mask=h.decay_mask,
+            b1=cc.optim.b1, b2=cc.optim.b2, eps=cc.optim.eps, weight_decay=0.1,
+            clip_norm=cc.optim.clip_norm)
+      return pa, pb
+
+    pa, pb = both(p0, grads)
     for x, y in zip(jax.tree.leaves(pa), jax.tree.leaves(pb)):
       np.testing.assert_allclose(np.asarray(x), np.asarray(y), rtol=1e-5, atol=1e-6)
 

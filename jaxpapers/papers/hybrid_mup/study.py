@@ -224,19 +224,19 @@ def run(config, workdir: str):
   data = experiment.load_data(config)
   os.makedirs(os.path.join(workdir, "cells"), exist_ok=True)
   rows = []
+  key = json.loads(json.dumps(config.study.to_dict()))
   for cell in cells(config):
     path = os.path.join(workdir, "cells", f"{cell['name']}.json")
     if os.path.exists(path):
       with open(path) as f:
         saved = json.load(f)
-      if saved["study"] == config.study.to_dict() | {"widths": list(config.study.widths)}:
+      if saved["study"] == key:
         rows += saved["rows"]
         print(f"[study] cell {cell['name']}: reused {path}", flush=True)
         continue
     cell_rows = run_cell(config, data, cell)
     with open(path, "w") as f:
-      json.dump({"study": config.study.to_dict() | {"widths": list(config.study.widths)},
-                 "commit": commit, "rows": cell_rows}, f)
+      json.dump({"study": key, "commit": commit, "rows": cell_rows}, f)
     rows += cell_rows
   transfer, coord = analyse(config, rows)
   elapsed = time.time() - t_start
