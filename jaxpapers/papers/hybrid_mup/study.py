@@ -224,7 +224,9 @@ def run(config, workdir: str):
   data = experiment.load_data(config)
   os.makedirs(os.path.join(workdir, "cells"), exist_ok=True)
   rows = []
-  key = json.loads(json.dumps(config.study.to_dict()))
+  # a cell is reused when every study setting but the choice of sweeps matches
+  key = json.loads(json.dumps({k: v for k, v in config.study.to_dict().items()
+                               if k != "sweeps"}))
   for cell in cells(config):
     path = os.path.join(workdir, "cells", f"{cell['name']}.json")
     if os.path.exists(path):
