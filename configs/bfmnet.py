@@ -37,7 +37,8 @@ _SMOKE = dict(n=5, steps=10, batch=8, log_every=5, hidden=8, channels=4, monoton
               classical=False, baseline=False, spp_val_instances=16, ns=(4, 5),
               valuations=("additive",), cost_dists=("uniform",), study_steps=(5, 5),
               study_batch=(8, 8), study_eval=(8, 8), study_regret=(2, 2), gap_steps=10,
-              distill_steps=10)
+              distill_steps=10, ascent_steps=2, eval_ascent_steps=3, expost_samples=16,
+              val_instances=8, lrs=(1e-3, 1e-2))
 
 
 def get_config(arg=None):
@@ -49,7 +50,9 @@ def get_config(arg=None):
       spp_val_instances=256, ns=(5, 10, 20, 50), valuations=("additive", "submodular"),
       cost_dists=("uniform", "bimodal"), study_steps=(0,), study_batch=(0,),
       study_eval=(0,), study_regret=(0,), gap_steps=200, distill_steps=300,
-      gap_variants=("base", "long", "wide", "distill"))
+      gap_variants=("base", "long", "wide", "distill"), lr=3e-3, ascent_steps=5,
+      eval_ascent_steps=25, expost_samples=256, val_instances=64,
+      lrs=(1e-3, 3e-3, 1e-2))
   config = ConfigDict()
   config.experiment = "jaxpapers.papers.bfmnet.experiment"
   config.seed = arg.seed
@@ -72,11 +75,19 @@ def get_config(arg=None):
   config.baseline.hidden = arg.hidden
   config.baseline.rho = 1.0                        # augmented-Lagrangian step / penalty
   config.baseline.train_grid = 5                   # grid misreports per seller per step
+  # Inner misreport search (Duetting et al. 2019): gradient ascent on the bid from random
+  # starting points, projected on [0, 1], against the current network.
+  config.baseline.ascent_inits = 2                 # random starts per seller per step
+  config.baseline.ascent_steps = arg.ascent_steps  # ascent steps per outer step
+  config.baseline.ascent_lr = 0.1                  # ascent step size (cost units)
+  # Ex-post budget penalty: realised winner sets from relaxed (Gumbel-sigmoid) draws.
+  config.baseline.expost_samples = 8               # draws per instance per step
+  config.baseline.expost_temp = 0.1                # relaxation temperature
 
   config.optim = ConfigDict()
   config.optim.steps = arg.steps
   config.optim.batch = arg.batch                   # instances per step (vmapped)
-  config.optim.lr = 3e-3
+  config.optim.lr = arg.lr                         # (study=neural sweeps study.lrs instead)
   config.optim.clip = 1.0
   config.optim.log_every = arg.log_every           # steps per jitted lax.scan chunk
 
@@ -88,10 +99,19 @@ def get_config(arg=None):
   config.eval.timing = arg.timing                  # time inference of every mechanism
   config.eval.classical = arg.classical            # also evaluate the classical baselines
   config.eval.spp_val_instances = arg.spp_val_instances  # validation markets to tune SPP
+  config.eval.ascent_steps = arg.eval_ascent_steps  # RegretNet audit: ascent from each grid bid
+  config.eval.ascent_lr = 0.05
+  config.eval.expost_samples = arg.expost_samples  # RegretNet audit: lottery draws per instance
+  # study=neural: learning rates chosen per cell on validation markets (own key).
+  config.eval.val_instances = arg.val_instances
+  config.eval.val_regret_instances = 4
+  config.eval.max_val_regret = 0.005               # RegretNet: admissible validation regret
+  config.eval.max_val_overspend = 0.05             # ... and ex-post overspend probability
 
   config.study = ConfigDict()
   # main (BFMNet + baselines over n) | classical (baselines only, no training) |
-  # singer_gap (ablations on additive n=10) | scale (n = 50, 100)
+  # singer_gap (ablations on additive n=10) | scale (n = 50, 100) |
+  # neural (BFMNet and ascent/ex-post RegretNet, learning rates chosen on validation)
   config.study.name = arg.study
   unknown = [n for n in arg.ns if n not in _STUDY_PER_N]
   if unknown and not arg.smoke:
@@ -113,4 +133,5 @@ def get_config(arg=None):
   config.study.gap_steps = arg.gap_steps           # singer_gap: value-training steps
   config.study.distill_steps = arg.distill_steps   # singer_gap: regression to Singer's prices
   config.study.gap_variants = tuple(arg.gap_variants)  # singer_gap: base|long|wide|distill
+  config.study.lrs = tuple(float(x) for x in arg.lrs)  # neural: learning-rate sweep
   return config_lib.lock(config)

@@ -155,6 +155,81 @@ def test_budget_and_ir_on_adversarial_profiles(setting):
     assert np.all(pay[x == 0] == 0)
 
 
+def _edges(name, mk, bids, i):
+  """Bids where seller i's outcome can switch: its posted price / threshold(s)."""
+  if name == "bfmnet":
+    raise AssertionError("use the price directly")
+  share = {"singer": 1.0, "greedy_half": 0.5, "cgl": 0.5}.get(name)
+  if share is None:  # SPP: the offer, read by bidding 0 (accepts any offer)
+    return [evaluate.spp_mechanism(2.0).seller(mk, bids.at[i].set(0.0), i)[1]]
+  out = [classical.threshold(mk, bids, share * mk["budget"], i)]
+  return out + ([mk["budget"]] if name == "cgl" else [])
+
+
+@pytest.mark.parametrize("name,valuation", [("singer", "additive"), ("cgl", "submodular"),
+                                            ("greedy_half", "submodular"),
+                                            ("spp", "submodular")])
+def test_classical_truthful_and_feasible_on_adversarial_profiles(name, valuation):
+  # The profiles (at the price, one float step below, coordinate ascent on total spend)
+  # are taken as the true costs; every seller then tries the grid and its own switching
+  # bids (threshold, one float step below and above). No deviation may gain, and no
+  # profile may overspend ex post (CGL: each branch separately). Each profile is a
+  # separate call of one compiled program: allocation (greedy run) and payment
+  # (threshold formula) are different computations, so a wrong threshold shows as gain.
+  mech = {"singer": evaluate.singer_mechanism(), "cgl": evaluate.cgl_mechanism(),
+          "greedy_half": evaluate.greedy_half_mechanism(),
+          "spp": evaluate.spp_mechanism(2.0)}[name]
+  mk = _markets(13, valuation, batch=3, dist="bimodal")
+  every = _adversarial_profiles(mech, mk, rounds=1)
+  profiles = [every[0], every[1], every[-1]]   # at the price, a step below, ascent's end
+  full = jax.jit(jax.vmap(mech.full))
+  edges = jax.jit(jax.vmap(lambda m, b, i: jnp.stack(_edges(name, m, b, i)),
+                           in_axes=(0, 0, None)))
+  budget = np.asarray(mk["budget"])
+  for costs in profiles:
+    x, p, _, spend = map(np.asarray, full(mk, costs))
+    u_true = p - np.asarray(costs) * x
+    for i in range(N):
+      e = edges(mk, costs, i)                                     # (batch, edges)
+      cands = jnp.concatenate([jnp.broadcast_to(jnp.linspace(0.0, 1.0, 6), (3, 6)), e,
+                               jnp.nextafter(e, -jnp.inf), jnp.nextafter(e, jnp.inf)], 1)
+      for k in range(cands.shape[1]):
+        xm, pm, _, _ = map(np.asarray, full(mk, costs.at[:, i].set(cands[:, k])))
+        gain = pm[:, i] - np.asarray(costs)[:, i] * xm[:, i] - u_true[:, i]
+        assert gain.max() <= 1e-6, f"seller {i} gained {gain.max()} by bidding {cands[:, k]}"
+    if name == "cgl":
+      br = jax.vmap(classical.cgl_random_sm)(mk, costs)[2]
+      spend = np.maximum(np.asarray(br["top"][1]).sum(1), np.asarray(br["greedy"][1]).sum(1))
+    assert np.all(spend <= budget * (1 + 1e-6)), "budget violated ex post"
+
+
+def test_bfmnet_truthful_on_adversarial_profiles(setting):
+  # Others bid adversarially (at their prices, a float step below, spend ascent); seller
+  # i's utility at its price and one float step either side never beats truth-telling.
+  valuation, model, params, mech = setting
+  mk = _markets(14, valuation, batch=3)
+  profiles = _adversarial_profiles(mech, mk, rounds=1)
+
+  @jax.jit
+  def gain(m, costs):
+    raw = menus.raw_price_fn(model, params, m)
+    def for_i(i):
+      t = mechanism.price_one(raw, m["budget"], costs, i)[0]
+      cands = jnp.concatenate([jnp.linspace(0.0, 1.0, 6),
+                               jnp.stack([t, jnp.nextafter(t, -jnp.inf),
+                                          jnp.nextafter(t, jnp.inf)])])
+      def util(b):
+        x, p = mech.seller(m, costs.at[i].set(b), i)
+        return p - costs[i] * x
+      return jnp.max(jax.vmap(util)(cands))
+    x, p, _, _ = mech.full(m, costs)
+    return jax.vmap(for_i)(jnp.arange(N)) - (p - costs * x)
+
+  run = jax.jit(jax.vmap(gain))
+  for prof in profiles[::3]:
+    assert np.asarray(run(mk, prof)).max() <= 1e-6
+
+
 def test_raw_prices_monotone_in_other_bids():
   model, params = _net(4, 0.0)
   mk = jax.tree.map(lambda x: x[0], _markets(3, "submodular"))
@@ -344,6 +419,37 @@ def test_regret_search_finds_known_gain():
   np.testing.assert_allclose(np.asarray(rgt), [0.3, 0.0, 0.1], atol=1e-6)
 
 
+def test_misreport_ascent_matches_brute_force():
+  # Smooth pay-your-bid: x(b) = sigmoid((0.5 - b) / 0.05), p = x b. Seller 0 (cost 0.2)
+  # maximises (b - 0.2) x(b); a 100001-point NumPy search gives the reference optimum.
+  costs = jnp.asarray([0.2, 0.7, 0.4])
+  out_fn = lambda b: (jax.nn.sigmoid((0.5 - b) / 0.05), b * jax.nn.sigmoid((0.5 - b) / 0.05))
+  init = jnp.asarray([[0.1, 0.9], [0.1, 0.9], [0.1, 0.9]])
+  found = regretnet.ascend_misreports(out_fn, costs, init, steps=300, lr=0.01)
+  b = np.linspace(0, 1, 100001)
+  x = 1 / (1 + np.exp(-(0.5 - b) / 0.05))
+  for i, c in enumerate(np.asarray(costs)):
+    ref = np.max((b - c) * x)
+    xf, pf = out_fn(found[i])
+    got = np.max(np.asarray(pf - c * xf))
+    assert got == pytest.approx(ref, abs=2e-4)
+    assert np.all((np.asarray(found) >= 0) & (np.asarray(found) <= 1))
+
+
+def test_expost_spend_draws_match_closed_form():
+  # Two lotteries x = (0.5, 0.5) paying pi = 0.6 on a win, B = 1: overspend iff both win,
+  # probability 1/4; realised spend is 0, 0.6 or 1.2; IR holds ex post (pi >= bid).
+  x = jnp.asarray([0.5, 0.5])
+  pay = x * 0.6
+  spends = np.asarray(regretnet.expost_spends(x, pay, jax.random.PRNGKey(0), 20000))
+  assert set(np.round(np.unique(spends), 5)) <= {0.0, 0.6, 1.2}
+  assert np.mean(spends > 1.0) == pytest.approx(0.25, abs=0.015)
+  soft = np.asarray(regretnet.relaxed_spend(x, pay, jax.random.PRNGKey(1), 20000, 0.01))
+  assert soft.mean() == pytest.approx(0.6, abs=0.02)          # E[spend] = sum p
+  np.testing.assert_allclose(np.asarray(regretnet.win_payments(x, pay)), [0.6, 0.6],
+                             rtol=1e-6)
+
+
 def test_regretnet_ir_shapes_and_training_steps():
   cfg = _config()
   model, opt, states = train_lib.init_states(cfg, "regretnet", jax.random.PRNGKey(0), 2)
@@ -353,6 +459,7 @@ def test_regretnet_ir_shapes_and_training_steps():
   states, m = chunk(states, jnp.asarray(0), ids)
   metrics_lib.check_finite(3, m)
   assert m["regret"].shape == (2,) and np.all(np.asarray(m["regret"]) >= 0)
+  assert np.all(np.asarray(m["budget_violation"]) >= 0)
   assert np.all(np.asarray(states["lam"]) >= 0)
   state = jax.tree.map(lambda x: x[0], states)
   mk = jax.tree.map(lambda x: x[0], _markets(8, "additive"))

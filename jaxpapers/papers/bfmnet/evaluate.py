@@ -23,6 +23,7 @@ from jaxpapers.papers.bfmnet import classical
 from jaxpapers.papers.bfmnet import markets as markets_lib
 from jaxpapers.papers.bfmnet import mechanism
 from jaxpapers.papers.bfmnet import menus
+from jaxpapers.papers.bfmnet import regretnet as regretnet_lib
 
 
 class Mechanism(NamedTuple):
@@ -184,3 +185,40 @@ def metrics(mech: Mechanism, markets, opt_B, regret_markets=None, grid_G=None,
   """All reported metrics of one mechanism on a batch (jits `audit` once)."""
   arrays, r = jax.jit(lambda m, rm: audit(mech, m, rm, grid_G))(markets, regret_markets)
   return summarize(arrays, r, markets, opt_B, tol)
+
+
+def regretnet_out_fn(model, params, market):
+  """bids_PxN -> (x_PxN, p_PxN) of the RegretNet baseline on one market."""
+  z, pair = markets_lib.features(market)
+  return lambda bids: model.apply({"params": params}, z, pair, bids)
+
+
+def regrets_ascent(model, params, markets, grid_G, steps: int, lr: float):
+  """RegretNet regret per (instance, seller): max over the exhaustive grid *and* a
+  gradient ascent started from every grid point (Duetting et al.'s test-time search).
+  The truthful utility comes from its own network call (no shared batch)."""
+  def one(market):
+    out_fn = regretnet_out_fn(model, params, market)
+    costs = market["costs"]
+    n = costs.shape[0]
+    start = jnp.broadcast_to(grid_G[None], (n, grid_G.shape[0]))
+    found = regretnet_lib.ascend_misreports(out_fn, costs, start, steps, lr,
+                                            markets_lib.COST_MAX)
+    mis = jnp.concatenate([start, found], axis=1)
+    u_mis, _, _ = regretnet_lib.misreport_utilities(out_fn, costs, mis)
+    x, p = out_fn(costs[None])
+    u_true = p[0] - costs * x[0]
+    return jnp.maximum(jnp.max(u_mis, axis=1) - u_true, 0.0)
+  return jax.lax.map(one, markets)
+
+
+def regretnet_expost(model, params, markets, rng, samples: int):
+  """Ex-post budget audit of the lottery mechanism on truthful bids, per instance:
+  (share of `samples` realised winner sets that overspend, largest realised spend / B)."""
+  def one(market, r):
+    x, p = regretnet_out_fn(model, params, market)(market["costs"][None])
+    spends = regretnet_lib.expost_spends(x[0], p[0], r, samples)
+    return (jnp.mean((spends > market["budget"] * (1 + 1e-5)).astype(jnp.float32)),
+            jnp.max(spends) / market["budget"])
+  rngs = jax.random.split(rng, markets["costs"].shape[0])
+  return jax.vmap(one)(markets, rngs)

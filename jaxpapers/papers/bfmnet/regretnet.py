@@ -3,13 +3,17 @@
 The approximate neural baseline the paper compares against (Duetting et al.'s RegretNet,
 adapted to procurement): a permutation-equivariant network maps the context and *all*
 bids, own bid included, to an allocation probability x_i in [0, 1] and a payment p_i.
-IR holds by construction (p_i = x_i b_i + x_i softplus(.) >= x_i b_i), but DSIC and
+IR holds ex post by construction: a winner of the lottery is paid
+pi_i = b_i + softplus(.) / 2 >= b_i, so the expected payment is p_i = x_i pi_i. DSIC and
 budget feasibility are only encouraged by an augmented Lagrangian on
   regret_i = max over misreports b' of u_i(b', b_{-i}) - u_i(c_i, b_{-i}),  u = p - c x,
-  budget violation = max(sum_i p_i - B, 0).
-Misreports are an exhaustive grid plus fresh random points each step (the grid is cheap
-for one-dimensional types, so no inner gradient ascent is needed). Allocations are
-lotteries; the buyer's value is the multilinear extension (independent lotteries).
+  budget violation = E[max(sum_{i in S} pi_i - B, 0)] / B  over realised winner sets S.
+Misreports, as in Duetting et al. (2019): an inner gradient ascent on the misreported bid
+(`ascend_misreports`, from random starting points, projected on [0, COST_MAX]) plus a
+coarse grid. The budget is checked *ex post*: S is drawn from the independent lotteries
+(relaxed Concrete/Gumbel-sigmoid draws in training so the penalty has a gradient; hard
+draws in the audit, `expost_spends`). The buyer's value is the multilinear extension
+F(x), the expected value of the realised set.
 """
 from __future__ import annotations
 
@@ -63,3 +67,49 @@ def regret(out_fn, costs_N, misreports_NxG):
   """Per-seller regret max(0, max_g u_i(b'_g) - u_i(c_i)) and the truthful outcome."""
   u_mis, u_true, truthful = misreport_utilities(out_fn, costs_N, misreports_NxG)
   return jnp.maximum(jnp.max(u_mis, axis=1) - u_true, 0.0), truthful
+
+
+def ascend_misreports(out_fn, costs_N, init_NxM, steps: int, lr: float, hi: float = 1.0):
+  """Gradient ascent on each seller's misreport (others truthful), projected on [0, hi].
+
+  Row i of `init_NxM` holds M starting bids for seller i; each (i, m) is an independent
+  ascent on u_i(b'_im, c_{-i}) (one batched call per step). Returns the final misreports,
+  without gradient (the outer problem treats the found misreports as fixed, as RegretNet
+  does).
+  """
+  n, m = init_NxM.shape
+  eye = jnp.eye(n, dtype=bool)
+
+  def total_util(mis_NxM):
+    prof = jnp.where(eye[:, None, :], mis_NxM[:, :, None], costs_N[None, None, :])
+    x, p = out_fn(prof.reshape(n * m, n))
+    u = (p - costs_N[None] * x).reshape(n, m, n)
+    return jnp.sum(jnp.einsum("imi->im", u))   # each (i, m) term depends on mis[i, m] only
+
+  grad = jax.grad(total_util)
+
+  def step(mis, _):
+    return jnp.clip(mis + lr * grad(mis), 0.0, hi), None
+
+  mis, _ = jax.lax.scan(step, jax.lax.stop_gradient(init_NxM), None, length=steps)
+  return jax.lax.stop_gradient(mis)
+
+
+def win_payments(x_N, pay_N):
+  """Payment to a lottery winner, pi_i = p_i / x_i (0 where x_i = 0)."""
+  return jnp.where(x_N > 0, pay_N / jnp.where(x_N > 0, x_N, 1.0), 0.0)
+
+
+def relaxed_spend(x_N, pay_N, rng, samples: int, temp: float):
+  """Realised spend sum_{i in S} pi_i for `samples` relaxed (Gumbel-sigmoid) draws of S."""
+  pi = win_payments(x_N, pay_N)
+  logit = jnp.log(jnp.clip(x_N, 1e-6, 1.0)) - jnp.log(jnp.clip(1.0 - x_N, 1e-6, 1.0))
+  u = jax.random.uniform(rng, (samples,) + x_N.shape, minval=1e-6, maxval=1.0 - 1e-6)
+  w = jax.nn.sigmoid((logit[None] + jnp.log(u) - jnp.log1p(-u)) / temp)
+  return w @ pi
+
+
+def expost_spends(x_N, pay_N, rng, samples: int):
+  """Realised spends of `samples` hard draws of the independent lotteries: (samples,)."""
+  win = jax.random.uniform(rng, (samples,) + x_N.shape) < x_N[None]
+  return win.astype(pay_N.dtype) @ win_payments(x_N, pay_N)

@@ -10,6 +10,10 @@
   budget, 4x the steps, a 2x wider network, and an initialisation distilled from Singer's
   prices (regression of the raw menus onto Singer's thresholds), before and after value
   training.
+* `neural`: BFMNet and the RegretNet baseline with its inner gradient-ascent misreport
+  search and ex-post budget penalty, each with its learning rate chosen per cell on
+  validation markets (a key disjoint from training and test); the test audit adds a
+  gradient-ascent regret search and ex-post budget draws for RegretNet's lotteries.
 * `scale`: n = 50 and 100 (submodular and additive, uniform costs), BFMNet with the
   default initial price scale and with a lower one (`offset`), against the classical
   baselines; measured inference time.
@@ -28,6 +32,7 @@ from jaxpapers.core import config as config_lib
 from jaxpapers.core import metrics as metrics_lib
 from jaxpapers.core import study as study_lib
 from jaxpapers.papers.bfmnet import classical
+from jaxpapers.papers.bfmnet import evaluate
 from jaxpapers.papers.bfmnet import experiment
 from jaxpapers.papers.bfmnet import markets as markets_lib
 from jaxpapers.papers.bfmnet import mechanism
@@ -37,10 +42,10 @@ from jaxpapers.papers.bfmnet import train_lib
 
 def run(config, workdir: str) -> str:
   fn = {"classical": classical_study, "singer_gap": singer_gap_study,
-        "scale": scale_study}.get(config.study.name)
+        "scale": scale_study, "neural": neural_study}.get(config.study.name)
   if fn is None:
     raise ValueError(f"unknown study {config.study.name!r}; known: main, classical, "
-                     "singer_gap, scale")
+                     "singer_gap, scale, neural")
   metrics_lib.write_config(workdir, config)
   return fn(config, workdir)
 
@@ -147,8 +152,9 @@ def distill(cfg, ids_Cx2, steps: int):
                                     cfg.market.n, ids, cfg.market.budget_per_seller)
     (loss, rel), grads = jax.value_and_grad(loss_fn, has_aux=True)(state["params"], mk)
     updates, opt_state = opt.update(grads, state["opt"], state["params"])
+    updates = jax.tree.map(lambda u: state["lr"] * u, updates)
     return ({"params": optax.apply_updates(state["params"], updates), "opt": opt_state,
-             "lam": state["lam"]}, {"loss": loss, "rel_rmse": rel})
+             "lam": state["lam"], "lr": state["lr"]}, {"loss": loss, "rel_rmse": rel})
 
   length = min(cfg.optim.log_every, steps)
   chunk = train_lib.make_chunk(step, length)
@@ -281,3 +287,117 @@ def scale_study(config, workdir):
         print(f"[scale] {row}", flush=True)
   return study_lib.write_table(workdir, "bfmnet_scale", rows,
                                header=_header("scale", config, t0, commit))
+
+
+def _select(values_CxL, feasible_CxL=None, fallback_CxL=None):
+  """Per cell, the learning-rate index with the best validation value among the feasible
+  ones; a cell with no feasible rate takes the smallest `fallback` (violation)."""
+  v = np.asarray(values_CxL, np.float64)
+  if feasible_CxL is None:
+    return np.argmax(v, axis=1)
+  f = np.asarray(feasible_CxL)
+  best = np.argmax(np.where(f, v, -np.inf), axis=1)
+  none = ~f.any(axis=1)
+  return np.where(none, np.argmin(np.asarray(fallback_CxL), axis=1), best)
+
+
+def neural_study(config, workdir):
+  commit = study_lib.git_commit(paths=experiment.PAPER_PATHS)
+  t0 = time.perf_counter()
+  cells = [(v, d) for v in config.study.valuations for d in config.study.cost_dists]
+  lrs = np.asarray(config.study.lrs, np.float32)
+  n_c, n_l = len(cells), len(lrs)
+  rows, sweep = [], []
+  ev = config.eval
+  grid = jnp.linspace(0.0, markets_lib.COST_MAX, ev.regret_grid)
+  for k, n in enumerate(config.study.ns):
+    cfg = experiment._variant(config, n, k)
+    ids = jnp.stack([markets_lib.cell_ids(v, d) for v, d in cells])
+    ids_rep = jnp.repeat(ids, n_l, axis=0)                   # row c * L + l
+    val = jax.vmap(lambda i: markets_lib.sample_markets(
+        jax.random.PRNGKey(cfg.seed + 30_011), ev.val_instances, n, i,
+        cfg.market.budget_per_seller))(ids_rep)
+    val_reg = jax.tree.map(lambda x: x[:, :ev.val_regret_instances], val)
+    mk, opt, timeouts = experiment.eval_sets(cfg, ids)
+    reg_mk = jax.tree.map(lambda x: x[:, :cfg.eval.regret_instances], mk)
+    res = [dict() for _ in cells]
+    for kind in ("bfmnet", "regretnet"):
+      t1 = time.perf_counter()
+      model, params, info = experiment.train(cfg, kind, ids_rep,
+                                             os.path.join(workdir, f"n{n}"), lrs=np.tile(lrs, n_c))
+      train_s = time.perf_counter() - t1
+      if kind == "bfmnet":
+        build = lambda p: evaluate.bfmnet_mechanism(model, p)
+      else:
+        build = lambda p: evaluate.regretnet_mechanism(model, p)
+      vfn = jax.jit(jax.vmap(lambda p, m: evaluate.outcomes(build(p), m)[2]))
+      v_val = np.asarray(vfn(params, val)).mean(1).reshape(n_c, n_l)
+      if kind == "bfmnet":
+        choice = _select(v_val)
+        extra = {}
+      else:
+        rfn = jax.jit(jax.vmap(lambda p, m: evaluate.regrets_ascent(
+            model, p, m, grid, ev.ascent_steps, ev.ascent_lr)))
+        r_val = np.asarray(rfn(params, val_reg)).mean((1, 2)).reshape(n_c, n_l)
+        efn = jax.jit(jax.vmap(lambda p, m: evaluate.regretnet_expost(
+            model, p, m, jax.random.PRNGKey(cfg.seed + 40_009), ev.expost_samples)[0]))
+        o_val = np.asarray(efn(params, val)).mean(1).reshape(n_c, n_l)
+        feasible = (r_val <= ev.max_val_regret) & (o_val <= ev.max_val_overspend)
+        choice = _select(v_val, feasible, r_val + o_val)
+        extra = {"val_regret": r_val, "val_overspend": o_val, "feasible": feasible}
+      for c in range(n_c):
+        for l in range(n_l):
+          row = {"n": n, "cell": f"{cells[c][0]}_{cells[c][1]}", "method": kind,
+                 "lr": float(lrs[l]), "val_value": float(v_val[c, l]),
+                 "chosen": bool(choice[c] == l)}
+          row.update({key: (bool(a[c, l]) if a.dtype == bool else float(a[c, l]))
+                      for key, a in extra.items()})
+          sweep.append(row)
+      pick = jnp.asarray(np.arange(n_c) * n_l + choice)
+      chosen = jax.tree.map(lambda x: x[pick], params)
+      fn, pargs = experiment._cell_fn(build, chosen, lambda m, a, r: evaluate.audit(
+          m, a, r, grid))
+      arrays, r = fn(chosen, mk, reg_mk)
+      if kind == "regretnet":
+        r_asc = np.asarray(jax.jit(jax.vmap(lambda p, m: evaluate.regrets_ascent(
+            model, p, m, grid, ev.ascent_steps, ev.ascent_lr)))(chosen, reg_mk))
+        over, peak = map(np.asarray, jax.jit(jax.vmap(lambda p, m: evaluate.regretnet_expost(
+            model, p, m, jax.random.PRNGKey(cfg.seed + 50_021), ev.expost_samples)))(
+                chosen, mk))
+      for c in range(n_c):
+        out = evaluate.summarize(jax.tree.map(lambda x: x[c], arrays), r[c],
+                                 jax.tree.map(lambda x: x[c], mk), opt[c])
+        out["lr"] = float(lrs[choice[c]])
+        out["train_s_all_lrs_cells"] = train_s
+        if kind == "regretnet":
+          out["regret_ascent_mean"] = float(r_asc[c].mean())
+          out["regret_ascent_max"] = float(r_asc[c].max())
+          out["expost_overspend_prob"] = float(over[c].mean())
+          out["instances_overspend_possible"] = int((over[c] > 0).sum())
+          out["max_realised_spend/B"] = float(peak[c].max())
+        res[c][kind] = out
+      print(f"[neural] n={n} {kind}: trained {train_s:.0f} s, lrs chosen "
+            f"{[float(lrs[i]) for i in choice]}", flush=True)
+    for c, (valuation, dist) in enumerate(cells):
+      b, rn = res[c]["bfmnet"], res[c]["regretnet"]
+      rows.append({
+          "n": n, "valuation": valuation, "costs": dist, "steps": cfg.optim.steps,
+          "BFMNet": b["value_ratio"], "BFMNet_lr": b["lr"],
+          "BFMNet_regret_max": b["regret_max"],
+          "BFMNet_budget/IR_viol": f"{b['budget_viol']}/{b['ir_viol']}",
+          "RegretNet": rn["value_ratio"], "RegretNet_lr": rn["lr"],
+          "RegretNet_regret_grid_max": rn["regret_max"],
+          "RegretNet_regret_ascent_mean": rn["regret_ascent_mean"],
+          "RegretNet_regret_ascent_max": rn["regret_ascent_max"],
+          "RegretNet_expected_budget_viol": rn["budget_viol"],
+          "RegretNet_expost_overspend_prob": rn["expost_overspend_prob"],
+          "RegretNet_instances_overspend_possible": rn["instances_overspend_possible"],
+          "RegretNet_max_realised_spend/B": rn["max_realised_spend/B"],
+          "milp_timeouts": timeouts})
+      print(f"[neural] {rows[-1]}", flush=True)
+    header = _header("neural", config, t0, commit)
+    md = study_lib.write_table(workdir, "bfmnet_neural", rows, header=header)
+    md += "\n" + study_lib.write_table(workdir, "bfmnet_neural_lr_sweep", sweep,
+                                       header="Validation sweep (selection on validation "
+                                              "markets only).")
+  return md

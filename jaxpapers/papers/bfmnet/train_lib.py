@@ -6,7 +6,11 @@ trained towards it). The discrete allocation is relaxed for gradients:
   * BFMNet: acceptance 1[b <= t] -> sigmoid((t - b) / tau), both inside the budget
     transformation and for the final sale, and v(S) -> its multilinear extension F(q).
   * RegretNet: allocations are already lotteries; value F(x), and an augmented
-    Lagrangian on regret and budget violation (multipliers updated every step).
+    Lagrangian on regret (misreports from an inner gradient ascent plus a coarse grid)
+    and the ex-post budget violation (relaxed draws of the winner set), multipliers
+    updated every step.
+The learning rate lives in the state (`lr`, one per vmapped cell), so one compiled
+program trains several learning rates side by side for validation-based selection.
 A training step is a pure function (state, step) -> (state, metrics) with instances
 drawn from fold_in(rng, step) and vmapped over the batch; `run_chunk` scans it.
 """
@@ -25,7 +29,9 @@ from jaxpapers.papers.bfmnet import regretnet as regretnet_lib
 
 
 def make_optimizer(cfg):
-  sched = optax.cosine_decay_schedule(cfg.optim.lr, cfg.optim.steps, alpha=0.1)
+  # Unit peak: the state's per-cell `lr` multiplies the update (Adam's direction does not
+  # depend on the step size, so this equals an optimizer built with that lr).
+  sched = optax.cosine_decay_schedule(1.0, cfg.optim.steps, alpha=0.1)
   # flatten: one update for the whole parameter vector keeps the compiled step small.
   return optax.flatten(optax.chain(optax.clip_by_global_norm(cfg.optim.clip),
                                    optax.adam(sched)))
@@ -53,22 +59,33 @@ def bfm_loss(params, model, markets, tau):
   return -out["value"], out
 
 
-def regretnet_instance(model, params, market, rng, grid_G):
+def regretnet_instance(model, params, market, rng, grid_G, bcfg):
   z, pair = markets_lib.features(market)
   n = market["costs"].shape[0]
   out_fn = lambda bids: model.apply({"params": params}, z, pair, bids)
-  rand = jax.random.uniform(rng, (n, 3)) * markets_lib.COST_MAX
-  mis = jnp.concatenate([jnp.broadcast_to(grid_G[None], (n, grid_G.shape[0])), rand], 1)
+  r_init, r_spend = jax.random.split(rng)
+  init = jax.random.uniform(r_init, (n, bcfg.ascent_inits)) * markets_lib.COST_MAX
+  # Inner maximisation (Duetting et al.): gradient ascent on the misreports against the
+  # current network; the outer step then sees them as fixed points.
+  frozen = jax.lax.stop_gradient(params)
+  found = regretnet_lib.ascend_misreports(
+      lambda b: model.apply({"params": frozen}, z, pair, b), market["costs"], init,
+      bcfg.ascent_steps, bcfg.ascent_lr, markets_lib.COST_MAX)
+  mis = jnp.concatenate([jnp.broadcast_to(grid_G[None], (n, grid_G.shape[0])), found], 1)
   rgt, (x, p) = regretnet_lib.regret(out_fn, market["costs"], mis)
+  spend = regretnet_lib.relaxed_spend(x, p, r_spend, bcfg.expost_samples, bcfg.expost_temp)
   return {"value": markets_lib.multilinear(market, x) / jnp.sum(market["weights"]),
           "regret": jnp.mean(rgt),
-          "budget_violation": jnp.maximum(jnp.sum(p) - market["budget"], 0.0)
-                              / market["budget"]}
+          "budget_violation": jnp.mean(jnp.maximum(spend - market["budget"], 0.0))
+                              / market["budget"],
+          "expected_overspend": jnp.maximum(jnp.sum(p) - market["budget"], 0.0)
+                                / market["budget"]}
 
 
-def regretnet_loss(params, model, markets, rng, lam, rho, grid_G):
+def regretnet_loss(params, model, markets, rng, lam, rho, grid_G, bcfg):
   rngs = jax.random.split(rng, markets["costs"].shape[0])
-  out = jax.vmap(lambda m, r: regretnet_instance(model, params, m, r, grid_G))(markets, rngs)
+  out = jax.vmap(lambda m, r: regretnet_instance(model, params, m, r, grid_G, bcfg))(
+      markets, rngs)
   out = jax.tree.map(jnp.mean, out)
   loss = (-out["value"] + lam[0] * out["regret"] + lam[1] * out["budget_violation"]
           + 0.5 * rho * (out["regret"] ** 2 + out["budget_violation"] ** 2))
@@ -85,7 +102,8 @@ def init_state(cfg, kind: str, rng):
     model = regretnet_lib.RegretNet(cfg.baseline.hidden)
     params = regretnet_lib.init_params(rng, model, n)
   opt = make_optimizer(cfg)
-  state = {"params": params, "opt": opt.init(params), "lam": jnp.zeros((2,))}
+  state = {"params": params, "opt": opt.init(params), "lam": jnp.zeros((2,)),
+           "lr": jnp.asarray(cfg.optim.lr, jnp.float32)}
   return model, opt, state
 
 
@@ -108,13 +126,15 @@ def make_step(cfg, kind: str, model, opt):
       lam = state["lam"]
     else:
       (loss, out), grads = jax.value_and_grad(regretnet_loss, has_aux=True)(
-          state["params"], model, mk, r_mis, state["lam"], cfg.baseline.rho, grid)
+          state["params"], model, mk, r_mis, state["lam"], cfg.baseline.rho, grid,
+          cfg.baseline)
       lam = state["lam"] + cfg.baseline.rho * jnp.stack(
           [out["regret"], out["budget_violation"]])
     updates, opt_state = opt.update(grads, state["opt"], state["params"])
+    updates = jax.tree.map(lambda u: state["lr"] * u, updates)
     params = optax.apply_updates(state["params"], updates)
     metrics = dict(out, loss=loss, grad_norm=optax.tree.norm(grads))
-    return {"params": params, "opt": opt_state, "lam": lam}, metrics
+    return {"params": params, "opt": opt_state, "lam": lam, "lr": state["lr"]}, metrics
 
   return step
 
@@ -133,7 +153,11 @@ def make_chunk(step_fn, length: int):
   return chunk
 
 
-def init_states(cfg, kind: str, rng, cells: int):
-  """The same initialisation replicated for every cell (independent copies)."""
+def init_states(cfg, kind: str, rng, cells: int, lrs=None):
+  """The same initialisation replicated for every cell (independent copies); `lrs`
+  (one per cell) overrides cfg.optim.lr, e.g. for a learning-rate sweep."""
   model, opt, state = init_state(cfg, kind, rng)
-  return model, opt, jax.tree.map(lambda x: jnp.stack([x] * cells), state)
+  states = jax.tree.map(lambda x: jnp.stack([x] * cells), state)
+  if lrs is not None:
+    states["lr"] = jnp.asarray(lrs, jnp.float32).reshape(cells)
+  return model, opt, states
