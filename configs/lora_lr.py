@@ -34,18 +34,18 @@ def get_config(arg=None):
       # applied first, so explicit args after `smoke` still win (`:smoke,steps=20`).
       smoke_args=dict(dim=32, hidden_dim=48, n_layers=1, pretrain_steps=0, pretrain_chunk=4,
                       pretrain_batch=4, pretrain_seq_len=32, max_chars=20000, corpus="auto",
-                      steps=4, batch=4, ga_examples=4, n_train=32, n_test=4, ranks=(4,),
+                      steps=4, batch=4, ga_examples=4, n_train=32, n_val=4, n_test=4, ranks=(4,),
                       table_ranks=(4,), n_lrs=2, study_seeds=1, hessian_examples=4,
                       hessian_iters=3, methods=("lora", "pissa"), eval_before=False,
                       bench_batch=1, bench_seq_len=16, bench_rank=4, bench_iters=1,
                       bench_min_time=0.1, tiny_bench=True),
       smoke=False, seed=0, study="lr_grid", method="lora",
       rank=4, lr=1e-2, task="math", steps=500, batch=16, n_seeds=1, ga_examples=32,
-      n_train=4000, n_test=48, ranks=(4, 16), table_ranks=(4, 16), study_seeds=2,
+      n_train=4000, n_val=500, n_test=500, ranks=(4, 16), table_ranks=(4, 16), study_seeds=2,
       hessian_examples=16, hessian_iters=8, eval_before=True,
       corpus="shakespeare", max_chars=0, tiny_bench=False, dim=64, n_layers=2, hidden_dim=0,
       pretrain_steps=1500, pretrain_chunk=100, pretrain_batch=32, pretrain_seq_len=128,
-      knowledge=0.3,
+      knowledge=0.3, randlora_gamma="reference", loraga_scale="stable",
       methods=("lora", "olora", "pissa", "milora", "init_ab", "dora",
                "loft", "lora_ga", "gralora", "randlora"),
       lr_min=1e-4, lr_max=1e-1, n_lrs=7,
@@ -83,7 +83,15 @@ def get_config(arg=None):
       targets=r"^(q|k|v|o|gate|up|down)$",   # regex over block projection names
       gralora_k=2,            # GraLoRA grid k (PEFT's advice: 2 for rank <= 32)
       randlora_scale=20.0,    # RandLoRA alpha / r_b (PEFT default 640 / 32)
-      loraga_gamma=16.0))     # LoRA-GA stable-scale gamma (paper default)
+      # RandLoRA gamma init: 'reference' = 1/max(n_b, min_dim), what the authors' and PEFT's
+      # reset writes (1/min_dim in practice); 'max_dim' = 1/max(in, out) (the pre-issue-14
+      # tables; their constructors' value before that reset).
+      randlora_gamma=arg.randlora_gamma,
+      loraga_gamma=16.0,      # LoRA-GA stable-scale gamma (paper default)
+      # LoRA-GA scale: 'stable' = both factors x out^(1/4)/sqrt(gamma), no singular values
+      # (the LoRA-GA authors' code); 'peft' = PEFT 0.21.2: B scaled by the gradient's
+      # singular values S[r:2r], no stable factor.
+      loraga_scale=arg.loraga_scale))
 
   # Optimizer: AdamW without decay, 3% warm-up + cosine (the paper's schedule).
   config.optim = ml_collections.ConfigDict(dict(
@@ -92,7 +100,9 @@ def get_config(arg=None):
 
   # Generated task with an exact checker ('math' or 'choice').
   config.data = ml_collections.ConfigDict(dict(
-      task=arg.task, n_train=arg.n_train, n_test=arg.n_test,
+      task=arg.task, n_train=arg.n_train,
+      n_val=arg.n_val,        # validation problems: the best LR is chosen on these
+      n_test=arg.n_test,      # test problems: the reported score (never used to choose)
       seq_len=64 if arg.task == "math" else 96,
       n_new=16 if arg.task == "math" else 32))  # greedy tokens generated per test prompt
 
@@ -107,9 +117,13 @@ def get_config(arg=None):
       hessian_examples=arg.hessian_examples, hessian_iters=arg.hessian_iters))
 
   # The SmolLM2-135M leg (`study=smollm2`): a reduced grid that fits a CPU budget.
+  # All ten methods x 7 half-decade LRs (1e-5 .. 1e-2, which brackets every method's
+  # optimum in the 3-method run) x 2 seeds, 300 validation / 300 test problems; each
+  # method is one resumable cell (workdir/smol_cells). About 1-2 CPU hours on 2 cores.
   config.smol = ml_collections.ConfigDict(dict(
-      methods=("lora", "pissa", "olora"), rank=8, lr_min=1e-5, lr_max=1e-2, n_lrs=4,
-      steps=20, batch=4, n_train=1000, n_test=32, seq_len=32, n_new=10,
+      methods=arg.methods, rank=8, lr_min=1e-5, lr_max=1e-2, n_lrs=7, n_seeds=2,
+      steps=20, batch=4, n_train=1000, n_val=300, n_test=300, seq_len=32, n_new=10,
+      row_chunk=100,          # prompts decoded / scored per chunk (bounds memory)
       hessian_examples=4, hessian_iters=6))
 
   # Benchmark: one LoRA step on SmolLM2-135M (tiny model if tiny_bench or not installed).

@@ -10,7 +10,7 @@ import pytest
 from jaxpapers.core import mesh as mesh_lib
 from jaxpapers.nn import gguf_loader, llama
 from jaxpapers.nn.tokenizer import ByteTokenizer
-from jaxpapers.papers.lora_lr import adapters, finetune, hessian, loft, pretrain, tasks
+from jaxpapers.papers.lora_lr import adapters, finetune, hessian, loft, pretrain, selection, tasks
 
 CFG = llama.LlamaConfig(vocab_size=257, dim=32, n_layers=2, n_heads=4, n_kv_heads=2,
                         hidden_dim=48, init_std=0.1)
@@ -207,7 +207,7 @@ def test_only_adapters_train_and_base_is_frozen():
   # changes only the adapter tree.
   tc = finetune.TrainConfig(steps=2, batch=4)
   run = finetune.make_run(CFG, ac, tc)
-  losses, merged, _ = jax.jit(run)(1e-2, 0, base(), tokens, mask)
+  losses, merged = jax.jit(run)(1e-2, 0, base(), tokens, mask)
   assert losses.shape == (2,) and np.all(np.isfinite(losses))
   for name in ("attn_norm", "mlp_norm"):
     np.testing.assert_array_equal(merged["blocks"][name], base()["blocks"][name])
@@ -262,10 +262,16 @@ def test_hvp_matches_finite_differences_and_lanczos():
 
 def test_tasks_deterministic_and_disjoint():
   for name in ("math", "choice"):
-    tr1, te1 = tasks.make_task(name, 50, 20)
-    tr2, te2 = tasks.make_task(name, 50, 20)
+    tr1, va1, te1 = tasks.make_splits(name, 50, 10, 20)
+    tr2, va2, te2 = tasks.make_splits(name, 50, 10, 20)
     assert tr1.prompts == tr2.prompts and te1.answers == te2.answers
+    assert va1.prompts == va2.prompts and len(va1.prompts) == 10
     assert not set(tr1.prompts) & set(te1.prompts)
+    assert not set(tr1.prompts) & set(va1.prompts)
+    assert not set(va1.prompts) & set(te1.prompts)
+  # The study's sizes exist: 4000 train + 500 validation + 500 test distinct problems.
+  tr, va, te = tasks.make_splits("math", 4000, 500, 500)
+  assert len(set(tr.prompts + va.prompts + te.prompts)) == 5000
   assert tasks.is_correct("math", "3 times 4 is 12", "3 times 4 is 12")
   assert tasks.is_correct("math", "so 12\nnoise 13", "3 times 4 is 12")
   assert not tasks.is_correct("math", "3 times 4 is 13", "3 times 4 is 12")
@@ -309,3 +315,110 @@ def test_pretraining_runs_on_the_core_loop_and_restores_its_checkpoint(tmp_path)
   assert val2 is None
   for a, b in zip(jax.tree.leaves(params), jax.tree.leaves(again)):
     np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+
+
+def test_best_lr_is_chosen_on_validation_not_test():
+  # Validation prefers LR 1 (ties on accuracy at LRs 1 and 2 broken by the lower loss);
+  # the test split would prefer LR 0, and must not matter.
+  val_acc = np.array([[0.2, 0.8, 0.8], [0.4, 0.6, 0.6]])
+  val_loss = np.array([[1.0, 0.5, 0.7], [1.0, 0.5, np.nan]])
+  assert selection.best_lr_index(val_acc, val_loss) == 1
+  res = {"method": "m", "rank": 4, "lrs": [1e-3, 1e-2, 1e-1], "val_acc": val_acc.tolist(),
+         "val_loss": val_loss.tolist(), "test_acc": [[1.0, 0.5, 0.0], [1.0, 0.5, 0.0]],
+         "test_correct": [["11", "10", "00"], ["11", "01", "00"]], "lambda": [2.0, 4.0],
+         "trainable_params": 10, "seconds": 1.0}
+  row = selection.summarize(res)
+  assert row["best_lr"] == 1e-2 and row["peak_acc"] == 0.5 and row["lambda_max"] == 3.0
+  assert row["ci_lo"] <= 0.5 <= row["ci_hi"]
+
+
+def test_confidence_intervals():
+  # Wilson: 0 of 10 -> [0, z^2/(n+z^2)]; 5 of 10 symmetric around 0.5.
+  lo, hi = selection.wilson_ci(0, 10)
+  assert lo == pytest.approx(0.0, abs=1e-12) and hi == pytest.approx(3.8415 / 13.8415, rel=1e-4)
+  lo, hi = selection.wilson_ci(5, 10)
+  assert lo + hi == pytest.approx(1.0)
+  # Bootstrap over problems: contains the mean, about the binomial width, narrower with n.
+  rng = np.random.default_rng(0)
+  widths = []
+  for n in (48, 500):
+    c = rng.random((2, n)) < 0.9
+    lo, hi = selection.bootstrap_ci(c)
+    assert lo <= c.mean() <= hi
+    widths.append(hi - lo)
+  assert widths[1] < widths[0] / 2.5
+  assert widths[1] == pytest.approx(2 * 1.96 * np.sqrt(0.09 / 500), rel=0.35)
+  assert np.array_equal(selection.unbits(selection.bits([1, 0, 1])), [True, False, True])
+
+
+def test_randlora_gamma_init_and_parameter_parity():
+  # k is (32, 16): non-square. gamma starts at 1/max(n_b, min) (the authors' and PEFT's
+  # reset), or 1/max(in, out) under randlora_gamma="max_dim"; n_b = ceil(min / r_b).
+  for rule, want in (("reference", lambda nb, mn, mx: 1 / max(nb, mn)),
+                     ("max_dim", lambda nb, mn, mx: 1 / mx)):
+    _, _, ad = attach("randlora", randlora_gamma=rule)
+    for name in ("k", "gate", "down"):
+      din, dout = CFG.shapes()[name]
+      lam, gam = ad["train"][name]["lambda"], ad["train"][name]["gamma"]
+      nb, rb = lam.shape[1:]
+      mn, mx = min(din, dout), max(din, dout)
+      assert nb == int(np.ceil(mn / rb)) and gam.shape[1:] == (nb, mn)
+      np.testing.assert_allclose(np.asarray(gam), want(nb, mn, mx), rtol=1e-7)
+  # Trainable count within 5% of LoRA's rank * (in + out) per kernel, at two ranks.
+  for rank in (2, 4):
+    ac = adapters.AdapterConfig(method="randlora", rank=rank, alpha=rank)
+    _, ad = adapters.attach(jax.random.PRNGKey(0), base(), CFG, ac)
+    lora = CFG.n_layers * rank * sum(din + dout for din, dout in CFG.shapes().values())
+    assert abs(adapters.num_trainable(ad) / lora - 1) < 0.05
+
+
+@pytest.mark.parametrize("scale", ["stable", "peft"])
+def test_lora_ga_init_matches_numpy_formula(scale):
+  # A (12, 20) kernel (in != out) and its gradient; dL/dK = V S U^T in (in, out) layout.
+  rng = np.random.default_rng(0)
+  K, G = rng.normal(size=(12, 20)), rng.normal(size=(12, 20))
+  r, s = 3, 2.0
+  ac = adapters.AdapterConfig(method="lora_ga", rank=r, alpha=s * r, loraga_scale=scale)
+  base_K, tr, _ = adapters._init_lora_ga(None, jnp.asarray(K, jnp.float32),
+                                         jnp.asarray(G, jnp.float32), ac)
+  A, B = np.asarray(tr["A"], np.float64), np.asarray(tr["B"], np.float64)
+  V, S, Uh = np.linalg.svd(G, full_matrices=False)
+  # Sign-free comparisons: A A^T and B^T B fix the factors up to per-vector signs.
+  if scale == "stable":
+    c2 = np.sqrt(20) / 16.0                       # (out^(1/4) / sqrt(gamma))^2
+    a_ref, b_ref = c2 * V[:, :r] @ V[:, :r].T, c2 * Uh[r:2 * r].T @ Uh[r:2 * r]
+  else:
+    a_ref = V[:, :r] @ V[:, :r].T
+    b_ref = Uh[r:2 * r].T @ np.diag(S[r:2 * r] ** 2) @ Uh[r:2 * r]
+  np.testing.assert_allclose(A @ A.T, a_ref, atol=1e-5)
+  np.testing.assert_allclose(B.T @ B, b_ref, atol=1e-4 * max(1.0, np.abs(b_ref).max()))
+  np.testing.assert_allclose(np.asarray(base_K) + s * A @ B, K, atol=1e-5)
+  with pytest.raises(ValueError, match="loraga_scale"):
+    adapters.AdapterConfig(method="lora_ga", loraga_scale="other")
+
+
+def test_run_grid_structure_and_lambda_once_per_seed():
+  # q only, rank 1: 2 layers x (32 + 32) = 128 adapter parameters, so the dense Hessian
+  # is cheap; lambda_max per seed is the top eigenvalue at that seed's own init, the
+  # same whatever the LR grid, and run_grid always returns the same fields.
+  ac = adapters.AdapterConfig(method="lora", rank=1, alpha=1.0, targets="^q$")
+  tc = finetune.TrainConfig(steps=2, batch=4, hessian_examples=4, hessian_iters=40)
+  tok = ByteTokenizer()
+  data = finetune.prepare("math", tok, 8, 2, 3, 64, 4)
+  grid = finetune.run_grid(base(), CFG, ac, tc, data, 4, [1e-3, 1e-2], [0, 1])
+  assert grid.losses.shape == (2, 2, 2) and grid.gens.shape[:3] == (2, 2, 5)
+  assert grid.loss_sum.shape == (2, 2, 5) and grid.lam.shape == (2,)
+  sc = finetune.split_scores(grid, data, "math", tok, 4)
+  assert sc["val"]["correct"].shape == (2, 2, 2) and sc["test"]["correct"].shape == (2, 2, 3)
+  for i, seed in enumerate((0, 1)):
+    k_init = jax.random.split(jax.random.PRNGKey(seed))[0]
+    p, ad = adapters.attach(k_init, base(), CFG, ac)
+    t, m = data.train_tokens[:4], data.train_mask[:4]
+    flat, unravel = jax.flatten_util.ravel_pytree(ad["train"])
+    loss = lambda x: finetune.adapter_loss(unravel(x), p, ad["frozen"], t, m, CFG, ac)
+    H = np.asarray(jax.hessian(loss)(flat), np.float64)
+    top = np.linalg.eigvalsh((H + H.T) / 2)[-1]
+    assert grid.lam[i] == pytest.approx(top, rel=2e-2)
+  tc0 = finetune.TrainConfig(steps=2, batch=4, hessian_iters=0)
+  assert np.all(np.isnan(finetune.lambda_max(base(), CFG, ac, tc0, data.train_tokens,
+                                             data.train_mask, [0, 1])))

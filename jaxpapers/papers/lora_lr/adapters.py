@@ -21,14 +21,18 @@ Definitions (each from its own paper, checked against the authors' or PEFT's cod
   optimizer (`loft.py`).
 - lora_ga (Wang et al. 2024): SVD of the full-weight gradient G_t = U S V^T (on a few
   training batches); A_t = V[:, :r]^T, B_t = U[:, r:2r] ("ArB2r"), both times
-  m^(1/4)/sqrt(gamma) with m = out ("stable" scale, gamma=16); base W - s B_t A_t.
+  m^(1/4)/sqrt(gamma) with m = out ("stable" scale, gamma=16, the authors' code);
+  `loraga_scale="peft"`: PEFT 0.21.2's variant, B_t = U[:, r:2r] diag(S[r:2r]), A_t as
+  above, no stable factor; base W - s B_t A_t either way.
 - gralora (Jung et al. 2025): the kernel is a k x k grid of blocks, block (i, j) has its
   own rank-r/k adapter; A per input block (k, in/k, r) kaiming-uniform, B per output
   block (k, r, out/k) zero; the same parameter count as LoRA of rank r.
 - randlora (Albert et al. 2025): full-rank dK = s sum_b B_b diag(lambda_b) A diag(gamma_b)
   with frozen random bases (std-normalised uniform, shared by all modules and sliced),
-  trainable lambda (n_b, r_b) = 0 and gamma (n_b, min_dim) = 1/max_dim,
-  n_b = ceil(min_dim / r_b) bases.
+  trainable lambda (n_b, r_b) = 0 and gamma (n_b, min_dim) = 1/max(n_b, min_dim) (the
+  authors' and PEFT's reset; `randlora_gamma="max_dim"`: 1/max(in, out), the value their
+  constructors write before the reset overwrites it), n_b = ceil(min_dim / r_b) bases; the
+  basis rank r_b is chosen per kernel shape so the trainable count matches LoRA's.
 `attach` applies a method by regex to the named projections of every block of a
 `jaxpapers.nn.llama` model; `linear_hook` is the model's projection hook.
 """
@@ -57,13 +61,20 @@ class AdapterConfig:
   alpha: float = 8.0                 # the paper uses alpha = rank (s = 1)
   targets: str = r"^(q|k|v|o|gate|up|down)$"
   gralora_k: int = 2
-  randlora_rank: int = 0             # 0: chosen to match LoRA's trainable-parameter count
+  randlora_rank: int = 0             # 0: per kernel shape, to match LoRA's trainable count
   randlora_scale: float = 20.0       # PEFT default randlora_alpha / r = 640 / 32
+  randlora_gamma: str = "reference"  # 'reference': 1/max(n_b, min_dim); 'max_dim': 1/max(in, out)
   loraga_gamma: float = 16.0
+  loraga_scale: str = "stable"       # 'stable' (authors' code) or 'peft' (PEFT 0.21.2)
 
   def __post_init__(self):
     if self.method not in METHODS:
       raise ValueError(f"unknown adapter method {self.method!r}; expected one of {METHODS}")
+    if self.randlora_gamma not in ("reference", "max_dim"):
+      raise ValueError(f"unknown randlora_gamma {self.randlora_gamma!r}; expected "
+                       "'reference' or 'max_dim'")
+    if self.loraga_scale not in ("stable", "peft"):
+      raise ValueError(f"unknown loraga_scale {self.loraga_scale!r}; expected 'stable' or 'peft'")
 
   @property
   def scale(self) -> float:
@@ -154,10 +165,14 @@ def _init_lora_ga(key, K, grad, ac):
   if 2 * r > min(K.shape):
     raise ValueError(f"lora_ga needs 2*rank={2 * r} <= min kernel dim {min(K.shape)}")
   # grad is dL/dK (in, out) = G_t.T; G_t = U S V^T  <=>  grad = V S U^T.
-  V, _, Uh = jnp.linalg.svd(grad, full_matrices=False)
-  c = K.shape[1] ** 0.25 / math.sqrt(ac.loraga_gamma)     # m = out features
-  A = c * V[:, :r]                # A_t = V[:, :r]^T
-  B = c * Uh[r:2 * r]             # B_t = U[:, r:2r]
+  V, S, Uh = jnp.linalg.svd(grad, full_matrices=False)
+  if ac.loraga_scale == "stable":
+    c = K.shape[1] ** 0.25 / math.sqrt(ac.loraga_gamma)     # m = out features
+    A = c * V[:, :r]                # A_t = V[:, :r]^T
+    B = c * Uh[r:2 * r]             # B_t = U[:, r:2r]
+  else:                             # PEFT 0.21.2: B_t = U[:, r:2r] diag(S[r:2r])
+    A = V[:, :r]
+    B = S[r:2 * r, None] * Uh[r:2 * r]
   return K - ac.scale * A @ B, {"A": A, "B": B}, {}
 
 
@@ -219,15 +234,41 @@ def _gralora_merged(K, train, frozen, ac):
 
 
 # ------------------------------------------------------------------------ RandLoRA
-def randlora_rank(ac: AdapterConfig, dim: int) -> int:
-  """Basis rank r_b matching LoRA's trainable count on a dim x dim kernel:
-  min^2 / r_b ~ rank * 2 * dim  =>  r_b ~ dim / (2 * rank)."""
-  return ac.randlora_rank or max(1, round(dim / (2 * ac.rank)))
+def randlora_count(shape, rb: int) -> int:
+  """Trainable parameters of RandLoRA on one (in, out) kernel with basis rank rb:
+  lambda (n_b, rb) + gamma (n_b, min_dim), n_b = ceil(min_dim / rb)."""
+  mn = min(shape)
+  return math.ceil(mn / rb) * (rb + mn)
 
 
-def randlora_bases(key, max_dim: int, min_dim: int, rb: int):
+def randlora_ranks(rank: int, shapes: dict, fixed: int = 0) -> dict:
+  """Basis rank per target (name -> rb) so RandLoRA's trainable count matches LoRA's.
+
+  Each kernel shape first gets the rb whose count is closest to LoRA's rank * (in + out)
+  on that kernel. A narrow kernel may not reach it at any rb (its maximum, rb = 1, is
+  min * (1 + min)), so a few coordinate-descent passes then move each shape's rb to bring
+  the *total* closest to LoRA's total (ties: the per-shape deviation). `fixed` > 0 uses that
+  rb everywhere.
+  """
+  names = list(shapes)
+  if fixed:
+    return {n: fixed for n in names}
+  target = {n: rank * sum(shapes[n]) for n in names}
+  cands = {n: range(1, min(shapes[n]) + 1) for n in names}
+  rb = {n: min(cands[n], key=lambda b, n=n: (abs(randlora_count(shapes[n], b) - target[n]),
+                                             -b)) for n in names}
+  total_target = sum(target.values())
+  for _ in range(3):
+    for n in names:
+      others = sum(randlora_count(shapes[m], rb[m]) for m in names if m != n)
+      rb[n] = min(cands[n], key=lambda b, n=n: (
+          abs(others + randlora_count(shapes[n], b) - total_target),
+          abs(randlora_count(shapes[n], b) - target[n]), -b))
+  return rb
+
+
+def randlora_bases(key, max_dim: int, min_dim: int, rb: int, nb: int):
   """Shared frozen bases A (r_b, min_dim) and B (max_dim, n_b, r_b), unit std."""
-  nb = math.ceil(min_dim / rb)
   ka, kb = jax.random.split(key)
   A = jax.random.uniform(ka, (rb, min_dim), minval=-1.0, maxval=1.0)
   B = jax.random.uniform(kb, (max_dim, nb, rb), minval=-1.0, maxval=1.0)
@@ -245,13 +286,23 @@ def _randlora_factors(K, train, frozen):
   return B, A_full
 
 
-def _init_randlora(key, K, grad, ac, frozen):
+def randlora_gamma0(shape, rb: int, rule: str) -> float:
+  """Initial gamma: 'reference' = 1/max(n_b, min_dim), what the authors' and PEFT's
+  reset_randlora_parameters write (1/max over gamma's own (n_b, min_dim) shape, so
+  1/min_dim in practice); 'max_dim' = 1/max(in, out), what their constructors write
+  before that reset."""
+  mn, mx = min(shape), max(shape)
+  if rule == "max_dim":
+    return 1.0 / mx
+  return 1.0 / max(math.ceil(mn / rb), mn)
+
+
+def _init_randlora(key, K, grad, ac, frozen, rb):
   del key, grad
-  din, dout = K.shape
-  mn, mx = min(din, dout), max(din, dout)
-  rb = frozen["A"].shape[0]
+  mn = min(K.shape)
   nb = math.ceil(mn / rb)
-  train = {"lambda": jnp.zeros((nb, rb)), "gamma": jnp.full((nb, mn), 1.0 / mx)}
+  g0 = randlora_gamma0(K.shape, rb, ac.randlora_gamma)
+  train = {"lambda": jnp.zeros((nb, rb)), "gamma": jnp.full((nb, mn), g0)}
   return K, train, frozen
 
 
@@ -297,11 +348,13 @@ def attach(key, params, cfg: llama.LlamaConfig, ac: AdapterConfig, grads=None):
   L = cfg.n_layers
   shared = None
   if ac.method == "randlora":
-    shapes = [cfg.shapes()[n] for n in names]
-    mx = max(max(s) for s in shapes)
-    mn = max(min(s) for s in shapes)
-    shared = randlora_bases(jax.random.fold_in(key, 10_000), mx, mn,
-                            randlora_rank(ac, cfg.dim))
+    shapes = {n: tuple(cfg.shapes()[n]) for n in names}
+    rbs = randlora_ranks(ac.rank, shapes, ac.randlora_rank)
+    mx = max(max(s) for s in shapes.values())
+    mn = max(min(s) for s in shapes.values())
+    # One shared pair sized for the largest rb and number of bases; each kernel slices.
+    nb = max(math.ceil(min(shapes[n]) / rbs[n]) for n in names)
+    shared = randlora_bases(jax.random.fold_in(key, 10_000), mx, mn, max(rbs.values()), nb)
   for i, name in enumerate(names):
     keys = jax.random.split(jax.random.fold_in(key, i), L)
     K_L = blocks[name]
@@ -309,7 +362,7 @@ def attach(key, params, cfg: llama.LlamaConfig, ac: AdapterConfig, grads=None):
     if ac.method == "randlora":
       # The bases are shared by every module (as in PEFT); tiled over the layer axis so
       # they scan with the blocks.
-      init = lambda k, K, g, _ac=ac: _init_randlora(k, K, g, _ac, shared)
+      init = lambda k, K, g, _ac=ac, _rb=rbs[name]: _init_randlora(k, K, g, _ac, shared, _rb)
     else:
       init = lambda k, K, g, _f=_INIT[ac.method], _ac=ac: _f(k, K, g, _ac)
     if g_L is None:

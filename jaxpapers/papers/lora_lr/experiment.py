@@ -33,8 +33,8 @@ from jaxpapers.papers.lora_lr import pretrain as pretrain_lib
 from jaxpapers.papers.lora_lr import smol_study
 from jaxpapers.papers.lora_lr import torch_bench
 
-PATHS = ["jaxpapers/papers/lora_lr", "configs/lora_lr.py", "jaxpapers/nn",
-         "jaxpapers/data/text.py", "tests/test_lora_lr.py"]
+from jaxpapers.papers.lora_lr import selection
+from jaxpapers.papers.lora_lr import PATHS
 
 
 def model_config(config) -> llama.LlamaConfig:
@@ -50,7 +50,8 @@ def adapter_config(config, method=None, rank=None) -> adapters_lib.AdapterConfig
   return adapters_lib.AdapterConfig(
       method=method or a.method, rank=rank, alpha=a.alpha_over_rank * rank,
       targets=a.targets, gralora_k=a.gralora_k, randlora_scale=a.randlora_scale,
-      loraga_gamma=a.loraga_gamma)
+      randlora_gamma=a.randlora_gamma, loraga_gamma=a.loraga_gamma,
+      loraga_scale=a.loraga_scale)
 
 
 def train_config(config, hessian_iters=0) -> finetune.TrainConfig:
@@ -71,35 +72,37 @@ def base_model(config, workdir):
 def task_data(config):
   d = config.data
   tok = ByteTokenizer()
-  data, test = finetune.prepare(d.task, tok, d.n_train, d.n_test, d.seq_len, d.n_new)
-  return tok, data, test
+  data = finetune.prepare(d.task, tok, d.n_train, d.n_val, d.n_test, d.seq_len, d.n_new)
+  return tok, data
 
 
-def zero_shot(config, cfg, params, tok, data, test):
-  d = config.data
-  gen = jax.jit(lambda p, t, l: llama.greedy_generate(p, cfg, t, l, d.n_new))(
-      params, data[2], data[3])
-  return finetune.score(d.task, tok, gen, data[3], test.answers, d.n_new)
+def zero_shot(task, n_new, cfg, params, tok, data, row_chunk=None):
+  """Exact match of the base model on the test split (no fine-tuning)."""
+  n = data.n_val
+  gen = finetune.decoder(cfg, n_new, None, row_chunk)(
+      jax.tree.map(lambda x: x[None], params), data.prompts[n:], data.prompt_lens[n:])[0]
+  return finetune.score(task, tok, gen, data.prompt_lens[n:], data.test.answers, n_new)
 
 
 def train_and_evaluate(config, workdir):
   metrics_lib.write_config(workdir, config)
   cfg, params = base_model(config, workdir)
-  tok, data, test = task_data(config)
+  tok, data = task_data(config)
   ac, tc, d = adapter_config(config), train_config(config), config.data
   writer = metrics_lib.MetricsWriter(workdir, tc.steps)
-  acc0 = zero_shot(config, cfg, params, tok, data, test) if config.eval_before else -1.0
+  acc0 = (zero_shot(d.task, d.n_new, cfg, params, tok, data) if config.eval_before
+          else -1.0)
   seeds = [config.seed + i for i in range(config.n_seeds)]
-  losses, gens, _, test_loss = finetune.run_grid(params, cfg, ac, tc, data, d.n_new,
-                                                  [config.optim.lr], seeds)
-  curve = losses[:, 0].mean(0)
+  grid = finetune.run_grid(params, cfg, ac, tc, data, d.n_new, [config.optim.lr], seeds)
+  scores = finetune.split_scores(grid, data, d.task, tok, d.n_new)
+  curve = grid.losses[:, 0].mean(0)
   for i in range(0, tc.steps, max(1, tc.steps // 20)):
     metrics_lib.check_finite(i, {"loss": curve[i]})
     writer.write(i + 1, {"loss": float(curve[i])})
-  accs = [finetune.score(d.task, tok, gens[s, 0], data[3], test.answers, d.n_new)
-          for s in range(len(seeds))]
+  accs = scores["test"]["acc"][:, 0]
   writer.write(tc.steps, {"accuracy": float(np.mean(accs)), "accuracy_std": float(np.std(accs)),
-                          "test_loss": float(np.mean(test_loss)),
+                          "val_accuracy": float(np.mean(scores["val"]["acc"])),
+                          "test_loss": float(np.mean(scores["test"]["loss"])),
                           "accuracy_before": acc0,
                           "trainable_params": _trainable(params, cfg, ac)},
                split="eval")
@@ -118,7 +121,7 @@ def lr_grid(config):
   return np.logspace(np.log10(s.lr_min), np.log10(s.lr_max), s.n_lrs)
 
 
-def _run_combo(config, workdir, cfg, params, tok, data, test, method, rank):
+def _run_combo(config, workdir, cfg, params, tok, data, method, rank):
   """One (method, rank): the LR x seed grid; cached as workdir/runs/<method>_r<rank>.json."""
   path = os.path.join(workdir, "runs", f"{method}_r{rank}.json")
   if os.path.exists(path):
@@ -129,36 +132,15 @@ def _run_combo(config, workdir, cfg, params, tok, data, test, method, rank):
   seeds = [config.seed + i for i in range(s.n_seeds)]
   ac = adapter_config(config, method, rank)
   t = time.time()
-  losses, gens, lams, test_loss = finetune.run_grid(params, cfg, ac, tc, data, d.n_new, lrs,
-                                                    seeds)
-  acc = np.array([[finetune.score(d.task, tok, gens[i, j], data[3], test.answers, d.n_new)
-                   for j in range(len(lrs))] for i in range(len(seeds))])
-  test_loss = np.where(np.isfinite(test_loss), test_loss, np.inf)
-  res = {"method": method, "rank": rank, "lrs": lrs.tolist(), "seeds": seeds,
-         "acc": acc.tolist(), "test_loss": test_loss.tolist(),
-         "train_loss_final": np.nan_to_num(losses[:, :, -1], nan=np.inf).tolist(),
-         "lambda": lams[:, 0].tolist(), "seconds": time.time() - t,
-         "trainable_params": _trainable(params, cfg, ac)}
+  grid = finetune.run_grid(params, cfg, ac, tc, data, d.n_new, lrs, seeds)
+  scores = finetune.split_scores(grid, data, d.task, tok, d.n_new)
+  res = selection.cell_result(method, rank, lrs, seeds, scores, grid, time.time() - t,
+                              _trainable(params, cfg, ac))
   os.makedirs(os.path.dirname(path), exist_ok=True)
   with open(path + ".tmp", "w") as f:
     json.dump(res, f)
   os.replace(path + ".tmp", path)
   return res
-
-
-def _row(res):
-  acc = np.array(res["acc"]).mean(0)
-  tl = np.array(res["test_loss"]).mean(0)
-  lrs = np.array(res["lrs"])
-  # Best LR by exact match; ties (common when accuracy is low) broken by test loss.
-  best = int(np.lexsort((tl, -acc))[0])
-  return {"method": res["method"], "rank": res["rank"], "best_lr": float(lrs[best]),
-          "peak_acc": float(acc[best]),
-          "peak_acc_std": float(np.array(res["acc"])[:, best].std()),
-          "best_lr_by_loss": float(lrs[int(np.argmin(tl))]),
-          "min_test_loss": float(tl.min()),
-          "lambda_max": float(np.mean(res["lambda"])),
-          "trainable_params": res["trainable_params"], "seconds": res["seconds"]}
 
 
 def run_study(config, workdir):
@@ -172,19 +154,20 @@ def run_study(config, workdir):
   # Stamped before anything runs: the code that produced the table, not later edits.
   commit = study_lib.git_commit(PATHS)
   if config.study.name == "smollm2":
-    return smol_study.run(config, workdir, adapter_config, train_config, commit=commit)
+    return smol_study.run(config, workdir, adapter_config, train_config, _trainable, zero_shot,
+                          commit=commit)
   t0 = time.time()
   cfg, params = base_model(config, workdir)
-  tok, data, test = task_data(config)
+  tok, data = task_data(config)
   s = config.study
   writer = metrics_lib.MetricsWriter(workdir, None)
-  acc0 = zero_shot(config, cfg, params, tok, data, test)
+  acc0 = zero_shot(config.data.task, config.data.n_new, cfg, params, tok, data)
   for rank in s.ranks:
     for method in s.methods:
-      res = _run_combo(config, workdir, cfg, params, tok, data, test, method, rank)
-      row = _row(res)
-      writer.write(0, {k: v for k, v in row.items() if k != "method"} | {
-          "acc_by_lr": np.array(res["acc"]).mean(0).tolist()}, split=f"study/{method}")
+      res = _run_combo(config, workdir, cfg, params, tok, data, method, rank)
+      row = selection.summarize(res)
+      writer.write(0, {k: v for k, v in row.items() if k not in ("method", "acc_by_lr")},
+                   split=f"study/{method}")
   results, rows = {}, []
   for rank in s.table_ranks:
     for method in s.methods:
@@ -192,19 +175,14 @@ def run_study(config, workdir):
       if os.path.exists(path):
         with open(path) as f:
           results[(method, rank)] = json.load(f)
-        rows.append(_row(results[(method, rank)]))
-  by = {(r["method"], r["rank"]): r for r in rows}
-  for r in rows:
-    ref = by.get(("lora", r["rank"]))
-    if ref:
-      r["lambda_vs_lora"] = r["lambda_max"] / ref["lambda_max"]
-      r["best_lr_vs_lora"] = r["best_lr"] / ref["best_lr"]
+        rows.append(selection.summarize(results[(method, rank)]))
+  selection.relative_to_lora(rows)
   recall = pretrain_lib.knowledge_recall(params, cfg)
   seeds = list(range(config.seed, config.seed + s.n_seeds))
   header = _header(config, acc0, recall, lr_grid(config), seeds, commit, time.time() - t0, rows)
-  cols = ["method", "rank", "best_lr", "peak_acc", "peak_acc_std", "best_lr_by_loss",
-          "min_test_loss", "lambda_max", "lambda_vs_lora", "best_lr_vs_lora",
-          "trainable_params"]
+  cols = ["method", "rank", "best_lr", "val_acc", "peak_acc", "ci_lo", "ci_hi",
+          "peak_acc_std", "best_lr_by_val_loss", "lambda_max", "lambda_vs_lora",
+          "best_lr_vs_lora", "trainable_params", "params_vs_lora"]
   md = study_lib.write_table(workdir, "lora_lr_study", rows, cols, header, digits=4)
   _plots(workdir, results, rows, config)
   print(md)
@@ -223,13 +201,16 @@ def _header(config, acc0, recall, lrs, seeds, commit, seconds, rows):
   lines = [
       f"Study `lora_lr` on the tiny byte-level Llama ({config.model.dim}d, "
       f"{config.model.n_layers} layers), task `{config.data.task}` "
-      f"({config.data.n_train} train / {config.data.n_test} test), "
+      f"({config.data.n_train} train / {config.data.n_val} validation / "
+      f"{config.data.n_test} test), "
       f"{len(lrs)} LRs {lrs[0]:.2g}..{lrs[-1]:.2g}, seeds {seeds}, "
       f"{config.optim.steps} steps x batch {config.optim.batch}.",
       f"commit `{commit}`; this process' wall time {seconds:.0f} s (per (method, rank) "
       f"seconds in the table); zero-shot accuracy {acc0:.3f}; rows found: {len(rows)}.",
       f"Base model: {config.pretrain.steps} pretraining steps, {config.pretrain.knowledge:.0%} "
       f"stated facts; greedy fact-completion accuracy {recall:.2f}.",
+      "Best LR chosen on validation (max exact match, ties by answer loss); peak_acc is "
+      "test exact match there, [ci_lo, ci_hi] its 95% bootstrap interval over test problems.",
       "Peak spread across methods (points): "
       + ", ".join(f"rank {k}: {v:.1f}" for k, v in spread.items())
       + "  (paper: within ~1-2 points once LR is tuned).",
@@ -249,7 +230,7 @@ def _plots(workdir, results, rows, config):
   for ax, rank in zip(axes, ranks):
     for method in config.study.methods:
       if (method, rank) in results:
-        acc = np.array(results[(method, rank)]["acc"]).mean(0)
+        acc = np.array(results[(method, rank)]["test_acc"]).mean(0)
         ax.plot(lrs, acc, marker="o", ms=3, label=method)
     ax.set_xscale("log")
     ax.set_xlabel("learning rate")

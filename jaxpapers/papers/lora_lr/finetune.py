@@ -6,7 +6,10 @@ parameters with AdamW (LoFT: its own optimizer) under the paper's schedule (3% l
 warm-up, cosine decay, no weight decay), with the loss on answer tokens only, then
 decode the test prompts greedily. The steps run under `lax.scan` and a whole grid of
 (learning rate, seed) pairs runs as one `vmap`ped program, compiled once per
-(method, rank). Scoring (exact match) happens on the host from the generated tokens.
+(method, rank). The top Hessian eigenvalue at init is computed once per (method, rank,
+seed) in its own small program (`lambda_max`), since it does not depend on the LR.
+Evaluation decodes the validation and test prompts in one pass; scoring (exact match)
+happens on the host from the generated tokens, per split.
 """
 from __future__ import annotations
 
@@ -36,7 +39,7 @@ class TrainConfig:
   loft_eps: float = 1e-4          # LoFTAdamW's default, used by the paper's runs
   ga_examples: int = 32           # LoRA-GA gradient estimate: 32 samples, as the paper
   hessian_examples: int = 16      # batch for the top Hessian eigenvalue at init
-  hessian_iters: int = 0          # Lanczos steps (0: skip)
+  hessian_iters: int = 0          # Lanczos steps (0: skip; lambda_max is then NaN)
 
 
 def masked_loss(logits_BxTxV, tokens_BxT, mask_BxT):
@@ -73,29 +76,22 @@ def direction(ac, tc: TrainConfig):
 
 
 def make_run(cfg: llama.LlamaConfig, ac, tc: TrainConfig):
-  """Returns run(lr, seed, params, train_tokens, train_mask) -> (losses (steps,), merged
-  dense parameters, lambda_max at init). Returning the merged model (exact,
-  see `adapters.merge`) lets one compiled decoding program score every method.
+  """Returns run(lr, seed, params, train_tokens, train_mask[, attached]) -> (losses (steps,),
+  merged dense parameters). Returning the merged model (exact, see `adapters.merge`) lets
+  one compiled decoding program score every method.
   """
   sched = schedule(tc)
   opt = direction(ac, tc)
 
   # Model and data are arguments (not closed-over constants) so XLA does not embed them.
   def run(lr, seed, params, tr_tokens, tr_mask, attached=None):
-    key = jax.random.PRNGKey(seed)
-    k_init, k_data = jax.random.split(key)
+    k_init, k_data = jax.random.split(jax.random.PRNGKey(seed))
     if attached is None:
       base, ad = attach_for(ac, tc, cfg, k_init, params, tr_tokens, tr_mask)
     else:
       base, ad = attached
     train, frozen = ad["train"], ad["frozen"]
     opt_state = opt.init(train)
-    lam = jnp.zeros([])
-    if tc.hessian_iters:
-      # Computed in the same program as training so that no extra compile is needed.
-      n = tc.hessian_examples
-      loss = lambda tr: adapter_loss(tr, base, frozen, tr_tokens[:n], tr_mask[:n], cfg, ac)
-      lam = hessian.lanczos_top(loss, train, jax.random.fold_in(key, 7), tc.hessian_iters)
 
     def step(carry, i):
       train, opt_state = carry
@@ -108,7 +104,7 @@ def make_run(cfg: llama.LlamaConfig, ac, tc: TrainConfig):
       return (train, opt_state), loss
 
     (train, _), losses = jax.lax.scan(step, (train, opt_state), jnp.arange(tc.steps))
-    return losses, adapters_lib.merge(base, {"train": train, "frozen": frozen}, ac), lam
+    return losses, adapters_lib.merge(base, {"train": train, "frozen": frozen}, ac)
 
   return run
 
@@ -121,64 +117,159 @@ def attach_for(ac, tc, cfg, key, params, tr_tokens, tr_mask):
   return adapters_lib.attach(key, params, cfg, ac, grads)
 
 
-def lambda_max_at_init(params, cfg, ac, tc, tr_tokens, tr_mask, n_examples, iters):
-  """Top Hessian eigenvalue of the loss on `n_examples` w.r.t. the adapter at init (seed
-  0), in its own program: for models where computing it once per LR is too costly."""
-  def top(params, tr_tokens, tr_mask):
-    base, ad = attach_for(ac, tc, cfg, jax.random.PRNGKey(0), params, tr_tokens, tr_mask)
-    t, m = tr_tokens[:n_examples], tr_mask[:n_examples]
-    loss = lambda tr: adapter_loss(tr, base, ad["frozen"], t, m, cfg, ac)
-    return hessian.lanczos_top(loss, ad["train"], jax.random.PRNGKey(1), iters)
-  return float(jax.jit(top)(params, tr_tokens, tr_mask))
+def attach_deterministic(params, cfg, ac, tc, tr_tokens, tr_mask):
+  """Seed-independent SVD/QR/gradient inits, once, in their own program (None for the
+  random-init methods): XLA:CPU's LAPACK calls intermittently deadlocked inside the big
+  vmapped/scanned program."""
+  if ac.method not in adapters_lib.DETERMINISTIC:
+    return None
+  return jax.jit(lambda p, t, m: attach_for(ac, tc, cfg, jax.random.PRNGKey(0), p, t, m))(
+      params, tr_tokens, tr_mask)
+
+
+def lambda_max(params, cfg, ac, tc, tr_tokens, tr_mask, seeds, attached=None):
+  """Top Hessian eigenvalue of the answer loss on the first `tc.hessian_examples` training
+  examples w.r.t. the adapter parameters at the init each seed's run starts from (same
+  init key as `make_run`): one value per seed, LR-independent, so computed once per
+  (method, rank, seed) for every leg of the study. NaN per seed when hessian_iters == 0.
+  """
+  seeds = np.asarray(seeds, np.int32)
+  if not tc.hessian_iters:
+    return np.full(seeds.shape, np.nan)
+  n = tc.hessian_examples
+
+  def one(seed, params, t, m, attached):
+    key = jax.random.PRNGKey(seed)
+    k_init, _ = jax.random.split(key)
+    base, ad = attached if attached is not None else attach_for(ac, tc, cfg, k_init, params,
+                                                                t, m)
+    loss = lambda tr: adapter_loss(tr, base, ad["frozen"], t[:n], m[:n], cfg, ac)
+    return hessian.lanczos_top(loss, ad["train"], jax.random.fold_in(key, 7), tc.hessian_iters)
+
+  fn = jax.jit(jax.vmap(one, in_axes=(0, None, None, None, None)))
+  return np.asarray(fn(jnp.asarray(seeds), params, tr_tokens, tr_mask, attached), np.float64)
+
+
+def _over_models(fn, models, batch_size):
+  """fn over a leading axis of stacked models: all at once (vmap) or `batch_size` at a
+  time (lax.map), which bounds memory on large models (SmolLM2)."""
+  if batch_size is None:
+    return jax.vmap(fn)(models)
+  return jax.lax.map(fn, models, batch_size=batch_size)
+
+
+def _over_rows(fn, chunk, *arrays):
+  """fn over row chunks of `arrays` (padded to a multiple of `chunk`), concatenated."""
+  n = arrays[0].shape[0]
+  if chunk is None or chunk >= n:
+    return fn(*arrays)
+  pad = -n % chunk
+  padded = [jnp.concatenate([a, jnp.repeat(a[:1], pad, 0)]) if pad else a for a in arrays]
+  split = [a.reshape((-1, chunk) + a.shape[1:]) for a in padded]
+  out = jax.lax.map(lambda xs: fn(*xs), tuple(split))
+  return out.reshape((-1,) + out.shape[2:])[:n]
 
 
 @functools.lru_cache(maxsize=None)
-def decoder(cfg, n_new):
-  """jit(vmap(greedy decoding)) over a leading axis of dense parameter trees; cached."""
-  gen = lambda p, t, l: llama.greedy_generate(p, cfg, t, l, n_new)
-  return jax.jit(jax.vmap(gen, in_axes=(0, None, None)))
+def decoder(cfg, n_new, model_batch=None, row_chunk=None):
+  """jit(greedy decoding) over a leading axis of dense parameter trees; cached."""
+  def gen(p, t, l):
+    return _over_rows(lambda t, l: llama.greedy_generate(p, cfg, t, l, n_new), row_chunk, t, l)
+  return jax.jit(lambda ps, t, l: _over_models(lambda p: gen(p, t, l), ps, model_batch))
 
 
-def run_grid(params, cfg, ac, tc, data, n_new, lrs, seeds):
-  """All (lr, seed) pairs in one vmapped, jitted program: losses (S, R, steps), gens, lams."""
+@functools.lru_cache(maxsize=None)
+def evaluator(cfg, model_batch=None, row_chunk=None):
+  """jit(per-example summed answer-token cross-entropy) over stacked dense parameters."""
+  def per_example(p, t, m):
+    def rows(t, m):
+      logits = llama.forward(p, t, cfg)
+      ce = optax.softmax_cross_entropy_with_integer_labels(
+          logits[:, :-1].astype(jnp.float32), t[:, 1:])
+      return jnp.sum(ce * m[:, :-1], axis=1)
+    return _over_rows(rows, row_chunk, t, m)
+  return jax.jit(lambda ps, t, m: _over_models(lambda p: per_example(p, t, m), ps,
+                                               model_batch))
+
+
+@dataclasses.dataclass(frozen=True)
+class Grid:
+  """What `run_grid` returns, always the same fields. S seeds x R LRs; N eval examples
+  (validation then test, see `Data`)."""
+  losses: np.ndarray        # (S, R, steps) training loss per step
+  gens: np.ndarray          # (S, R, N, T) greedy continuations of the eval prompts
+  loss_sum: np.ndarray      # (S, R, N) summed answer-token cross-entropy per eval example
+  lam: np.ndarray           # (S,) top Hessian eigenvalue at init (NaN if not computed)
+
+
+def run_grid(params, cfg, ac, tc, data, n_new, lrs, seeds, model_batch=None, row_chunk=None):
+  """All (lr, seed) pairs in one vmapped, jitted program, then one decoding program and one
+  loss program over the merged models, and lambda_max once per seed."""
   lrs = np.asarray(lrs, np.float32)
   seeds = np.asarray(seeds, np.int32)
   L, S = np.meshgrid(lrs, seeds)            # (S, R)
-  attached = None
-  if ac.method in adapters_lib.DETERMINISTIC:
-    # Seed-independent SVD/QR/gradient inits run once, in their own program: XLA:CPU's
-    # LAPACK calls intermittently deadlocked inside the big vmapped/scanned program.
-    attached = jax.jit(lambda p, t, m: attach_for(ac, tc, cfg, jax.random.PRNGKey(0), p, t, m))(
-        params, data[0], data[1])
+  attached = attach_deterministic(params, cfg, ac, tc, data.train_tokens, data.train_mask)
   run = jax.vmap(make_run(cfg, ac, tc), in_axes=(0, 0, None, None, None, None))
-  losses, merged, lams = jax.jit(run)(jnp.asarray(L.reshape(-1)), jnp.asarray(S.reshape(-1)),
-                                      params, data[0], data[1], attached)
-  gens = decoder(cfg, n_new)(merged, data[2], data[3])
+  losses, merged = jax.jit(run)(jnp.asarray(L.reshape(-1)), jnp.asarray(S.reshape(-1)),
+                                params, data.train_tokens, data.train_mask, attached)
+  gens = decoder(cfg, n_new, model_batch, row_chunk)(merged, data.prompts, data.prompt_lens)
+  loss_sum = evaluator(cfg, model_batch, row_chunk)(merged, data.eval_tokens, data.eval_mask)
+  lam = lambda_max(params, cfg, ac, tc, data.train_tokens, data.train_mask, seeds, attached)
   shape = (len(seeds), len(lrs))
-  out = (np.asarray(losses).reshape(shape + (-1,)),
-         np.asarray(gens).reshape(shape + gens.shape[1:]), np.asarray(lams).reshape(shape))
-  if len(data) > 4:
-    test_loss = evaluator(cfg)(merged, data[4], data[5])
-    out += (np.asarray(test_loss).reshape(shape),)
-  return out
+  return Grid(losses=np.asarray(losses).reshape(shape + (-1,)),
+              gens=np.asarray(gens).reshape(shape + gens.shape[1:]),
+              loss_sum=np.asarray(loss_sum).reshape(shape + (-1,)), lam=lam)
 
 
-@functools.lru_cache(maxsize=None)
-def evaluator(cfg):
-  """jit(vmap(answer-token loss on the test set)) over stacked dense parameters; cached."""
-  loss = lambda p, t, m: masked_loss(llama.forward(p, t, cfg), t, m)
-  return jax.jit(jax.vmap(loss, in_axes=(0, None, None)))
+def correct(task, tok, gens, lens, answers, n_new) -> np.ndarray:
+  """0/1 exact match per prompt."""
+  texts = tasks_lib.decode_answers(tok, gens, lens, n_new)
+  return np.array([tasks_lib.is_correct(task, t, a) for t, a in zip(texts, answers)], bool)
 
 
 def score(task, tok, gens, lens, answers, n_new) -> float:
-  texts = tasks_lib.decode_answers(tok, gens, lens, n_new)
-  return float(np.mean([tasks_lib.is_correct(task, t, a) for t, a in zip(texts, answers)]))
+  return float(np.mean(correct(task, tok, gens, lens, answers, n_new)))
 
 
-def prepare(task, tok, n_train, n_test, seq_len, n_new, seed=1234):
-  train, test = tasks_lib.make_task(task, n_train, n_test, seed)
+def split_scores(grid: Grid, data, task, tok, n_new) -> dict:
+  """Per split ('val', 'test'): correct (S, R, n) 0/1, acc (S, R), loss (S, R) (mean
+  answer-token cross-entropy; inf where a run diverged)."""
+  S, R = grid.losses.shape[:2]
+  lens = np.asarray(data.prompt_lens)
+  tokens = np.asarray(data.eval_mask)[:, :-1].sum(1)
+  out = {}
+  for name, sl, split in (("val", slice(0, data.n_val), data.val),
+                          ("test", slice(data.n_val, None), data.test)):
+    c = np.array([[correct(task, tok, grid.gens[i, j][sl], lens[sl], split.answers, n_new)
+                   for j in range(R)] for i in range(S)]).reshape(S, R, -1)
+    loss = grid.loss_sum[:, :, sl].sum(-1) / max(tokens[sl].sum(), 1)
+    out[name] = {"correct": c, "acc": c.mean(-1) if c.shape[-1] else np.zeros((S, R)),
+                 "loss": np.where(np.isfinite(loss), loss, np.inf)}
+  return out
+
+
+@dataclasses.dataclass(frozen=True)
+class Data:
+  """Encoded splits. Eval arrays hold the validation examples first, then the test ones."""
+  train_tokens: jax.Array   # (n_train, T) prompt + answer, right-padded
+  train_mask: jax.Array     # (n_train, T) loss mask on answer tokens
+  prompts: jax.Array        # (n_val + n_test, T) prompt buffers with room to generate
+  prompt_lens: jax.Array    # (n_val + n_test,)
+  eval_tokens: jax.Array    # (n_val + n_test, T) supervised, for the answer loss
+  eval_mask: jax.Array
+  val: tasks_lib.Split
+  test: tasks_lib.Split
+
+  @property
+  def n_val(self) -> int:
+    return len(self.val.prompts)
+
+
+def prepare(task, tok, n_train, n_val, n_test, seq_len, n_new, seed=1234) -> Data:
+  train, val, test = tasks_lib.make_splits(task, n_train, n_val, n_test, seed)
   trt, trm = tasks_lib.encode_supervised(train, tok, seq_len)
-  tet, tel = tasks_lib.encode_prompts(test, tok, seq_len, n_new)
-  tst, tsm = tasks_lib.encode_supervised(test, tok, seq_len)
-  arrays = (trt, trm, tet, tel, tst, tsm)
-  return tuple(jnp.asarray(a) for a in arrays), test
+  both = tasks_lib.Split(val.prompts + test.prompts, val.answers + test.answers)
+  pt, pl = tasks_lib.encode_prompts(both, tok, seq_len, n_new)
+  et, em = tasks_lib.encode_supervised(both, tok, seq_len)
+  a = [jnp.asarray(x) for x in (trt, trm, pt, pl, et, em)]
+  return Data(*a, val=val, test=test)

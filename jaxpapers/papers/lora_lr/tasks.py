@@ -9,8 +9,8 @@ like the paper's IGNORE_INDEX on the prompt):
 - `choice`: commonsense-style multiple choice ("Which one is a fruit? (a) hammer (b) pear
   (c) blue"), scored by exact match of the chosen letter.
 Problems are drawn by a fixed-seed generator, de-duplicated, and split deterministically:
-the first `n_test` distinct questions are the test set, the rest train, so no test
-question string appears in training.
+the first `n_test` distinct questions are the test set, the next `n_val` the validation
+set (the best LR is chosen there), the rest train, so no question is in two splits.
 """
 from __future__ import annotations
 
@@ -106,26 +106,38 @@ def knowledge_text(n_chars: int, seed: int = 0) -> str:
   return "\n".join(lines)
 
 
-def make_task(name: str, n_train: int, n_test: int, seed: int = 1234):
-  """Deterministic (train, test) Splits of distinct generated problems."""
+def make_splits(name: str, n_train: int, n_val: int, n_test: int, seed: int = 1234):
+  """Deterministic disjoint (train, validation, test) Splits of distinct generated problems.
+
+  The first `n_test` distinct questions are the test set, the next `n_val` the validation
+  set (model selection: best LR), the rest train; no question string is in two splits.
+  """
   if name not in GENERATORS:
     raise ValueError(f"unknown task {name!r}; expected one of {sorted(GENERATORS)}")
   gen = GENERATORS[name]
   rng = np.random.default_rng(seed)
+  total = n_train + n_val + n_test
   seen, prompts, answers = set(), [], []
   tries = 0
-  while len(prompts) < n_train + n_test:
+  while len(prompts) < total:
     p, a = gen(rng)
     tries += 1
-    if tries > 100 * (n_train + n_test):
-      raise ValueError(f"task {name!r} has fewer than {n_train + n_test} distinct problems")
+    if tries > 100 * total:
+      raise ValueError(f"task {name!r} has fewer than {total} distinct problems")
     if p in seen:
       continue
     seen.add(p)
     prompts.append(p)
     answers.append(a)
   test = Split(prompts[:n_test], answers[:n_test])
-  train = Split(prompts[n_test:], answers[n_test:])
+  val = Split(prompts[n_test:n_test + n_val], answers[n_test:n_test + n_val])
+  train = Split(prompts[n_test + n_val:], answers[n_test + n_val:])
+  return train, val, test
+
+
+def make_task(name: str, n_train: int, n_test: int, seed: int = 1234):
+  """Deterministic (train, test) Splits (no validation split); see `make_splits`."""
+  train, _, test = make_splits(name, n_train, 0, n_test, seed)
   return train, test
 
 

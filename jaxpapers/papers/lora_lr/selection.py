@@ -1,0 +1,106 @@
+"""Learning Rate Matters: Vanilla LoRA May Suffice (arXiv 2602.04998) -- model selection.
+
+One best-LR rule for both legs of the study (tiny-model grid and SmolLM2): the LR with the
+highest validation exact match (mean over seeds), ties broken by the lower validation
+answer-token loss. The test split is never looked at to choose; the peak reported is the
+test exact match at the chosen LR, with a 95% bootstrap interval over test problems.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+
+def best_lr_index(val_acc_SxR, val_loss_SxR) -> int:
+  """Index of the best LR: max mean validation accuracy, ties by mean validation loss.
+
+  Non-finite losses (diverged runs) count as +inf so they never win a tie.
+  """
+  acc = np.asarray(val_acc_SxR, np.float64).reshape(-1, np.shape(val_acc_SxR)[-1]).mean(0)
+  loss = np.asarray(val_loss_SxR, np.float64).reshape(-1, np.shape(val_loss_SxR)[-1])
+  loss = np.where(np.isfinite(loss), loss, np.inf).mean(0)
+  return int(np.lexsort((loss, -acc))[0])
+
+
+def bootstrap_ci(correct_SxN, n_boot: int = 2000, level: float = 0.95, seed: int = 0):
+  """Percentile bootstrap interval of the mean accuracy, resampling problems.
+
+  `correct_SxN` holds 0/1 per (seed, test problem); the statistic is the mean over seeds
+  and problems, and each resample draws N problems with replacement (the same problems
+  for every seed, since the seeds are scored on one test set).
+  """
+  c = np.asarray(correct_SxN, np.float64)
+  per_problem = c.reshape(-1, c.shape[-1]).mean(0)
+  n = per_problem.shape[0]
+  rng = np.random.default_rng(seed)
+  idx = rng.integers(0, n, size=(n_boot, n))
+  means = per_problem[idx].mean(1)
+  lo, hi = np.quantile(means, [(1 - level) / 2, (1 + level) / 2])
+  return float(lo), float(hi)
+
+
+def wilson_ci(k: int, n: int, z: float = 1.959964):
+  """Wilson score interval of a binomial proportion k / n (one seed, n problems)."""
+  if n <= 0:
+    raise ValueError(f"wilson_ci needs n > 0 problems, got {n}")
+  p = k / n
+  den = 1 + z * z / n
+  centre = (p + z * z / (2 * n)) / den
+  half = z * np.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / den
+  return float(centre - half), float(centre + half)
+
+
+def bits(correct_N) -> str:
+  """0/1 per problem as a compact string for the raw json ('0110...')."""
+  return "".join("1" if c else "0" for c in np.asarray(correct_N).reshape(-1))
+
+
+def unbits(s: str) -> np.ndarray:
+  return np.frombuffer(s.encode(), np.uint8) == ord("1")
+
+
+def cell_result(method, rank, lrs, seeds, scores, grid, seconds, trainable) -> dict:
+  """The raw json of one (method, rank) cell, the same schema for both legs of the study:
+  per (seed, LR) validation/test accuracy and loss, per-problem test correctness (bit
+  strings), final training loss, and lambda_max per seed."""
+  v, t = scores["val"], scores["test"]
+  return {"method": method, "rank": int(rank), "lrs": [float(x) for x in lrs],
+          "seeds": [int(s) for s in seeds],
+          "val_acc": v["acc"].tolist(), "val_loss": v["loss"].tolist(),
+          "test_acc": t["acc"].tolist(), "test_loss": t["loss"].tolist(),
+          "test_correct": [[bits(c) for c in row] for row in t["correct"]],
+          "n_val": int(v["correct"].shape[-1]), "n_test": int(t["correct"].shape[-1]),
+          "train_loss_final": np.nan_to_num(grid.losses[:, :, -1], nan=np.inf).tolist(),
+          "lambda": [float(x) for x in grid.lam], "seconds": float(seconds),
+          "trainable_params": int(trainable)}
+
+
+def summarize(res: dict) -> dict:
+  """One table row from a cell: the LR chosen on validation and the test score there,
+  with its 95% bootstrap interval over test problems."""
+  lrs = np.asarray(res["lrs"])
+  best = best_lr_index(res["val_acc"], res["val_loss"])
+  test_acc = np.asarray(res["test_acc"])            # (S, R)
+  correct = np.array([unbits(row[best]) for row in res["test_correct"]])
+  lo, hi = bootstrap_ci(correct)
+  val_loss = np.asarray(res["val_loss"]).mean(0)
+  return {"method": res["method"], "rank": res["rank"], "best_lr": float(lrs[best]),
+          "val_acc": float(np.mean(np.asarray(res["val_acc"])[:, best])),
+          "peak_acc": float(test_acc[:, best].mean()), "ci_lo": lo, "ci_hi": hi,
+          "peak_acc_std": float(test_acc[:, best].std()),
+          "best_lr_by_val_loss": float(lrs[int(np.argmin(val_loss))]),
+          "min_val_loss": float(val_loss.min()),
+          "lambda_max": float(np.mean(res["lambda"])),
+          "trainable_params": res["trainable_params"], "seconds": res["seconds"],
+          "acc_by_lr": " ".join(f"{a:.2f}" for a in test_acc.mean(0))}
+
+
+def relative_to_lora(rows: list[dict]) -> list[dict]:
+  """Adds lambda_vs_lora, best_lr_vs_lora and params_vs_lora (same rank) to each row."""
+  by = {(r["method"], r["rank"]): r for r in rows}
+  for r in rows:
+    ref = by.get(("lora", r["rank"]))
+    if ref:
+      r["lambda_vs_lora"] = r["lambda_max"] / ref["lambda_max"]
+      r["best_lr_vs_lora"] = r["best_lr"] / ref["best_lr"]
+      r["params_vs_lora"] = r["trainable_params"] / ref["trainable_params"]
+  return rows
