@@ -270,7 +270,7 @@ def run_study(config, workdir: str) -> list[dict]:
     for meth, c in res["curves"].items():
       auc = c[:, 1:].mean(1)
       mean, half = ci95(auc)
-      row = {"task": name, "method": meth, "lr": res["chosen_lr"][meth],
+      row = {"task": name, "method": meth, "lr": f"{res['chosen_lr'][meth]:g}",
              "seeds": c.shape[0], "initial success": float(c[:, 0].mean()),
              "AUC success": float(mean), "AUC 95% CI": f"+-{half:.3f}",
              "final success": float(c[:, -1].mean())}
