@@ -31,14 +31,15 @@ from jaxpapers.core import config as config_lib
 
 def get_config(arg=None):
   arg = config_lib.parse_arg(
-      arg, smoke_args=dict(steps=4, policy_steps=2, seeds=1, hidden=8, batch=2,
+      arg, smoke_args=dict(steps=4, policy_steps=4, seeds=1, hidden=8, batch=2,
                            policy_batch=2, move_steps=4, hold_steps=2, chunk=2,
                            lrs=(3e-3,), policy_lrs=(1e-2,), pool=8, eval_starts=2,
-                           segments=2),
+                           segments=2, fast_compile=True),
       smoke=False, seed=0, seeds=3, steps=400, policy_steps=100, hidden=64, adapters=16,
       rank=2, batch=16, policy_batch=8, move_steps=40, hold_steps=10, chunk=50,
       lrs=(3e-3, 1e-2), policy_lrs=(3e-2, 1e-1), pool=256, eval_starts=4, segments=3,
-      kinds=("adapters", "lowrank", "multitask"), drawings="")
+      kinds=("adapters", "lowrank", "multitask"), drawings="", balance=1.0, code_lr=0.05,
+      tau_start=4.0, tau_end=0.5, fast_compile=False)
   config = ml_collections.ConfigDict()
   config.experiment = "jaxpapers.papers.motor_adapters.experiment"
   config.seed = arg.seed  # first seed; lanes use seed, seed + 1, ...
@@ -69,12 +70,18 @@ def get_config(arg=None):
   config.model.hidden = arg.hidden  # GRU units (same for every kind)
   config.model.adapters = arg.adapters  # K adapters (>= 14 primitives)
   config.model.rank = arg.rank  # rank R of the low-rank reference bank
-  config.model.code_init = 6.0  # logit margin of the initial one-to-one code
-  config.model.tau = 1.0  # Gumbel-softmax temperature (straight-through)
+  # discrete code: logits (primitive x adapter) start non-informative (all zero + this
+  # much noise to break argmax ties) and are learned end-to-end
+  config.model.code_noise = 0.01
+  config.model.tau_start = arg.tau_start  # Gumbel-softmax temperature, annealed from
+  config.model.tau_end = arg.tau_end  # ... to this (geometric, over stage 1)
+  config.model.policy_tau = 1.0  # Gumbel-softmax temperature of the high-level policy
   config.model.policy_hidden = 32  # high-level policy MLP width
 
   config.optim = ml_collections.ConfigDict()
   config.optim.lrs = arg.lrs  # Adam learning rates (a lane each; best on validation)
+  config.optim.code_lr = arg.code_lr  # Adam learning rate of the code logits
+  config.optim.balance = arg.balance  # weight of the load-balancing term (Switch)
   config.optim.clip = 1.0  # global-norm gradient clip
   config.optim.effort = 1.0  # weight of mean excitation^2
   config.optim.activity = 0.01  # weight of mean hidden^2
@@ -88,6 +95,8 @@ def get_config(arg=None):
   config.train.seeds = arg.seeds  # independent seeds (vmapped lanes)
   config.train.chunk = arg.chunk  # steps per jitted chunk = log/checkpoint cadence
   config.train.eval_starts = arg.eval_starts  # start postures per primitive at eval
+  # compile without LLVM optimisation (tiny runs: compiling dominates, not running)
+  config.train.fast_compile = arg.fast_compile
 
   config.study = ml_collections.ConfigDict()
   config.study.subspace_rank = 2  # r of the output subspaces compared for overlap

@@ -1,25 +1,31 @@
 """motor_adapters: arm physics against independent references, delays, discrete codes,
 the frozen network in the high-level stage, lane independence, exact resume, loaders."""
 import json
-import os
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxpapers.papers.motor_adapters import analysis, arm, feedback, model, rollout
-from jaxpapers.papers.motor_adapters import tasks, training
+from jaxpapers.core import config as config_lib
+from jaxpapers.papers.motor_adapters import analysis, arm, experiment, feedback, model
+from jaxpapers.papers.motor_adapters import rollout, tasks, training
 
 P = arm.ArmParams()
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-# Tiny shared settings: every jitted program below compiles once for these.
-ENV = rollout.Env(move_steps=4, hold_steps=2, prop_delay=2, vis_delay=3)
-HP = training.Hyper(batch=2, policy_batch=2, hidden=8, adapters=tasks.N_PRIMITIVES,
-                    rank=2, code_init=0.5, tau=1.0, effort=1.0, activity=0.01,
-                    clip=1.0, tasks=tasks.N_PRIMITIVES)
+
+def _config(arg):
+  return config_lib.load("configs/motor_adapters.py:" + arg)
+
+
+# The tests use the smoke config's closed loop, hyper-parameters and lane shapes (three
+# kinds, one seed, one learning rate), so the jitted training programs they compile are
+# the ones the smoke run and the resume test use: XLA compilation of the differentiated
+# closed loop is what costs time here, not the steps.
+SMOKE = _config("smoke")
+ENV, HP = experiment.make_env(SMOKE), experiment.make_hp(SMOKE)
 PRIM = jnp.asarray(tasks.primitive_paths(ENV.radius, ENV.move_steps, ENV.hold_steps))
+CHUNK = SMOKE.train.chunk
 
 
 # ----------------------------------------------------------------- arm physics
@@ -154,7 +160,7 @@ def test_bad_delay_raises():
 
 def _params(kind, seed=0):
   p = model.init(jax.random.key(seed), kind, rollout.IN_DIM, HP["hidden"], HP["adapters"],
-                 tasks.N_PRIMITIVES, HP["rank"], 0.5)
+                 tasks.N_PRIMITIVES, HP["rank"], HP["code_noise"])
   # give the banks non-zero content so the checks below are not vacuous
   k = jax.random.split(jax.random.key(seed + 1), 3)
   p["bank"]["a"] = 0.3 * jax.random.normal(k[0], p["bank"]["a"].shape) * (kind == "adapters")
@@ -170,18 +176,57 @@ def test_selection_is_discrete_at_evaluation_and_only_that_adapter_matters():
   st = model.gumbel_straight_through(jax.random.key(1), logits, 1.0)
   np.testing.assert_allclose(np.asarray(st).sum(-1), 1.0, atol=1e-6)
   assert np.all(np.isclose(np.asarray(st), 0) | np.isclose(np.asarray(st), 1))
-  # a rollout with adapter 3 selected is bitwise unchanged when other adapters change
+  # paths driven with adapter 3 throughout are bitwise unchanged when the other
+  # adapters change (lanes: p, p with adapters 5 and 0 changed, p with adapter 3
+  # changed), through the evaluation program of the smoke run (validation paths +
+  # letters)
   p = _params("adapters")
-  opt = jax.nn.one_hot(jnp.array([3]), HP["adapters"])
-  run = jax.jit(lambda p: rollout.rollout(p, 0, ENV, opt, PRIM[:1], jnp.array([0.8, 1.5]),
-                                          jax.random.key(2))[0])
-  base = run(p)
   q = jax.tree.map(lambda x: x, p)
   q["bank"]["a"] = p["bank"]["a"].at[5].add(1.0)
   q["bank"]["c"] = p["bank"]["c"].at[0].add(1.0)
-  np.testing.assert_array_equal(run(q), base)
-  q["bank"]["a"] = p["bank"]["a"].at[3].add(0.1)
-  assert not np.array_equal(run(q), base)
+  r = jax.tree.map(lambda x: x, p)
+  r["bank"]["a"] = p["bank"]["a"].at[3].add(0.1)
+  lanes = jax.tree.map(lambda *x: jnp.stack(x), p, q, r)
+  _, ids, (_, tg, m, q0) = experiment.evaluation_paths(SMOKE, ENV)
+  opt = jnp.broadcast_to(jax.nn.one_hot(3, HP["adapters"]), (3,) + ids.shape + (HP["adapters"],))
+  hand = np.asarray(training.eval_with_options_lanes(
+      lanes, jnp.zeros(3, jnp.int32), opt, tg, m, q0, training.lane_key(0, "oracle"),
+      env=ENV, hp=HP)["hand"])
+  np.testing.assert_array_equal(hand[1], hand[0])
+  assert not np.array_equal(hand[2], hand[0])
+
+
+def test_code_starts_non_informative_and_is_balanced_by_the_switch_loss():
+  for kind in ("adapters", "lowrank"):  # every adapter equally likely at the start
+    code = np.asarray(_params(kind)["code"])
+    assert code.shape == (tasks.N_PRIMITIVES, HP["adapters"])
+    assert np.abs(code).max() < 0.2 and np.abs(code).max() > 0  # noise only breaks ties
+  np.testing.assert_array_equal(_params("multitask")["code"], 0)
+  # Switch-style load balancing with capacity one, against a NumPy evaluation of
+  # K sum_k f_k P_k with f_k = max(n_k - 1, 0) / N
+  rng = np.random.default_rng(0)
+  logits = rng.normal(size=(6, 4)).astype(np.float32)
+  prob = np.exp(logits) / np.exp(logits).sum(-1, keepdims=True)
+  over = np.maximum(np.eye(4)[logits.argmax(-1)].sum(0) - 1, 0) / 6
+  assert over.sum() > 0  # six primitives on four adapters: some crowding
+  assert float(model.balance_loss(jnp.asarray(logits))) == pytest.approx(
+      4 * np.sum(over * prob.mean(0)), rel=1e-5)
+  assert float(model.balance_loss(jnp.zeros((4, 4)))) == pytest.approx(0.75)  # all on 0
+  distinct = 3 * jnp.eye(4)[:, ::-1][:3]  # three primitives, three different adapters
+  assert float(model.balance_loss(distinct)) == 0.0
+  np.testing.assert_array_equal(jax.grad(model.balance_loss)(distinct), 0)  # settled
+  crowded = jnp.asarray(np.tile([3.0, 0.0, 0.0, 0.0], (4, 1)), jnp.float32)
+  g = np.asarray(jax.grad(model.balance_loss)(crowded))
+  assert np.all(g[:, 0] > 0) and np.all(g[:, 1:] < 0)  # descent leaves the crowded one
+  # temperature anneals geometrically from tau_start to tau_end over stage 1
+  hp = dict(HP, steps=100, tau_start=4.0, tau_end=0.25)
+  assert float(training.temperature(hp, 0)) == pytest.approx(4.0)
+  assert float(training.temperature(hp, 50)) == pytest.approx(1.0, rel=1e-5)
+  assert float(training.temperature(hp, 100)) == pytest.approx(0.25, rel=1e-5)
+  # the code's learning rate decays (cosine) to zero over stage 1
+  hp = dict(hp, code_lr=0.2)
+  assert [float(training.code_lr(hp, s)) for s in (0, 50, 100)] == pytest.approx(
+      [0.2, 0.1, 0.0], abs=1e-7)
 
 
 def test_low_rank_bank_has_rank_at_most_r():
@@ -218,7 +263,7 @@ def test_train_chunk_masks_unused_leaves_and_lanes_are_independent():
   spec = [("adapters", 0, 1e-2), ("lowrank", 0, 1e-2), ("multitask", 1, 1e-2)]
   st0 = _lanes(spec)
   before = jax.tree.map(np.asarray, st0["params"])
-  st, m = training.train_chunk(st0, jnp.int32(0), PRIM, env=ENV, hp=HP, length=2)
+  st, m = training.train_chunk(st0, jnp.int32(0), PRIM, env=ENV, hp=HP, length=CHUNK)
   after = jax.tree.map(np.asarray, st["params"])
   assert np.all(np.isfinite(np.asarray(m["loss"])))
   bank_a, bank_u = after["bank"]["a"], after["bank"]["u"]
@@ -230,42 +275,49 @@ def test_train_chunk_masks_unused_leaves_and_lanes_are_independent():
     np.testing.assert_array_equal(after["bank"][leaf][2], before["bank"][leaf][2])
   np.testing.assert_array_equal(after["code"][2], before["code"][2])
   assert not np.array_equal(bank_a[0], 0)  # the full-rank bank did learn
-  # the multitask lane alone gives the same numbers as beside the other lanes
-  alone, _ = training.train_chunk(_lanes(spec[2:]), jnp.int32(0), PRIM, env=ENV, hp=HP,
-                                  length=2)
-  for x, y in zip(jax.tree.leaves(alone["params"]), jax.tree.leaves(st["params"])):
+  # the code logits are learned by both adapter kinds (and stay zero for multitask)
+  for lane in (0, 1):
+    assert not np.array_equal(after["code"][lane], before["code"][lane])
+  np.testing.assert_array_equal(np.asarray(st["moves"])[2], 0)
+  # the multitask lane gives the same numbers beside other lanes at another position
+  # (same lane count: the smoke run's compiled program is reused)
+  other = [("multitask", 1, 1e-2), ("lowrank", 3, 3e-2), ("adapters", 5, 1e-3)]
+  moved, _ = training.train_chunk(_lanes(other), jnp.int32(0), PRIM, env=ENV, hp=HP,
+                                  length=CHUNK)
+  for x, y in zip(jax.tree.leaves(moved["params"]), jax.tree.leaves(st["params"])):
     np.testing.assert_allclose(np.asarray(x)[0], np.asarray(y)[2], rtol=1e-5, atol=1e-6)
 
 
 def test_frozen_network_gets_no_update_in_the_high_level_stage():
-  spec = [("adapters", 0, 1e-2), ("multitask", 0, 1e-2)]
+  spec = [("adapters", 0, 1e-2), ("lowrank", 0, 1e-2), ("multitask", 0, 1e-2)]
   net = _lanes(spec)["params"]
   net["bank"]["a"] = net["bank"]["a"] + 0.1  # a non-trivial network
-  ids = tasks.random_sequences(0, 4, 2)
-  from jaxpapers.papers.motor_adapters import experiment
+  # the policy's training pool with the smoke run's shapes (same compiled program)
+  ids = tasks.random_sequences(0, SMOKE.data.pool, SMOKE.data.segments)
   f, tg, m = experiment.drawing_set(ENV, ids)
-  q0, _ = rollout.random_starts(ENV, jax.random.key(0), 4)
-  ps = training.init_policy_lanes(spec, f.shape[-1], 4, HP["adapters"], 1.0)
+  q0, _ = rollout.random_starts(ENV, jax.random.key(0), len(ids))
+  ps = training.init_policy_lanes(spec, f.shape[-1], SMOKE.model.policy_hidden,
+                                  HP["adapters"], 1.0)
   p0 = jax.tree.map(np.asarray, ps["params"])
   net_before = jax.tree.map(np.asarray, net)
-  # the gradient of the stage-2 loss with respect to the network is exactly zero
-  one = lambda t, i: jax.tree.map(lambda x: x[i], t)  # noqa: E731
-  g_net = jax.grad(lambda nt: training.sequence_loss(
-      one(ps["params"], 0), nt, 0, ENV, HP, f, tg, m, q0, jax.random.key(1), False)[0])(
-          one(net, 0))
-  assert all(np.all(np.asarray(x) == 0) for x in jax.tree.leaves(g_net))
   ps2, met = training.policy_chunk(ps, net, jnp.int32(0), f, tg, q0, env=ENV, hp=HP,
-                                   length=2)
+                                   length=CHUNK)
+  # the gradient of the stage-2 loss with respect to the network is exactly zero at
+  # every step (policy_chunk computes it beside the policy's gradient)
+  np.testing.assert_array_equal(np.asarray(met["net_grad_max"]), 0.0)
   assert set(ps2) == {"params", "opt", "lr", "seed", "kid"}  # no network in the state
   for x, y in zip(jax.tree.leaves(net), jax.tree.leaves(net_before)):
     np.testing.assert_array_equal(np.asarray(x), y)
   assert any(not np.array_equal(np.asarray(x), y)
              for x, y in zip(jax.tree.leaves(ps2["params"]), jax.tree.leaves(p0)))
   assert np.all(np.isfinite(np.asarray(met["err_cm"])))
-  # the multitask baseline's policy never picks the padding options
-  logits = model.policy_logits(one(ps2["params"], 1), f) + model.option_mask(
-      2, HP["adapters"], HP["tasks"])[None, None]
-  assert np.all(np.asarray(model.hard_code(logits)).argmax(-1) < HP["tasks"])
+  # the multitask baseline's policy never picks the padding options, even when its
+  # logits favour them
+  pp = jax.tree.map(lambda x: x, ps2["params"])
+  pp["b2"] = pp["b2"].at[:, HP["tasks"]:].add(100.0)
+  opts = np.asarray(training.policy_options_lanes(pp, ps2["kid"], f, n_tasks=HP["tasks"]))
+  assert np.all(opts[2].argmax(-1) < HP["tasks"])
+  assert np.all(opts[0].argmax(-1) >= HP["tasks"])  # the adapter kinds may use them
 
 
 # ----------------------------------------------------------------- data
@@ -310,31 +362,22 @@ def test_drawings_loader_csv_npz_and_errors(tmp_path):
 
 # ----------------------------------------------------------------- runs
 
-def _config(arg):
-  import importlib.util
-  spec = importlib.util.spec_from_file_location("cfg", os.path.join(ROOT, "configs",
-                                                                    "motor_adapters.py"))
-  mod = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(mod)
-  return mod.get_config(arg)
-
-
 def test_exact_resume(tmp_path):
-  from jaxpapers.papers.motor_adapters import experiment
+  """The smoke run (every kind; 4 primitive and 4 policy steps, checkpoints every 2),
+  killed after a checkpoint in stage 1 and again in stage 2, then resumed to the end."""
   from tests import _runs
-  arg = "smoke,kinds=adapters+multitask,steps=4,policy_steps=4,chunk=2"
+  steps, total = SMOKE.train.steps, SMOKE.train.steps + SMOKE.train.policy_steps
+  assert SMOKE.train.chunk < steps and SMOKE.train.chunk < SMOKE.train.policy_steps
   full, part = tmp_path / "full", tmp_path / "part"
-  experiment.train_and_evaluate(_config(arg), str(full))
-  # killed in stage 1, then in stage 2, then run to the end on the same workdir
-  assert "interrupted_at" in experiment.train_and_evaluate(_config(arg), str(part),
-                                                           stop_after=2)
-  assert "interrupted_at" in experiment.train_and_evaluate(_config(arg), str(part),
-                                                           stop_after=6)
-  experiment.train_and_evaluate(_config(arg), str(part))
-  for stage in ("primitives", "policy"):
+  experiment.train_and_evaluate(SMOKE, str(full))
+  for stop in (SMOKE.train.chunk, steps + SMOKE.train.chunk):
+    assert "interrupted_at" in experiment.train_and_evaluate(SMOKE, str(part),
+                                                             stop_after=stop)
+  experiment.train_and_evaluate(SMOKE, str(part))
+  for stage, n in (("primitives", steps), ("policy", total - steps)):
     s1, a = _runs.final_state(full / stage)
     s2, b = _runs.final_state(part / stage)
-    assert s1 == s2 == 4
+    assert s1 == s2 == n
     fa, fb = _runs.flat(a), _runs.flat(b)
     for k in fa:
       np.testing.assert_array_equal(fa[k], fb[k], err_msg=f"{stage}{k}")
@@ -342,12 +385,12 @@ def test_exact_resume(tmp_path):
     a = json.load(f)["rows"]
   with open(part / "summary.json") as f:
     b = json.load(f)["rows"]
-  assert [r["letters_cm"] for r in a] == [r["letters_cm"] for r in b]
+  for key in ("letters_cm", "prim_test_cm", "task_to_option", "code_init", "code_moves"):
+    assert [r[key] for r in a] == [r[key] for r in b], key
 
 
 def test_bad_config_values_raise():
   with pytest.raises(ValueError, match="multiple of chunk"):
     _config("steps=7,chunk=2")
-  from jaxpapers.papers.motor_adapters import experiment
   with pytest.raises(ValueError, match="unknown model kind"):
     experiment._check(_config("smoke,kinds=adapters+nope"))

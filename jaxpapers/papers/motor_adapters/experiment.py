@@ -49,9 +49,11 @@ def make_env(config) -> rollout_lib.Env:
 def make_hp(config) -> training.Hyper:
   m, o, t = config.model, config.optim, config.train
   return training.Hyper(batch=t.batch, policy_batch=t.policy_batch, hidden=m.hidden,
-                        adapters=m.adapters, rank=m.rank, code_init=m.code_init,
-                        tau=m.tau, effort=o.effort, activity=o.activity,
-                        clip=o.clip, tasks=tasks_lib.N_PRIMITIVES)
+                        adapters=m.adapters, rank=m.rank, code_noise=m.code_noise,
+                        tau_start=m.tau_start, tau_end=m.tau_end, steps=t.steps,
+                        policy_tau=m.policy_tau, balance=o.balance, code_lr=o.code_lr,
+                        effort=o.effort, activity=o.activity, clip=o.clip,
+                        tasks=tasks_lib.N_PRIMITIVES, fast_compile=t.fast_compile)
 
 
 def _check(config):
@@ -77,6 +79,24 @@ def drawing_set(env, ids=None, dense=None, mask=None):
   n, s = feats.shape[:2]
   return (jnp.asarray(feats.reshape(n, s, -1), jnp.float32), jnp.asarray(targets),
           jnp.asarray(mask))
+
+
+def evaluation_paths(config, env):
+  """The held-out random paths (validation) and the letters (test, from the home
+  posture) in one set, padded to a common segment count with masked segments, so that
+  every evaluation of multi-segment paths is one compiled program: (letter names,
+  ids (N, S), (features, targets, mask, q0))."""
+  d = config.data
+  va_ids = tasks_lib.random_sequences(config.seed + 202, d.val_paths, d.segments)
+  letter_names, letter_ids = tasks_lib.letters()
+  s_max = max(letter_ids.shape[1], va_ids.shape[1])
+  pad = lambda ids: np.pad(ids, ((0, 0), (0, s_max - ids.shape[1])),  # noqa: E731
+                           constant_values=-1)
+  ids = np.concatenate([pad(va_ids), pad(letter_ids)])
+  va_q, _ = rollout_lib.random_starts(env, training.lane_key(config.seed, "pool_val"),
+                                      d.val_paths)
+  le_q, _ = rollout_lib.home_start(env, len(letter_names))
+  return letter_names, ids, drawing_set(env, ids) + (jnp.concatenate([va_q, le_q]),)
 
 
 def _run_chunks(fn, states, total: int, chunk: int, ckpt, writer, tag: str, names,
@@ -145,6 +165,7 @@ def train_and_evaluate(config, workdir: str, stop_after: int | None = None) -> d
 
   # ---- stage 1: primitives
   states = training.init_lanes(lanes, env, hp, n_tasks)
+  code0 = np.argmax(np.array(states["params"]["code"]), -1)  # initial code (lanes, N)
   chunk = lambda st, s: training.train_chunk(  # noqa: E731
       st, s, prim, env=env, hp=hp, length=t.chunk)
   ckpt = checkpoint_lib.Checkpointer(os.path.join(workdir, "primitives"), keep=1)
@@ -153,6 +174,7 @@ def train_and_evaluate(config, workdir: str, stop_after: int | None = None) -> d
   if stop_after is not None and stop_after < t.steps:
     return {"interrupted_at": stop_after}
   params, kids = states["params"], states["kid"]
+  moves, last_move = jax.device_get((states["moves"], states["last_move"]))
   ev = lambda p, k, q, key: training.eval_primitives_lanes(  # noqa: E731
       p, k, prim, q, key, env=env, hp=hp)
   q_val, _ = rollout_lib.random_starts(env, training.lane_key(config.seed, "val"),
@@ -173,12 +195,8 @@ def train_and_evaluate(config, workdir: str, stop_after: int | None = None) -> d
 
   # ---- stage 2: high-level policy over options, network frozen
   tr_ids = tasks_lib.random_sequences(config.seed + 101, d.pool, d.segments)
-  va_ids = tasks_lib.random_sequences(config.seed + 202, d.val_paths, d.segments)
   tr_f, tr_t, _ = drawing_set(env, tr_ids)
-  va_f, va_t, va_m = drawing_set(env, va_ids)
   tr_q, _ = rollout_lib.random_starts(env, training.lane_key(config.seed, "pool"), d.pool)
-  va_q, _ = rollout_lib.random_starts(env, training.lane_key(config.seed, "pool_val"),
-                                      d.val_paths)
   plrs = list(config.optim.policy_lrs)
   plane_ids = [(j, plr) for j in range(len(sel)) for plr in plrs]
   planes = [(lanes[sel[j]][0], lanes[sel[j]][1], plr) for j, plr in plane_ids]
@@ -194,21 +212,17 @@ def train_and_evaluate(config, workdir: str, stop_after: int | None = None) -> d
                               None if stop_after is None else stop_after - t.steps)
   if stop_after is not None and stop_after < t.steps + t.policy_steps:
     return {"interrupted_at": stop_after}
-  seq_eval = lambda pp, nt, k, f, tg, m, q, key: training.eval_sequences_lanes(  # noqa: E731
-      pp, nt, k, f, tg, m, q, key, env=env, hp=hp)
+  def seq_eval(pp, nt, k, f, tg, m, q, key):
+    """The policies' argmax options, then the same rollout program as the oracle's."""
+    options = training.policy_options_lanes(pp, k, f, n_tasks=hp["tasks"])
+    out = training.eval_with_options_lanes(nt, k, options, tg, m, q, key, env=env, hp=hp)
+    return {**out, "choice": jnp.argmax(options, -1)}
   pkids = pstates["kid"]
-  # Validation paths and the letters in one call (one compiled program): paths are
-  # padded to the letters' segment count with masked segments.
-  letter_names, letter_ids = tasks_lib.letters()
-  s_max = max(letter_ids.shape[1], va_ids.shape[1])
-  pad = lambda ids: np.pad(ids, ((0, 0), (0, s_max - ids.shape[1])),  # noqa: E731
-                           constant_values=-1)
-  ev_f, ev_t, ev_m = drawing_set(env, np.concatenate([pad(va_ids), pad(letter_ids)]))
-  le_q, _ = rollout_lib.home_start(env, len(letter_names))
-  ev_q = jnp.concatenate([va_q, le_q])
+  letter_names, ev_ids, (ev_f, ev_t, ev_m, ev_q) = evaluation_paths(config, env)
+  nv = d.val_paths  # the first nv paths are the validation paths, then the letters
+  letter_ids = ev_ids[nv:]
   ev_all = jax.device_get(seq_eval(pstates["params"], net_rep, pkids, ev_f, ev_t, ev_m,
                                    ev_q, training.lane_key(config.seed, "seq_eval")))
-  nv = len(va_ids)
   va = {"per_path": ev_all["per_path"][:, :nv]}
   best_plr = {}
   for k in kinds:
@@ -218,17 +232,20 @@ def train_and_evaluate(config, workdir: str, stop_after: int | None = None) -> d
   psel = [i for i, pl in enumerate(planes) if pl[2] == best_plr[pl[0]]]
   le = {k: ev_all[k][np.asarray(psel), nv:] for k in ("per_path", "choice", "hand",
                                                        "target")}
-  le_t, le_m = ev_t[nv:], ev_m[nv:]
+  le_m = ev_m[nv:]
   pp_sel, net_sel = _take(pstates["params"], psel), _take(net_rep, psel)
   kid_sel = pkids[np.asarray(psel)]
   # Oracle high level: each stroke gets its own primitive's code (adapter kinds: the
   # option that primitive selects; multitask: its task input). Separates how well the
   # frozen controllers chain strokes from how well the policy learned to choose.
+  # Run on the validation paths and the letters together (the policy evaluation's
+  # shapes: one compiled program when there is one policy learning rate); letters kept.
   t2o = np.asarray(test_opt)[np.asarray(sel)]  # (lanes, n_tasks) option per primitive
-  oracle_opts = jax.nn.one_hot(t2o[:, np.maximum(letter_ids, 0)], config.model.adapters)
+  oracle_opts = jax.nn.one_hot(t2o[:, np.maximum(ev_ids, 0)], config.model.adapters)
   oracle = jax.device_get(training.eval_with_options_lanes(
-      net, net_kids, oracle_opts, le_t, le_m, le_q, training.lane_key(config.seed, "oracle"),
-      env=env))
+      net, net_kids, oracle_opts, ev_t, ev_m, ev_q, training.lane_key(config.seed, "oracle"),
+      env=env, hp=hp))
+  oracle = {k: v[:, nv:] for k, v in oracle.items()}
   user = None
   if d.drawings:
     u_names, u_dense, u_mask = tasks_lib.load_drawings(d.drawings, DENSE)
@@ -251,6 +268,9 @@ def train_and_evaluate(config, workdir: str, stop_after: int | None = None) -> d
            "prim_val_cm": float(val_err[i].mean()), "prim_test_cm": float(test_err[i].mean()),
            "prim_test_per_task": [float(x) for x in test_err[i]],
            "options_used": len(used), "task_to_option": [int(o) for o in test_opt[i]],
+           "code_init": [int(o) for o in code0[i]],
+           "code_changed": int(np.sum(np.asarray(test_opt[i]) != code0[i])),
+           "code_moves": int(moves[i]), "code_last_move": int(last_move[i]),
            "seq_val_cm": float(va["per_path"][pj].mean()),
            "letters_cm": float(le["per_path"][psel.index(pj)].mean()),
            "letters_per_drawing": [float(x) for x in le["per_path"][psel.index(pj)]],
@@ -259,11 +279,13 @@ def train_and_evaluate(config, workdir: str, stop_after: int | None = None) -> d
                                   for i in range(len(planes)) if planes[i][:2] == (kind, seed)},
            "prim_val_all_lrs": {f"{lanes[i2][2]:g}": float(val_err[i2].mean())
                                 for i2 in range(len(lanes)) if lanes[i2][:2] == (kind, seed)},
-           "letters_oracle_cm": float(oracle[0][j].mean()),
-           "letters_first_stroke_cm": float(_stroke_err(oracle[1][j], letter_ids,
-                                                        env.steps, first=True)),
-           "letters_later_strokes_cm": float(_stroke_err(oracle[1][j], letter_ids,
-                                                         env.steps, first=False)),
+           "letters_oracle_cm": float(oracle["per_path"][j].mean()),
+           "letters_first_stroke_cm": float(_stroke_err(oracle["dist_steps"][j],
+                                                        letter_ids, env.steps,
+                                                        first=True)),
+           "letters_later_strokes_cm": float(_stroke_err(oracle["dist_steps"][j],
+                                                         letter_ids, env.steps,
+                                                         first=False)),
            "policy_correct": float(np.mean(
                (np.asarray(le["choice"][psel.index(pj)]) ==
                 t2o[j][np.maximum(letter_ids, 0)])[letter_ids >= 0])),

@@ -20,17 +20,16 @@ low-rank reference. `JAXPAPERS_SMOKE=1` runs a tiny setting (the test suite does
 
 INSTALL = notebook.INSTALL_CELL
 
-SETUP = """import pathlib, tempfile
+SETUP = """import os, tempfile
 import jax, jax.numpy as jnp, numpy as np
 import matplotlib.pyplot as plt
-import jaxpapers
+from jaxpapers.core import config as config_lib
 from jaxpapers.papers.motor_adapters import arm, experiment
 
 SMOKE = os.environ.get('JAXPAPERS_SMOKE') == '1'
-root = pathlib.Path(jaxpapers.__file__).resolve().parent.parent
-spec_ = importlib.util.spec_from_file_location('cfg', root / 'configs' / 'motor_adapters.py')
-cfg_mod = importlib.util.module_from_spec(spec_); spec_.loader.exec_module(cfg_mod)
-config = cfg_mod.get_config('smoke' if SMOKE else 'seeds=1,lrs=0.01,policy_lrs=0.03')
+# the tiny setting (as the test suite runs it), or one seed of the full-size model
+config = config_lib.load('configs/motor_adapters.py:' +
+                         ('smoke' if SMOKE else 'seeds=1,lrs=0.003+0.01,policy_lrs=0.03'))
 print('primitive steps', config.train.steps, 'policy steps', config.train.policy_steps,
       'kinds', config.model.kinds)"""
 
@@ -38,7 +37,11 @@ TRAIN = """workdir = tempfile.mkdtemp()
 summary = experiment.train_and_evaluate(config, workdir)
 for r in summary['rows']:
   print(f"{r['kind']:10s} seed {r['seed']}: primitives {r['prim_test_cm']:.2f} cm, "
-        f"letters (OOD) {r['letters_cm']:.2f} cm")"""
+        f"letters (OOD) {r['letters_cm']:.2f} cm")
+  if r['kind'] != 'multitask':  # the learned discrete code: primitive -> adapter
+    print(f"{'':10s} code at init {r['code_init']}")
+    print(f"{'':10s} learned code {r['task_to_option']} ({r['options_used']} distinct "
+          f"adapters, {r['code_changed']} primitives moved)")"""
 
 DRAW = """# The letters each model draws (black: target, blue: hand), with the arm at the end.
 z = np.load(os.path.join(workdir, 'letters.npz'))

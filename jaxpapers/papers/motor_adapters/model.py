@@ -8,9 +8,12 @@ muscle excitations (sigmoid, as MotorNet's policies):
   adapter k adds a connectivity perturbation A_k (H x H) to the recurrence (plus an input
   perturbation B_k and bias c_k). No rank constraint; A, B, c start at zero so every
   adapter starts as the bare core. Which adapter runs is a discrete latent code: a
-  learned table of logits per primitive, sampled with straight-through Gumbel-softmax
-  (Jang et al. 2017) in training (the forward pass is exactly one-hot) and the argmax at
-  evaluation.
+  learned table of logits per primitive, started non-informative (zero plus tiny noise,
+  so every adapter is equally likely), sampled with straight-through Gumbel-softmax
+  (Jang et al. 2017) with an annealed temperature in training (the forward pass is
+  exactly one-hot) and the argmax at evaluation. A mixture-of-experts load-balancing
+  term (`balance_loss`, after the Switch Transformer's, Fedus et al. 2021) keeps
+  primitives from collapsing onto one adapter.
 * `lowrank`: the same bank with [A_k; B_k] = U_k V_k of rank R (the explicit low-rank
   reference of low-rank RNN theory, Mastrogiuseppe & Ostojic 2018); V starts at zero.
 * `multitask`: no adapters; the one-hot task input is appended to the core's input
@@ -35,7 +38,7 @@ def kind_id(kind: str) -> int:
 
 
 def init(key, kind: str, in_dim: int, hidden: int, n_adapters: int, n_tasks: int,
-         rank: int, code_init: float):
+         rank: int, code_noise: float):
   """Parameters of one controller in the layout shared by all three kinds.
 
   All kinds carry the same pytree so that every (kind, seed, learning rate) lane runs in
@@ -68,13 +71,11 @@ def init(key, kind: str, in_dim: int, hidden: int, n_adapters: int, n_tasks: int
                 "u": (jax.random.normal(ks[3], (n_adapters, hidden + in_dim, rank))
                       / jnp.sqrt(hidden + in_dim)) * (kid == 1),
                 "v": jnp.zeros((n_adapters, rank, hidden))},
-       # Code logits start at a random one-to-one assignment of primitives to adapters
-       # with margin `code_init` (plus small noise): with K >= #primitives a random
-       # Gaussian start makes several primitives share an adapter, and the straight-
-       # through gradient is too weak to pull them apart in our budget (README).
-       "code": (code_init * jax.nn.one_hot(jax.random.permutation(ks[4], n_adapters)
-                                           [:n_tasks], n_adapters)
-                + 0.1 * jax.random.normal(ks[6], (n_tasks, n_adapters))) * (kid != 2)}
+       # Code logits start non-informative: every adapter equally likely for every
+       # primitive, up to noise of std `code_noise` that only breaks argmax ties. The
+       # assignment is learned (straight-through gradient + load balancing, training.py).
+       "code": code_noise * jax.random.normal(ks[6], (n_tasks, n_adapters))
+               * (kid != 2)}
   return jax.tree.map(lambda x: x.astype(jnp.float32), p)
 
 
@@ -120,6 +121,24 @@ def gumbel_straight_through(key, logits, temperature: float):
   soft = jax.nn.softmax((logits + g) / temperature, axis=-1)
   hard = jax.nn.one_hot(jnp.argmax(soft, axis=-1), logits.shape[-1], dtype=soft.dtype)
   return hard + soft - jax.lax.stop_gradient(soft)
+
+
+def balance_loss(logits):
+  """Load balancing of the code in the form of the Switch Transformer's auxiliary loss
+  (Fedus et al. 2021, eq. 4: K * sum_k f_k P_k) with an expert capacity of one
+  primitive per adapter: f_k is the fraction of primitives *over* adapter k's capacity,
+  max(n_k - 1, 0) / N with n_k the primitives whose code (argmax) is k (no gradient),
+  and P_k the mean probability softmax(logits)_k over primitives. logits (N, K).
+
+  Its gradient lowers the probability of crowded adapters (mass moves to each crowded
+  primitive's next choices) and is exactly zero once no two primitives share an
+  adapter: with K > N the plain Switch form keeps pulling every primitive towards the
+  idle adapters, and the code never settled in our runs (README)."""
+  k = logits.shape[-1]
+  count = jax.nn.one_hot(jnp.argmax(logits, -1), k).sum(0)
+  over = jax.lax.stop_gradient(jnp.maximum(count - 1.0, 0.0) / logits.shape[0])
+  p = jax.nn.softmax(logits, axis=-1).mean(0)
+  return k * jnp.sum(over * p)
 
 
 def hard_code(logits):

@@ -40,7 +40,9 @@ def table_rows(rows, ref) -> list[dict]:
                f"{np.mean([r['letters_later_strokes_cm'] for r in rs]):.3g}",
            "options used": _ms([r["options_used"] for r in rs])}
     if k != "multitask":
-      row.update({"adapter PR": _ms([r["geo_pr"] for r in rs]),
+      row.update({"code: primitives moved from init": _ms([r["code_changed"] for r in rs]),
+                  "code: last change (step)": _ms([r["code_last_move"] for r in rs]),
+                  "adapter PR": _ms([r["geo_pr"] for r in rs]),
                   "adapter rank@90%": _ms([r["geo_rank90"] for r in rs]),
                   "subspace overlap": _ms([r["geo_overlap"] for r in rs])})
     out.append(row)
