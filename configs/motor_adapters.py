@@ -38,7 +38,7 @@ def get_config(arg=None):
       smoke=False, seed=0, seeds=3, steps=400, policy_steps=100, hidden=64, adapters=16,
       rank=2, batch=16, policy_batch=8, move_steps=40, hold_steps=10, chunk=50,
       lrs=(3e-3, 1e-2), policy_lrs=(3e-2, 1e-1), pool=256, eval_starts=4, segments=3,
-      kinds=("adapters", "lowrank", "multitask"), drawings="", balance=1.0, code_lr=0.05,
+      kinds=("adapters", "lowrank", "multitask"), drawings="", balance=4.0, code_lr=0.05,
       tau_start=4.0, tau_end=0.5, fast_compile=False)
   config = ml_collections.ConfigDict()
   config.experiment = "jaxpapers.papers.motor_adapters.experiment"
