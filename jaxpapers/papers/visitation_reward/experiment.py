@@ -310,12 +310,12 @@ def finetune_one(config, task_name: str, method: str, seed: int = 0, lr: float |
   rc = run_cfg(config)
   task = envs.make(task_name)
   key = seed_key(task_name, seed)
-  w = rewards.method_weights(method, scales(config))
+  w = rewards.method_weights(method, scales(config))  # an argument: one compile for all
 
   @jax.jit
-  def go(key, lr):
+  def go(key, lr, w):
     actor0 = initial_actor(task, rc, key)
     s0, m, carry = ppo.finetune(task, rc, jax.random.fold_in(key, 1), actor0, lr, w)
     return actor0, carry.policy.actor, jnp.concatenate([s0[None], m["success"]])
 
-  return go(key, jnp.float32(config.train.lr if lr is None else lr))
+  return go(key, jnp.float32(config.train.lr if lr is None else lr), w)
