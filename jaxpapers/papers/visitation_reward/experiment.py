@@ -305,17 +305,19 @@ def _write(config, workdir, commit, start, rows, results, tab):
   return rows
 
 
-def finetune_one(config, task_name: str, method: str, seed: int = 0, lr: float | None = None):
-  """One run for notebooks: (initial actor, fine-tuned actor, success curve (I+1,))."""
-  rc = run_cfg(config)
+@functools.partial(jax.jit, static_argnames=("task_name", "rc"))
+def _finetune_one(task_name, rc, key, lr, w):
   task = envs.make(task_name)
-  key = seed_key(task_name, seed)
-  w = rewards.method_weights(method, scales(config))  # an argument: one compile for all
+  actor0 = initial_actor(task, rc, key)
+  s0, m, carry = ppo.finetune(task, rc, jax.random.fold_in(key, 1), actor0, lr, w)
+  return actor0, carry.policy.actor, jnp.concatenate([s0[None], m["success"]])
 
-  @jax.jit
-  def go(key, lr, w):
-    actor0 = initial_actor(task, rc, key)
-    s0, m, carry = ppo.finetune(task, rc, jax.random.fold_in(key, 1), actor0, lr, w)
-    return actor0, carry.policy.actor, jnp.concatenate([s0[None], m["success"]])
 
-  return go(key, jnp.float32(config.train.lr if lr is None else lr), w)
+def finetune_one(config, task_name: str, method: str, seed: int = 0, lr: float | None = None):
+  """One run for notebooks: (initial actor, fine-tuned actor, success curve (I+1,)).
+
+  The method's weights are an argument of the jitted program: one compile for all.
+  """
+  w = rewards.method_weights(method, scales(config))
+  lr = jnp.float32(config.train.lr if lr is None else lr)
+  return _finetune_one(task_name, run_cfg(config), seed_key(task_name, seed), lr, w)
