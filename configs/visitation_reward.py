@@ -11,8 +11,9 @@ sparse only, a VICE-like success-state classifier, a hand-shaped distance and RN
   # reported seeds at the chosen LR; success vs env steps with 95% bands, AUC table,
   # tabular invariance check:
   python launch/study.py --config=configs/visitation_reward.py --workdir=/tmp/vr_study
-  # arm_place (PPO) and the SAC leg on push_block, 30 iterations:
-  python launch/study.py --config=configs/visitation_reward.py:tasks=arm_place,sac_tasks=push_block,iterations=30,lrs=3e-4+1e-3,val_seeds=3 --workdir=/tmp/vr_study_b
+  # study B: push_block + arm_place (PPO) and the SAC leg on push_block, 30 iterations
+  # (the defaults at commit 479d8ff):
+  python launch/study.py --config=configs/visitation_reward.py:tasks=push_block+arm_place,sac_tasks=push_block,iterations=30,lrs=3e-4+1e-3,val_seeds=3 --workdir=/tmp/vr_study_b
 
 Expected: see jaxpapers/papers/visitation_reward/README.md (numbers with the commit).
 `:smoke` runs in seconds plus compilation; explicit args override smoke values
