@@ -32,7 +32,7 @@ def get_config(arg=None):
       lm="smollm2", layer=12, n_train=8, n_val=2, n_test=2, words_per_story=420,
       rows=10, cols=14, n_subjects=5, n_planted=10, dense_frac=0.3, peak_ceiling=0.6,
       n_atoms=50, k=5, steps=1500, batch=128, lrs=(1e-3, 3e-3), betas=(0.5, 2.0),
-      sae_lrs=(1e-3, 3e-3), l2=1e-3, ckpt_every=500, transfer_trs=(30, 60, 120),
+      sae_lrs=(1e-3, 3e-3), map_alpha=-1.0, ckpt_every=500, transfer_trs=(30, 60, 120),
       n_top_units=10)
   config = ml_collections.ConfigDict()
   config.experiment = "jaxpapers.papers.coupled_sae.experiment"
@@ -83,7 +83,9 @@ def get_config(arg=None):
   config.train.lrs = tuple(a.lrs)     # coupled-model grid: learning rates x ...
   config.train.betas = tuple(a.betas)  # ... brain-loss weights (selected on validation)
   config.train.sae_lrs = tuple(a.sae_lrs)  # two-stage SAE learning rates
-  config.train.l2 = a.l2              # penalty on the atom-to-voxel maps
+  # Ridge penalty (alpha scale) on the atom-to-voxel maps; < 0: the median per-voxel alpha
+  # chosen by CV over training stories for the two-stage SAE's maps.
+  config.train.map_alpha = a.map_alpha
   config.train.ckpt_every = a.ckpt_every  # train_and_evaluate checkpoints this often
 
   config.eval = ml_collections.ConfigDict()

@@ -236,22 +236,23 @@ def _tiny_train_setup():
 def test_coupled_training_fits_voxels_and_resumes_exactly(tmp_path):
   cfg, split = _tiny_train_setup()
   # Uninterrupted, in chunks of 8 steps (the same compiled chunk as the resumed run).
-  full = methods.train_grids(cfg, split, 2, seed=0, ckpt_dir=str(tmp_path / "full"))
+  train = lambda c, d: methods.train_grid(c, split, 2, 0, "joint", 10.0, ckpt_dir=d)
+  full = train(cfg, str(tmp_path / "full"))
   # A member trained inside the grid equals the same member trained alone (same batches,
   # same init; only float32 rounding of the differently batched kernels may differ).
-  alone_cfg = config_lib.override(cfg, {"train.lrs": (1e-2,), "train.sae_lrs": (1e-3,)})
-  alone = methods.train_grids(alone_cfg, split, 2, seed=0, ckpt_dir=str(tmp_path / "alone"))
-  np.testing.assert_allclose(full["joint"]["params"]["maps"]["m"][0],
-                             alone["joint"]["params"]["maps"]["m"][0], rtol=1e-4, atol=1e-6)
+  alone_cfg = config_lib.override(cfg, {"train.lrs": (1e-2,)})
+  alone = train(alone_cfg, str(tmp_path / "alone"))
+  np.testing.assert_allclose(full["params"]["maps"]["m"][0], alone["params"]["maps"]["m"][0],
+                             rtol=1e-4, atol=1e-6)
   # Checkpointed in chunks of 8 steps, killed after 16 and resumed: bitwise equal.
   ck = str(tmp_path / "ck")
   part = config_lib.override(cfg, {"train.steps": 16})
-  methods.train_grids(part, split, 2, seed=0, ckpt_dir=ck)
-  resumed = methods.train_grids(cfg, split, 2, seed=0, ckpt_dir=ck)
+  train(part, ck)
+  resumed = train(cfg, ck)
   for a, b in zip(jax.tree.leaves(full), jax.tree.leaves(resumed)):
     np.testing.assert_array_equal(a, b)
   # The coupled maps learn something: training-TR correlation above the untrained zero.
-  p = jax.tree.map(lambda a: a[0], full["joint"]["params"])
+  p = jax.tree.map(lambda a: a[0], full["params"])
   _, r = methods.eval_joint(p, split, 2, 2)
   assert np.isfinite(r).all() and r.mean() > 0.1
 

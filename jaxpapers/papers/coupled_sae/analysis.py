@@ -108,7 +108,7 @@ def network_alignment(maps_AxV: np.ndarray, surface, n_networks: int, rng,
   return float(np.mean(out))
 
 
-def top_segments(codes_TxA, words_per_tr, units, n_top: int = 3, span: int = 2):
+def top_segments(codes_TxA, words_per_tr, units, n_top: int = 3, span: int = 3):
   """{unit: [text of the `span` TRs ending at each of its n_top most active TRs]}."""
   out = {}
   for a in units:

@@ -44,7 +44,8 @@ def summarize(config, feats, resp, fit, seed: int):
   def score(r):  # mean test correlation over predictable voxels of the fitted subjects
     return float(np.mean([r[s][mask[s]].mean() for s in range(n_fit)]))
 
-  methods_r = {"coupled": fit["joint"]["test_r"], "two_stage": fit["two_stage"]["test_r"],
+  methods_r = {"coupled": fit["joint"]["test_r"], "coupled_refit": fit["joint_refit"]["test_r"],
+               "two_stage": fit["two_stage"]["test_r"],
                "pca": fit["pca"]["test_r"], "dense": fit["dense"]["test_r"]}
   if "oracle" in fit:
     methods_r["oracle"] = fit["oracle"]["test_r"]
@@ -54,6 +55,7 @@ def summarize(config, feats, resp, fit, seed: int):
     out[f"pct_dense_{name}"] = 100.0 * out[f"r_{name}"] / out["r_dense"]
   out["coupled_lr"], out["coupled_beta"] = fit["joint"]["lr"], fit["joint"]["beta"]
   out["two_stage_lr"] = fit["two_stage"]["lr"]
+  out["map_alpha"] = fit["map_alpha"]
   out["recon_fvu_coupled"] = fit["joint"]["recon_fvu"]
   out["recon_fvu_two_stage"] = fit["two_stage"]["recon_fvu"]
   z_joint = fit["joint"]["test_codes"]
@@ -65,6 +67,7 @@ def summarize(config, feats, resp, fit, seed: int):
   # Cortical maps: (S_fit, units, V), delay-summed.
   maps = {"coupled": methods.delay_sum_maps(
               np.asarray(fit["joint"]["params"]["maps"]["m"]), nd),
+          "coupled_refit": methods.delay_sum_maps(fit["joint_refit"]["weights"], nd),
           "two_stage": methods.delay_sum_maps(fit["two_stage"]["weights"][:n_fit], nd)}
   _, maps["posthoc_pca"] = analysis.posthoc_pca_maps(fit["dense"]["weights"][:n_fit], nd,
                                                       e.n_top_units)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import os
 
 import jax
 import jax.numpy as jnp
@@ -50,46 +51,47 @@ def grids(config):
           np.array(t.sae_lrs, np.float32))
 
 
-def train_grids(config, tr: Split, n_fit: int, seed: int, ckpt_dir: str | None = None,
-                log=print, writer=None):
-  """Trains the coupled grid and the SAE grid; checkpoints every `ckpt_every` steps."""
+def train_grid(config, tr: Split, n_fit: int, seed: int, kind: str, map_alpha: float = 0.0,
+               ckpt_dir: str | None = None, writer=None):
+  """Trains the coupled (`kind="joint"`) or reconstruction-only (`"sae"`) grid.
+
+  Both grids start from the same initialization and see the same minibatches. With a
+  `ckpt_dir`, training runs in chunks of `ckpt_every` steps with a checkpoint after each
+  and resumes from the newest one.
+  """
   m, t = config.model, config.train
   n_delays = len(config.data.delays)
   lrs, betas, sae_lrs = grids(config)
+  coupled = kind == "joint"
+  if not coupled:
+    lrs, betas = sae_lrs, np.zeros_like(sae_lrs)
   D = tr.x.shape[1]
   V = tr.y.shape[-1]
   key = jax.random.PRNGKey(seed)
   init_key, data_key = jax.random.split(jax.random.fold_in(key, 101))
   rep = lambda s, n: jax.tree.map(lambda a: jnp.broadcast_to(a, (n,) + a.shape), s)
-  init = jax.jit(lambda key: {
-      "joint": rep(model.init_state(key, D, m.n_atoms, n_delays, n_fit, V, True), len(lrs)),
-      "sae": rep(model.init_state(key, D, m.n_atoms, n_delays, n_fit, V, False),
-                 len(sae_lrs))})
-  states = init(init_key)
+  states = jax.jit(lambda key: rep(
+      model.init_state(key, D, m.n_atoms, n_delays, n_fit, V, coupled), len(lrs)))(init_key)
   ckpt = checkpoint_lib.Checkpointer(ckpt_dir) if ckpt_dir else None
   start = 0
   if ckpt is not None:
     states, start = ckpt.restore_or(states)
-  joint_run = model.make_train(model.TrainSpec(m.k, t.steps, t.batch, t.l2, True))
-  sae_run = model.make_train(model.TrainSpec(m.k, t.steps, t.batch, t.l2, False))
+  run = model.make_train(model.TrainSpec(m.k, t.steps, t.batch, coupled))
   x = jnp.asarray(tr.x)
-  jdata = (x, model.pad_rows(x), jnp.asarray(tr.prev), jnp.asarray(tr.y[:n_fit]))
-  sdata = (x, model.pad_rows(x), jnp.asarray(tr.prev), jnp.zeros((n_fit, 1, 1)))
+  y = jnp.asarray(tr.y[:n_fit]) if coupled else jnp.zeros((n_fit, 1, 1))
+  data = (x, model.pad_rows(x), jnp.asarray(tr.prev), y)
   chunk = t.ckpt_every if ckpt is not None else t.steps
   while start < t.steps:
     n = min(chunk, t.steps - start)
-    states["joint"], jm = joint_run(states["joint"], jnp.asarray(lrs), jnp.asarray(betas),
-                                    jdata, data_key, start, n)
-    states["sae"], sm = sae_run(states["sae"], jnp.asarray(sae_lrs),
-                                jnp.zeros_like(jnp.asarray(sae_lrs)), sdata, data_key,
-                                start, n)
+    states, mets = run(states, jnp.asarray(lrs), jnp.asarray(betas), data, data_key,
+                       jnp.float32(map_alpha), start, n)
     start += n
-    last = {f"joint_{k}": np.asarray(v[-1]) for k, v in jm.items()}
-    last.update({f"sae_{k}": np.asarray(v[-1]) for k, v in sm.items()})
     if writer is not None:
       from jaxpapers.core import metrics as metrics_lib  # pylint: disable=g-import-not-at-top
+      last = {k: np.asarray(v[-1]) for k, v in mets.items()}
       metrics_lib.check_finite(start, last)
-      writer.write(start, {k: v.tolist() for k, v in last.items()})
+      writer.write(start, {k: v.tolist() for k, v in last.items()},
+                   split="train" if coupled else "train_sae")
     if ckpt is not None:
       ckpt.save(start, states)
   if ckpt is not None:
@@ -121,14 +123,37 @@ def fit_all(config, feats, resp, seed: int, ckpt_dir=None, log=print, writer=Non
   S = len(resp.y)
   n_fit = S - 1 if (config.eval.hold_out_subject and S > 1) else S
   tr, va, te = (make_split(feats, resp, n, delays) for n in ("train", "val", "test"))
-  states = train_grids(config, tr, n_fit, seed, ckpt_dir, log, writer)
   lrs, betas, sae_lrs = grids(config)
   out = {"n_fit": n_fit, "splits": (tr, va, te), "grid": []}
+  sub = lambda name: os.path.join(ckpt_dir, name) if ckpt_dir else None
+
+  # Two-stage: the SAE with the best validation reconstruction, then ridge per subject.
+  sae_states = train_grid(config, tr, n_fit, seed, "sae", ckpt_dir=sub("sae"), writer=writer)
+  fvus = [recon_fvu(_member(sae_states, i)["params"]["sae"], va.x, m.k)
+          for i in range(len(sae_lrs))]
+  j = int(np.argmin(fvus))
+  sae = _member(sae_states, j)["params"]["sae"]
+  log(f"two-stage SAE: selected lr={sae_lrs[j]:g} (val recon FVU={fvus[j]:.4f})")
+  codes = {n: model.codes_all(sae, jnp.asarray(s.x), jnp.asarray(s.prev), m.k)
+           for n, s in (("train", tr), ("test", te))}
+  out["two_stage"] = _ridge_method(np.asarray(codes["train"][1]), np.asarray(codes["test"][1]),
+                                   tr, te, S, config)
+  out["two_stage"].update(sae=sae, test_codes=np.asarray(codes["test"][0]),
+                          lr=float(sae_lrs[j]), recon_fvu=recon_fvu(sae, te.x, m.k))
+  # The coupled maps' ridge penalty: fixed, or the median per-voxel alpha that CV over
+  # training stories chose for the two-stage maps (same kind of regressors: delayed codes).
+  alpha = config.train.map_alpha
+  if alpha < 0:
+    alpha = float(np.median(np.concatenate(out["two_stage"]["alphas"][:n_fit])))
+  out["map_alpha"] = alpha
+  log(f"coupled: map ridge penalty alpha={alpha:g}")
+  states = train_grid(config, tr, n_fit, seed, "joint", alpha, ckpt_dir=sub("joint"),
+                      writer=writer)
 
   # Coupled model: select (lr, beta) on validation voxel correlation.
   best, best_val = None, -np.inf
   for i in range(len(lrs)):
-    p = _member(states["joint"], i)["params"]
+    p = _member(states, i)["params"]
     _, r_val = eval_joint(p, va, m.k, n_fit)
     z_te, r_te = eval_joint(p, te, m.k, n_fit)
     row = {"lr": float(lrs[i]), "beta": float(betas[i]), "val_r": float(r_val.mean()),
@@ -139,18 +164,12 @@ def fit_all(config, feats, resp, seed: int, ckpt_dir=None, log=print, writer=Non
       best, best_val = row, row["val_r"]
   out["joint"] = best
   log(f"coupled: selected lr={best['lr']:g} beta={best['beta']:g} (val r={best_val:.4f})")
-
-  # Two-stage: the SAE with the best validation reconstruction, then ridge per subject.
-  fvus = [recon_fvu(_member(states["sae"], i)["params"]["sae"], va.x, m.k) for i in range(len(sae_lrs))]
-  j = int(np.argmin(fvus))
-  sae = _member(states["sae"], j)["params"]["sae"]
-  log(f"two-stage SAE: selected lr={sae_lrs[j]:g} (val recon FVU={fvus[j]:.4f})")
-  codes = {n: model.codes_all(sae, jnp.asarray(s.x), jnp.asarray(s.prev), m.k)
-           for n, s in (("train", tr), ("test", te))}
-  out["two_stage"] = _ridge_method(np.asarray(codes["train"][1]), np.asarray(codes["test"][1]),
-                                   tr, te, S, config)
-  out["two_stage"].update(sae=sae, test_codes=np.asarray(codes["test"][0]),
-                          lr=float(sae_lrs[j]), recon_fvu=recon_fvu(sae, te.x, m.k))
+  # Ablation: the coupled model's codes with maps refitted by per-voxel CV ridge, which
+  # separates what the shared codes carry from how well Adam fitted the maps.
+  jc = {n: np.asarray(model.codes_all(best["params"]["sae"], jnp.asarray(s.x),
+                                      jnp.asarray(s.prev), m.k)[1])
+        for n, s in (("train", tr), ("test", te))}
+  out["joint_refit"] = _ridge_method(jc["train"], jc["test"], tr, te, n_fit, config)
 
   # Dense ridge and PCA -> ridge (matched atom count).
   out["dense"] = _ridge_method(tr.xdel, te.xdel, tr, te, S, config)
@@ -170,13 +189,14 @@ def fit_all(config, feats, resp, seed: int, ckpt_dir=None, log=print, writer=Non
 
 def _ridge_method(f_tr, f_te, tr: Split, te: Split, S: int, config):
   folds = baselines.story_folds(tr.lengths, config.eval.cv_folds)
-  weights, r = [], []
+  weights, r, alphas = [], [], []
   for s in range(S):
-    w, _ = baselines.ridge_cv(f_tr, tr.y[s], folds, config.eval.alphas)
+    w, a = baselines.ridge_cv(f_tr, tr.y[s], folds, config.eval.alphas)
     pred = baselines.predict(w, f_tr, tr.y[s], f_te)
     weights.append(w.astype(np.float32))
+    alphas.append(a)
     r.append(signal.correlation(pred, te.y[s]))
-  return {"weights": weights, "test_r": np.stack(r)}
+  return {"weights": weights, "test_r": np.stack(r), "alphas": alphas}
 
 
 def transfer(config, fit, held: int):

@@ -6,7 +6,7 @@ with unit-norm decoder rows D (normalized in the forward pass) and the encoder
 initialized to the decoder's transpose. The coupling: every subject s predicts its voxels
 from the FIR-delayed codes through its own atom-to-voxel map,
 y_s(t) = sum_d z(t - d) M_s[d] + c_s, and the loss is
-    FVU(x, x_hat) + beta * mean_s MSE(y_s, y_hat_s) + l2 * mean(M^2),
+    FVU(x, x_hat) + beta * [mean_s MSE(y_s, y_hat_s) + alpha/T * mean_{s,v} |M_s[:, v]|^2],
 trained jointly (encoder, decoder and all maps) with Adam on random minibatches of TRs.
 beta = 0 is the plain SAE of the two-stage baseline (its maps are then fitted by ridge).
 Training runs as one `lax.scan` over steps, `vmap`ped over a grid of (lr, beta) so the
@@ -81,11 +81,10 @@ class TrainSpec:
   k: int
   steps: int
   batch: int
-  l2: float          # penalty on the maps (per element, mean)
   coupled: bool      # False: reconstruction only (the SAE of the two-stage baseline)
 
 
-def loss_fn(params, batch, beta, spec: TrainSpec):
+def loss_fn(params, batch, beta, map_alpha, spec: TrainSpec):
   x, x_pad, prev, y, idx = batch
   xb = x[idx]
   z = encode(params["sae"], xb, spec.k)
@@ -96,7 +95,10 @@ def loss_fn(params, batch, beta, spec: TrainSpec):
     zd = delayed_codes(params["sae"], x_pad, prev[:, idx], spec.k)
     pred = predict_brain(params["maps"], zd)
     brain = jnp.mean((pred - y[:, idx]) ** 2)
-    total = total + beta * brain + spec.l2 * jnp.mean(params["maps"]["m"] ** 2)
+    # Per voxel, brain + penalty is the minibatch estimate of the ridge objective
+    # (|y - Z M|^2 + alpha |M|^2) / T, so `map_alpha` is on the scale of a ridge alpha.
+    ridge = map_alpha / x.shape[0] * jnp.mean(jnp.sum(params["maps"]["m"] ** 2, axis=1))
+    total = total + beta * (brain + ridge)
     out["brain_mse"] = brain
   out["loss"] = total
   return total, out
@@ -112,7 +114,7 @@ def init_state(key, d: int, n_atoms: int, n_delays: int, n_subjects: int, n_vox:
 
 @functools.lru_cache(maxsize=None)
 def make_train(spec: TrainSpec):
-  """Returns jitted `run(states, lrs, betas, data, data_key, start, n)` over a grid.
+  """Returns jitted `run(states, lrs, betas, data, data_key, map_alpha, start, n)`.
 
   `states` carry a leading grid axis G; `lrs`, `betas` are (G,). Steps start..start+n-1
   run in one scan; minibatch of step s is drawn from fold_in(data_key, s), identically for
@@ -120,23 +122,23 @@ def make_train(spec: TrainSpec):
   """
   adam = optax.scale_by_adam()
 
-  def one_step(state, lr, beta, data, data_key, step):
+  def one_step(state, lr, beta, data, data_key, map_alpha, step):
     x, x_pad, prev, y = data
     idx = jax.random.randint(jax.random.fold_in(data_key, step), (spec.batch,), 0,
                              x.shape[0])
     grads, m = jax.grad(loss_fn, has_aux=True)(state["params"], (x, x_pad, prev, y, idx),
-                                              beta, spec)
+                                              beta, map_alpha, spec)
     upd, opt = adam.update(grads, state["opt"], state["params"])
     params = jax.tree.map(lambda p, u: p - lr * u, state["params"], upd)
     return {"params": params, "opt": opt}, m
 
-  def run(states, lrs, betas, data, data_key, start, n: int):
+  def run(states, lrs, betas, data, data_key, map_alpha, start, n: int):
     def body(states, step):
-      return jax.vmap(one_step, in_axes=(0, 0, 0, None, None, None))(
-          states, lrs, betas, data, data_key, step)
+      return jax.vmap(one_step, in_axes=(0, 0, 0, None, None, None, None))(
+          states, lrs, betas, data, data_key, map_alpha, step)
     return jax.lax.scan(body, states, start + jnp.arange(n))
 
-  return jax.jit(run, static_argnums=(6,), donate_argnums=(0,))
+  return jax.jit(run, static_argnums=(7,), donate_argnums=(0,))
 
 
 def prev_index(story_lengths, delays) -> np.ndarray:
