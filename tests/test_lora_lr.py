@@ -458,6 +458,15 @@ def test_run_grid_structure_and_lambda_once_per_seed():
                    np.float64)
     top = np.linalg.eigvalsh((H + H.T) / 2)[-1]
     assert grid.lam[i] == pytest.approx(top, rel=2e-2)
+  # The memory-bounded path of the SmolLM2 leg (one model at a time, prompts in chunks)
+  # gives the same per-example losses and generations.
+  two = jax.tree.map(lambda x: jnp.stack([x, 1.01 * x]), base())
+  np.testing.assert_allclose(
+      finetune.evaluator(CFG, 1, 2)(two, data.eval_tokens, data.eval_mask),
+      finetune.evaluator(CFG)(two, data.eval_tokens, data.eval_mask), rtol=1e-5)
+  np.testing.assert_array_equal(
+      finetune.decoder(CFG, 4, 1, 2)(two, data.prompts, data.prompt_lens),
+      finetune.decoder(CFG, 4)(two, data.prompts, data.prompt_lens))
   tc0 = finetune.TrainConfig(steps=2, batch=4, hessian_iters=0)
   assert np.all(np.isnan(finetune.lambda_max(base(), CFG, ac, tc0, data.train_tokens,
                                              data.train_mask, [0, 1])))
