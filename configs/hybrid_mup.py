@@ -42,7 +42,7 @@ def get_config(arg=None):
       batch_size=16, seq_len=64, seeds=1, lrs=(0.0,), eval_windows=128, log_every=25,
       eval_every=150,
       study_steps=80, study_seeds=3, study_widths=(16, 32, 64), study_base=16,
-      study_lrs=(2e-3, 4e-3, 8e-3, 1.6e-2, 3.2e-2),
+      study_lrs=(4e-3, 8e-3, 1.6e-2, 3.2e-2, 6.4e-2, 1.28e-1),
       study_sgd_lrs=(0.1, 0.3, 1.0, 3.0, 10.0),
       study_seq=32, study_batch=8, study_pattern="MA", study_sweeps="all",
       study_eval_windows=128, study_scan="sequential")
