@@ -16,13 +16,14 @@ the same size sequenced over its task inputs, and a rank-R adapter bank.
   # your own drawings (CSV drawing,segment,x,y or npz 'paths' (N, S, P, 2)):
   python launch/train.py --config=configs/motor_adapters.py:drawings=/path/d.csv --workdir=/tmp/ma2
 
-Expected (commit e919625, 2 shared CPU cores, load ~6): the study takes ~6 min (345 s)
-and reports, over 3 seeds, primitive errors 0.75 / 0.64 / 0.48 cm (adapters / rank-2
-bank / multitask), letter-drawing (OOD) errors 1.67 / 1.66 / 1.46 cm with the learned
-policy and 0.95 / 0.94 / 1.10 cm with each stroke's own code, adapter participation
-ratio 4.75 of 64 (rank-2 bank 1.27, Gaussian 31.6), subspace overlap 0.27 (chance 0.03).
-A train run is the same computation without the table. `:smoke` runs a tiny setting;
-almost all of its ~2-3 min is XLA compilation of the four programs on a loaded machine.
+Expected (commit 418559d code, 2 shared CPU cores): the study takes ~3-6 min (188 s)
+and reports, over 3 seeds, a code learned from a non-informative start (13.7 of 14
+primitives move, 12-14 distinct adapters), primitive errors 1.28 / 1.15 / 0.48 cm
+(adapters / rank-2 bank / multitask), letter-drawing (OOD) errors 1.80 / 1.59 / 1.48 cm
+with the learned policy and 1.59 / 1.45 / 1.07 cm with each stroke's own code, adapter
+participation ratio 5.2 of 64 (rank-2 bank 1.44, Gaussian 31.6), subspace overlap 0.23
+(chance 0.03). A train run is the same computation without the table. `:smoke` runs a
+tiny setting (compiled without LLVM optimisation; almost all of it is compilation).
 """
 import ml_collections
 
@@ -39,7 +40,7 @@ def get_config(arg=None):
       rank=2, batch=16, policy_batch=8, move_steps=40, hold_steps=10, chunk=50,
       lrs=(3e-3, 1e-2), policy_lrs=(3e-2, 1e-1), pool=256, eval_starts=4, segments=3,
       kinds=("adapters", "lowrank", "multitask"), drawings="", balance=4.0, code_lr=0.05,
-      tau_start=4.0, tau_end=0.5, fast_compile=False)
+      tau_start=4.0, tau_end=0.5, code_frac=1.0, fast_compile=False)
   config = ml_collections.ConfigDict()
   config.experiment = "jaxpapers.papers.motor_adapters.experiment"
   config.seed = arg.seed  # first seed; lanes use seed, seed + 1, ...
@@ -81,6 +82,7 @@ def get_config(arg=None):
   config.optim = ml_collections.ConfigDict()
   config.optim.lrs = arg.lrs  # Adam learning rates (a lane each; best on validation)
   config.optim.code_lr = arg.code_lr  # Adam learning rate of the code logits
+  config.optim.code_frac = arg.code_frac  # ... cosine-decayed to 0 over this part of stage 1
   config.optim.balance = arg.balance  # weight of the load-balancing term (Switch)
   config.optim.clip = 1.0  # global-norm gradient clip
   config.optim.effort = 1.0  # weight of mean excitation^2

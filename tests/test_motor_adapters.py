@@ -224,9 +224,12 @@ def test_code_starts_non_informative_and_is_balanced_by_the_switch_loss():
   assert float(training.temperature(hp, 50)) == pytest.approx(1.0, rel=1e-5)
   assert float(training.temperature(hp, 100)) == pytest.approx(0.25, rel=1e-5)
   # the code's learning rate decays (cosine) to zero over stage 1
-  hp = dict(hp, code_lr=0.2)
+  hp = dict(hp, code_lr=0.2, code_frac=1.0)
   assert [float(training.code_lr(hp, s)) for s in (0, 50, 100)] == pytest.approx(
       [0.2, 0.1, 0.0], abs=1e-7)
+  hp = dict(hp, code_frac=0.5)  # ... or over the first half, then frozen
+  assert [float(training.code_lr(hp, s)) for s in (0, 25, 50, 80)] == pytest.approx(
+      [0.2, 0.1, 0.0, 0.0], abs=1e-7)
 
 
 def test_low_rank_bank_has_rank_at_most_r():

@@ -52,6 +52,7 @@ def make_hp(config) -> training.Hyper:
                         adapters=m.adapters, rank=m.rank, code_noise=m.code_noise,
                         tau_start=m.tau_start, tau_end=m.tau_end, steps=t.steps,
                         policy_tau=m.policy_tau, balance=o.balance, code_lr=o.code_lr,
+                        code_frac=o.code_frac,
                         effort=o.effort, activity=o.activity, clip=o.clip,
                         tasks=tasks_lib.N_PRIMITIVES, fast_compile=t.fast_compile)
 

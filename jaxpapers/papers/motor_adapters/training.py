@@ -80,11 +80,11 @@ def _apply(params, opt_state, grads, lr, clip, code_lr=None):
 
 
 def code_lr(hp, step):
-  """Learning rate of the code logits: cosine decay from `code_lr` to zero over stage
-  1, so the assignment settles before the adapters' final fit (the straight-through
+  """Learning rate of the code logits: cosine decay from `code_lr` to zero over the
+  first `code_frac` of stage 1 (then zero: the code is frozen), so the assignment settles before the adapters' final fit (the straight-through
   gradient is noisy: at a constant rate near-tied primitives kept switching adapters
   until the last step)."""
-  frac = jnp.clip(step / max(hp["steps"], 1), 0.0, 1.0)
+  frac = jnp.clip(step / max(hp["steps"] * hp["code_frac"], 1), 0.0, 1.0)
   return hp["code_lr"] * 0.5 * (1 + jnp.cos(jnp.pi * frac))
 
 
