@@ -64,16 +64,18 @@ def test_skeleton_matches_euler_lagrange_by_autodiff():
     vy = P.l1 * jnp.cos(q[0]) * qd[0] + P.l2g * jnp.cos(q[0] + q[1]) * (qd[0] + qd[1])
     return (0.5 * P.m1 * v1**2 + 0.5 * P.i1 * qd[0] ** 2 + 0.5 * P.m2 * (vx**2 + vy**2)
             + 0.5 * P.i2 * (qd[0] + qd[1]) ** 2)
+  @jax.jit
+  @jax.vmap
+  def terms(q, qd, tau):  # one compiled program for all samples (op-by-op is slow)
+    return (jax.hessian(t_fn, argnums=1)(q, qd),
+            jax.jacfwd(jax.grad(t_fn, argnums=1), argnums=0)(q, qd),
+            jax.grad(t_fn, argnums=0)(q, qd), arm.skeleton_accel(P, q, qd, tau))
   rng = np.random.default_rng(0)
-  for _ in range(5):
-    q, qd, tau = (jnp.asarray(rng.normal(size=2), jnp.float32) for _ in range(3))
-    mm = jax.hessian(t_fn, argnums=1)(q, qd)
-    mixed = jax.jacfwd(jax.grad(t_fn, argnums=1), argnums=0)(q, qd)
-    dtdq = jax.grad(t_fn, argnums=0)(q, qd)
-    ref = np.linalg.solve(np.asarray(mm, np.float64),
-                          np.asarray(tau - mixed @ qd + dtdq, np.float64))
-    np.testing.assert_allclose(arm.skeleton_accel(P, q, qd, tau), ref, rtol=1e-4,
-                               atol=1e-4)
+  q, qd, tau = (rng.normal(size=(5, 2)).astype(np.float32) for _ in range(3))
+  mm, mixed, dtdq, ours = (np.asarray(x, np.float64) for x in terms(q, qd, tau))
+  for i in range(5):
+    ref = np.linalg.solve(mm[i], tau[i] - mixed[i] @ qd[i] + dtdq[i])
+    np.testing.assert_allclose(ours[i], ref, rtol=1e-4, atol=1e-4)
 
 
 def test_joint_limits_hold_under_full_flexion():
