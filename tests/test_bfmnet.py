@@ -442,7 +442,8 @@ def test_expost_spend_draws_match_closed_form():
   x = jnp.asarray([0.5, 0.5])
   pay = x * 0.6
   spends = np.asarray(regretnet.expost_spends(x, pay, jax.random.PRNGKey(0), 20000))
-  assert set(np.round(np.unique(spends), 5)) <= {0.0, 0.6, 1.2}
+  levels = np.asarray([0.0, 0.6, 1.2])
+  assert np.all(np.min(np.abs(spends[:, None] - levels[None]), axis=1) < 1e-6)
   assert np.mean(spends > 1.0) == pytest.approx(0.25, abs=0.015)
   soft = np.asarray(regretnet.relaxed_spend(x, pay, jax.random.PRNGKey(1), 20000, 0.01))
   assert soft.mean() == pytest.approx(0.6, abs=0.02)          # E[spend] = sum p
