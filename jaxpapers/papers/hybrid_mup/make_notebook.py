@@ -33,7 +33,7 @@ SMOKE = os.environ.get("JAXPAPERS_SMOKE") == "1"
 if SMOKE:
   arg = "smoke,study_sweeps=width,study_lrs=3e-3+1e-2,study_steps=3"
 else:
-  arg = ("study_sweeps=width,study_widths=16+64,study_lrs=2e-3+8e-3+3.2e-2,study_steps=60,"
+  arg = ("study_sweeps=width,study_widths=16+64,study_lrs=8e-3+3.2e-2+1.28e-1,study_steps=80,"
          "study_seeds=1,max_chars=1000000")
 config = config_lib.load("configs/hybrid_mup.py:" + arg)
 print(config.study)"""
