@@ -25,8 +25,10 @@ import matplotlib.pyplot as plt
 
 from jaxpapers.core import config as config_lib
 SMOKE = os.environ.get("JAXPAPERS_SMOKE") == "1"
-# 100 validation / 100 test problems keep the notebook short (the study uses 500 / 500).
-config = config_lib.load("configs/lora_lr.py:" + ("smoke=true" if SMOKE else "n_val=100,n_test=100"))
+# 100 validation / 100 test problems and 300 steps keep the notebook short (the study:
+# 500 / 500 problems, 500 steps).
+config = config_lib.load("configs/lora_lr.py:" + ("smoke=true" if SMOKE
+                                                  else "n_val=100,n_test=100,steps=300"))
 
 from jaxpapers.papers.lora_lr import experiment, finetune, selection, tasks
 workdir = os.path.abspath("lora_lr_colab")       # the pretrained tiny model is cached here
