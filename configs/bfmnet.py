@@ -38,7 +38,7 @@ _SMOKE = dict(n=5, steps=10, batch=8, log_every=5, hidden=8, channels=4, monoton
               valuations=("additive",), cost_dists=("uniform",), study_steps=(5, 5),
               study_batch=(8, 8), study_eval=(8, 8), study_regret=(2, 2), gap_steps=10,
               distill_steps=10, ascent_steps=2, eval_ascent_steps=3, expost_samples=16,
-              val_instances=8, lrs=(1e-3, 1e-2))
+              val_instances=8, lrs=(1e-3, 1e-2), regretnet_lrs=(1e-3, 3e-3))
 
 
 def get_config(arg=None):
@@ -52,7 +52,7 @@ def get_config(arg=None):
       study_eval=(0,), study_regret=(0,), gap_steps=200, distill_steps=300,
       gap_variants=("base", "long", "wide", "distill"), lr=3e-3, ascent_steps=5,
       eval_ascent_steps=25, expost_samples=256, val_instances=64,
-      lrs=(1e-3, 3e-3, 1e-2))
+      lrs=(1e-3, 3e-3, 1e-2), regretnet_lrs=(3e-4, 1e-3, 3e-3))
   config = ConfigDict()
   config.experiment = "jaxpapers.papers.bfmnet.experiment"
   config.seed = arg.seed
@@ -133,5 +133,7 @@ def get_config(arg=None):
   config.study.gap_steps = arg.gap_steps           # singer_gap: value-training steps
   config.study.distill_steps = arg.distill_steps   # singer_gap: regression to Singer's prices
   config.study.gap_variants = tuple(arg.gap_variants)  # singer_gap: base|long|wide|distill
-  config.study.lrs = tuple(float(x) for x in arg.lrs)  # neural: learning-rate sweep
+  config.study.lrs = tuple(float(x) for x in arg.lrs)  # neural: BFMNet lr sweep
+  # neural: RegretNet lr sweep (lr 1e-2 gave NaN within 50 steps in a first attempt)
+  config.study.regretnet_lrs = tuple(float(x) for x in arg.regretnet_lrs)
   return config_lib.lock(config)

@@ -216,8 +216,10 @@ def regretnet_expost(model, params, markets, rng, samples: int):
   """Ex-post budget audit of the lottery mechanism on truthful bids, per instance:
   (share of `samples` realised winner sets that overspend, largest realised spend / B)."""
   def one(market, r):
-    x, p = regretnet_out_fn(model, params, market)(market["costs"][None])
-    spends = regretnet_lib.expost_spends(x[0], p[0], r, samples)
+    z, pair = markets_lib.features(market)
+    x, _, pi = model.clone(with_win_price=True).apply({"params": params}, z, pair,
+                                                      market["costs"][None])
+    spends = regretnet_lib.expost_spends(x[0], pi[0], r, samples)
     return (jnp.mean((spends > market["budget"] * (1 + 1e-5)).astype(jnp.float32)),
             jnp.max(spends) / market["budget"])
   rngs = jax.random.split(rng, markets["costs"].shape[0])

@@ -24,6 +24,7 @@ import jax.numpy as jnp
 
 class RegretNet(nn.Module):
   hidden: int = 32
+  with_win_price: bool = False   # also return pi = payment on a win (clone(...=True))
 
   @nn.compact
   def __call__(self, z_NxF, pair_NxNxQ, bids_PxN):
@@ -37,8 +38,10 @@ class RegretNet(nn.Module):
     agg = jnp.einsum("ijh,pjh->pih", wpair * others, e)
     o = nn.Dense(2)(nn.gelu(nn.Dense(h)(jnp.concatenate([e, agg], axis=-1))))
     x = nn.sigmoid(o[..., 0])
-    pay = x * bids_PxN + x * nn.softplus(o[..., 1] - 1.0) * 0.5
-    return x, pay
+    pi = bids_PxN + nn.softplus(o[..., 1] - 1.0) * 0.5       # paid on a win, >= bid
+    if self.with_win_price:
+      return x, x * pi, pi
+    return x, x * pi
 
 
 def init_params(rng, model: RegretNet, n: int, n_feat: int = 4, n_pair: int = 2):
@@ -95,21 +98,18 @@ def ascend_misreports(out_fn, costs_N, init_NxM, steps: int, lr: float, hi: floa
   return jax.lax.stop_gradient(mis)
 
 
-def win_payments(x_N, pay_N):
-  """Payment to a lottery winner, pi_i = p_i / x_i (0 where x_i = 0)."""
-  return jnp.where(x_N > 0, pay_N / jnp.where(x_N > 0, x_N, 1.0), 0.0)
-
-
-def relaxed_spend(x_N, pay_N, rng, samples: int, temp: float):
-  """Realised spend sum_{i in S} pi_i for `samples` relaxed (Gumbel-sigmoid) draws of S."""
-  pi = win_payments(x_N, pay_N)
+def relaxed_spend(x_N, pi_N, rng, samples: int, temp: float):
+  """Realised spend sum_{i in S} pi_i for `samples` relaxed (Gumbel-sigmoid) draws of S.
+  pi comes from the network directly (dividing p by a vanishing x would give NaN
+  gradients)."""
+  pi = pi_N
   logit = jnp.log(jnp.clip(x_N, 1e-6, 1.0)) - jnp.log(jnp.clip(1.0 - x_N, 1e-6, 1.0))
   u = jax.random.uniform(rng, (samples,) + x_N.shape, minval=1e-6, maxval=1.0 - 1e-6)
   w = jax.nn.sigmoid((logit[None] + jnp.log(u) - jnp.log1p(-u)) / temp)
   return w @ pi
 
 
-def expost_spends(x_N, pay_N, rng, samples: int):
+def expost_spends(x_N, pi_N, rng, samples: int):
   """Realised spends of `samples` hard draws of the independent lotteries: (samples,)."""
   win = jax.random.uniform(rng, (samples,) + x_N.shape) < x_N[None]
-  return win.astype(pay_N.dtype) @ win_payments(x_N, pay_N)
+  return win.astype(pi_N.dtype) @ pi_N

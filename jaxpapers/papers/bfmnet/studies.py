@@ -305,8 +305,11 @@ def neural_study(config, workdir):
   commit = study_lib.git_commit(paths=experiment.PAPER_PATHS)
   t0 = time.perf_counter()
   cells = [(v, d) for v in config.study.valuations for d in config.study.cost_dists]
-  lrs = np.asarray(config.study.lrs, np.float32)
-  n_c, n_l = len(cells), len(lrs)
+  sweeps = {"bfmnet": np.asarray(config.study.lrs, np.float32),
+            "regretnet": np.asarray(config.study.regretnet_lrs, np.float32)}
+  if len(set(map(len, sweeps.values()))) != 1:
+    raise ValueError("study.lrs and study.regretnet_lrs need the same length")
+  n_c, n_l = len(cells), len(config.study.lrs)
   rows, sweep = [], []
   ev = config.eval
   grid = jnp.linspace(0.0, markets_lib.COST_MAX, ev.regret_grid)
@@ -322,6 +325,7 @@ def neural_study(config, workdir):
     reg_mk = jax.tree.map(lambda x: x[:, :cfg.eval.regret_instances], mk)
     res = [dict() for _ in cells]
     for kind in ("bfmnet", "regretnet"):
+      lrs = sweeps[kind]
       t1 = time.perf_counter()
       model, params, info = experiment.train(cfg, kind, ids_rep,
                                              os.path.join(workdir, f"n{n}"), lrs=np.tile(lrs, n_c))

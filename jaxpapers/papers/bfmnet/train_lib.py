@@ -73,7 +73,10 @@ def regretnet_instance(model, params, market, rng, grid_G, bcfg):
       bcfg.ascent_steps, bcfg.ascent_lr, markets_lib.COST_MAX)
   mis = jnp.concatenate([jnp.broadcast_to(grid_G[None], (n, grid_G.shape[0])), found], 1)
   rgt, (x, p) = regretnet_lib.regret(out_fn, market["costs"], mis)
-  spend = regretnet_lib.relaxed_spend(x, p, r_spend, bcfg.expost_samples, bcfg.expost_temp)
+  _, _, pi = model.clone(with_win_price=True).apply({"params": params}, z, pair,
+                                                    market["costs"][None])
+  spend = regretnet_lib.relaxed_spend(x, pi[0], r_spend, bcfg.expost_samples,
+                                      bcfg.expost_temp)
   return {"value": markets_lib.multilinear(market, x) / jnp.sum(market["weights"]),
           "regret": jnp.mean(rgt),
           "budget_violation": jnp.mean(jnp.maximum(spend - market["budget"], 0.0))
