@@ -10,6 +10,7 @@ with an affordable i*, GREEDY-SM(B/2) alone, tuned sequential posted prices):
   python launch/study.py --config=configs/bfmnet.py:study=classical --workdir=/tmp/bfm_cl
   python launch/study.py --config=configs/bfmnet.py:study=singer_gap --workdir=/tmp/bfm_gap
   python launch/study.py --config=configs/bfmnet.py:study=scale --workdir=/tmp/bfm_scale
+  python launch/study.py --config=configs/bfmnet.py:study=neural,ns=5 --workdir=/tmp/bfm_nn
   python launch/benchmark.py --config=configs/bfmnet.py:n=10 --workdir=/tmp/bfm_bench
 
 Expected (2 shared CPU cores): the train run takes a few minutes, mostly XLA compilation,
@@ -18,7 +19,9 @@ budget and IR violations and no gain from any misreport. Against the corrected c
 baselines BFMNet (main-study training budget) is below the best proven-truthful baseline
 in every cell (Singer on additive, tuned posted prices on submodular markets) and above
 the corrected CGL in 13 of 16 cells. `study=classical` (no training) took 469 s,
-`study=singer_gap,gap_variants=base+long+wide` 489 s (commits 7dd190d, 33f7434); tables
+`study=singer_gap,gap_variants=base+long+wide` 489 s, `study=neural,ns=5` 183 s (commits
+7dd190d, 33f7434, 09ce6c9; at n = 5 the ex-post-constrained RegretNet with its lr chosen on
+validation collapses to buying nothing, BFMNet keeps 0.60-0.76); tables
 and commands in jaxpapers/papers/bfmnet/README.md. Smoke values are overridden by
 explicit args (`:smoke,steps=50`).
 """
