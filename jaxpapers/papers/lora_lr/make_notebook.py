@@ -15,7 +15,7 @@ stated arithmetic facts ("3 plus 4 is 7."), fine-tuned with vanilla LoRA on gene
 problems whose targets give the reasoning step, then the number ("6 plus 8 is 14"; scored on the
 final number): greedy generations before and after, then a small learning-rate sweep of LoRA vs
 PiSSA, with the best LR of each chosen on the validation problems and its test score shown.
-The default setting pretrains for 1500 steps first (a few minutes on a CPU; cached). With
+The default setting pretrains for 1000 steps first (a few minutes on a CPU; cached). With
 `JAXPAPERS_SMOKE=1` everything is shrunk to seconds (random-init model, a few steps), so the
 numbers are meaningless there."""
 
@@ -25,10 +25,11 @@ import matplotlib.pyplot as plt
 
 from jaxpapers.core import config as config_lib
 SMOKE = os.environ.get("JAXPAPERS_SMOKE") == "1"
-# 100 validation / 100 test problems and 300 steps keep the notebook short (the study:
-# 500 / 500 problems, 500 steps).
+# 100 validation / 100 test problems, 300 fine-tuning and 1000 pretraining steps keep the
+# notebook to a few minutes (the study: 500 / 500 problems, 500 and 1500 steps).
 config = config_lib.load("configs/lora_lr.py:" + ("smoke=true" if SMOKE
-                                                  else "n_val=100,n_test=100,steps=300"))
+                                                  else "n_val=100,n_test=100,steps=300,"
+                                                       "pretrain_steps=1000"))
 
 from jaxpapers.papers.lora_lr import experiment, finetune, selection, tasks
 workdir = os.path.abspath("lora_lr_colab")       # the pretrained tiny model is cached here
