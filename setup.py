@@ -30,6 +30,10 @@ PAPER_EXTRAS = {
     "observer": ["cvxpy>=1.9.3,<1.10", "clarabel>=0.11.1,<0.12", "scs>=3.3.1,<3.4"],
     # flowgda: minibatch optimal-transport pairing.
     "flowgda": ["ott-jax>=0.6.0,<0.7"],
+    # visitation_reward: MountainCar from gymnax (six is an undeclared dependency of it).
+    "visitation": ["gymnax>=1.0.1,<1.1", "six>=1.17,<2"],
+    # coupled_sae: voxelwise ridge baselines (himalaya) and the LeBel et al. .hf5 files.
+    "coupled_sae": ["himalaya>=0.4.11,<0.5", "h5py>=3.16,<3.17"],
 }
 
 EXTRAS_REQUIRE = {
@@ -44,6 +48,9 @@ EXTRAS_REQUIRE = {
     **PAPER_EXTRAS,
     # lpr: reading the UCI tables of Debian's r-cran-mlbench (.rda files).
     "mlbench": ["rdata>=1.1.0,<1.2"],
+    # visitation_reward's optional brax leg (reacher / pusher with a sparse success reward;
+    # minutes of XLA compilation on CPU, so not in the test extra).
+    "brax": ["brax>=0.14.2,<0.15"],
     # PyTorch eager references for launch/benchmark.py (torch: a local CPU wheel here);
     # transformers + peft: lora_lr's LoRA step and GGUF logits cross-check on SmolLM2.
     "torch": ["torch==2.13.0", "transformers>=5.24,<5.25", "peft>=0.21.2,<0.22"],
