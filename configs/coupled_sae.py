@@ -12,8 +12,12 @@ SAE -> ridge and PCA -> ridge, on simulated multi-subject fMRI with planted atom
   # real data in the LeBel et al. (2023, ds003020) layout:
   python launch/train.py --config=configs/coupled_sae.py:source=lebel,path=/data/ds003020,subjects=UTS01+UTS02+UTS03,stories=wheretheressmoke+fromboyhoodtofatherhood+... --workdir=/tmp/csae_real
 
-Expected: see jaxpapers/papers/coupled_sae/README.md (measured table, command and
-commit). `:smoke` uses a tiny random llama and a tiny surface and runs in seconds.
+Expected (study at commit 007c4ca, 3 seeds, shared 2-core CPU): ~93 s SmolLM2 feature
+extraction (cached in the workdir) + ~60 s per seed; coupled model 98.5 +- 1.5% of dense
+ridge test correlation (two-stage 89.5%, PCA 98.7%), planted-atom recovery 0.70 vs 0.65
+(two-stage), low-data transfer above ridge at 30-120 TRs. Full table:
+jaxpapers/papers/coupled_sae/README.md. `:smoke` uses a tiny random llama and a tiny
+surface and runs in ~15 s.
 """
 import ml_collections
 
