@@ -18,7 +18,12 @@ over learning rates and seeds.
   # the study (coordinate check; width / depth / seq / batch / ratio / optimizer sweeps):
   python launch/study.py --config=configs/hybrid_mup.py --workdir=/tmp/hm_study
 
-Expected result and runtime of the study: see jaxpapers/papers/hybrid_mup/README.md.
+Study (measured at commit 143d914, 381 s on 2 loaded CPU cores; widths 16-64, 80 steps,
+3 seeds): muP's best LR stays at 3.2e-2 from d=16 to 32 and moves one grid step at 64
+(gap +0.06 +- 0.14 bits per byte); unchanged by sequence length, batch, attention:SSM
+ratio and a Nemotron-H-shaped pattern; SGD breaks transfer (gap +0.13 +- 0.04), global
+Adam does not; every parametrization fails the coordinate check. Details and verdicts:
+jaxpapers/papers/hybrid_mup/README.md.
 Smoke (seconds): `:smoke`.
 """
 import ml_collections
