@@ -1,0 +1,60 @@
+"""Every paper's training resumes exactly, or says why it needs no checkpoint (issue 11).
+
+Each checkpointing paper carries its own kill/resume test (it knows where its run can be
+stopped: a chunk, a phase, a stage); this file keeps that list complete. A new paper
+fails here until it names its exact-resume test or the reason it does not checkpoint,
+and a paper that starts checkpointing must name a test.
+"""
+import ast
+import glob
+import os
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+# paper -> "tests/file.py::test_name" (a kill after a checkpoint, a resume, a bitwise
+# comparison with an uninterrupted run) or "no checkpoint: <why>".
+RESUME_TESTS = {
+    "bfmnet": "tests/test_bfmnet.py::test_resume_is_bitwise_exact",
+    "coupled_sae": "tests/test_coupled_sae.py::"
+                   "test_coupled_training_fits_voxels_and_resumes_exactly",
+    "drift_ident": "no checkpoint: each study cell is one jitted scan of seconds; the "
+                   "study caches finished cells",
+    "flowgda": "tests/test_flowgda.py::test_resume_after_a_phase_is_exact",
+    # The LM task on the unchanged core loop (jaxpapers/nn/lm.py); the loop's SIGKILL test
+    # covers it.
+    "hybrid_mup": "tests/test_core_resume.py::test_sigkill_then_resume_is_bitwise_exact",
+    "lie_bases": "tests/test_lie_bases.py::test_training_resumes_exactly_and_learns",
+    "lora_lr": "tests/test_lora_lr.py::"
+               "test_pretraining_runs_on_the_core_loop_and_restores_its_checkpoint",
+    "lpr": "tests/test_lpr.py::test_train_and_evaluate_resumes_exactly",
+    "motor_adapters": "tests/test_motor_adapters.py::test_exact_resume",
+    "neural_observer": "no checkpoint: train_and_evaluate is several independent runs of "
+                       "well under a minute each",
+    "perturbed_eg": "tests/test_perturbed_eg.py::test_resume_is_bitwise_exact",
+    "visitation_reward": "tests/test_visitation_reward.py::test_smoke_train_resumes_exactly",
+    "stompp": "tests/test_stompp.py::"
+              "test_augmented_run_resumes_exactly_and_reports_the_committed_network",
+}
+PAPERS = sorted(os.path.basename(os.path.dirname(p)) for p in
+                glob.glob(os.path.join(ROOT, "jaxpapers", "papers", "*", "__init__.py")))
+
+
+def _test_names(path):
+  tree = ast.parse(open(os.path.join(ROOT, path)).read())
+  return {n.name for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)}
+
+
+@pytest.mark.parametrize("paper", PAPERS)
+def test_paper_names_its_exact_resume_test(paper):
+  assert paper in RESUME_TESTS, (
+      f"{paper}: add its exact-resume test (or 'no checkpoint: why') to RESUME_TESTS")
+  entry = RESUME_TESTS[paper]
+  checkpoints = any("Checkpointer" in open(f).read() for f in
+                    glob.glob(os.path.join(ROOT, "jaxpapers", "papers", paper, "*.py")))
+  if entry.startswith("no checkpoint:"):
+    assert not checkpoints, f"{paper} checkpoints now: name its exact-resume test"
+    return
+  path, _, name = entry.partition("::")
+  assert name in _test_names(path), f"{entry} does not exist"
