@@ -106,4 +106,6 @@ def get_config(arg=None):
   for name, steps in (("steps", arg.steps), ("policy_steps", arg.policy_steps)):
     if steps % arg.chunk:
       raise ValueError(f"{name}={steps} must be a multiple of chunk={arg.chunk}")
+  # Raising the stage-2 length on resume continues training (like train.steps).
+  config.resume_may_grow = ("train.policy_steps",)
   return config_lib.lock(config)
