@@ -35,3 +35,19 @@ def test_notebook_installs_the_package_first(path):
   first = next(c for c in nb.cells if c.cell_type == "code").source
   assert first == notebook.INSTALL_CELL
   assert 'importlib.util.find_spec("jaxpapers") is None' in first and "pip" in first
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS,
+                         ids=[os.path.basename(p)[:-6] for p in NOTEBOOKS])
+def test_notebook_is_committed_with_its_results(path):
+  """A reader sees the small run's printout and figure on the repository page (issue 26):
+  the committed notebook was executed to the end, without errors, and shows a figure."""
+  nb = nbformat.read(path, as_version=4)
+  code = [c for c in nb.cells if c.cell_type == "code"]
+  runs = [c for c in code[1:] if c.source.strip()]  # the install cell prints nothing
+  assert runs and all(c.get("execution_count") for c in runs), (
+      f"{os.path.basename(path)}: execute it and commit the outputs "
+      "with `python -m jaxpapers.core.notebook colabs/<name>.ipynb`")
+  outputs = [o for c in runs for o in c.get("outputs", [])]
+  assert not [o for o in outputs if o.get("output_type") == "error"]
+  assert any("image/png" in o.get("data", {}) for o in outputs), "no figure in the outputs"
