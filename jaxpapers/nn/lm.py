@@ -97,16 +97,19 @@ def optimizer(config, model: LMModel, lr):
 
 
 def make_task(config, data: text_lib.TokenData, model: LMModel, *, seed: int | None = None,
-              hparams: dict | None = None, objective: Callable = next_token_nats) -> loop.Task:
+              hparams: dict | None = None, objective: Callable = next_token_nats,
+              make_optimizer: Callable | None = None) -> loop.Task:
   """The LM pretraining Task. `seed` (default config.seed) picks the training windows;
-  `hparams` overrides float hyper-parameters ('lr', 'weight_decay'), possibly traced."""
+  `hparams` overrides float hyper-parameters ('lr', 'weight_decay'), possibly traced;
+  `make_optimizer(config, model, lr)` replaces the per-class AdamW of `optimizer` (a paper
+  comparing optimizers passes its own; `model` then needs only `init` and `apply`)."""
   seed = config.seed if seed is None else seed
   hp = {"lr": config.optim.lr, **(hparams or {})}
   unknown = set(hp) - {"lr"}
   if unknown:
     raise ValueError(f"LM task hyper-parameters {sorted(unknown)} are not supported; "
                      "known: ['lr']")
-  opt = optimizer(config, model, hp["lr"])
+  opt = (make_optimizer or optimizer)(config, model, hp["lr"])
   sched = schedule(config, hp["lr"], config.train.steps)
   T, B = config.data.seq_len, config.train.batch_size
   windows = text_lib.token_windows(data.train, B, T)

@@ -8,20 +8,8 @@ from __future__ import annotations
 
 from jaxpapers.core import loop
 from jaxpapers.core import population
-from jaxpapers.data import text as text_lib
+from jaxpapers.nn.lm_experiment import load_data, members  # the workbench's, shared
 from jaxpapers.papers.hybrid_mup import model as model_lib
-
-
-def load_data(config) -> text_lib.TokenData:
-  d = config.data
-  return text_lib.prepare(d.corpus, d.tokenizer, d.vocab_size, d.max_chars or None,
-                          d.holdout, d.path)
-
-
-def members(config) -> list[dict]:
-  seeds = [config.seed + i for i in range(config.population.seeds)]
-  lrs = config.population.lrs or (config.optim.lr,)
-  return population.grid(seeds, lr=lrs)
 
 
 def train_and_evaluate(config, workdir: str):

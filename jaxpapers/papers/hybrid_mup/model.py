@@ -12,12 +12,11 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Any, Callable
+from typing import Callable
 
 import jax
 import jax.numpy as jnp
 import numpy as np
-import optax
 
 from jaxpapers.core import loop
 from jaxpapers.data import text as text_lib
@@ -183,49 +182,6 @@ def optimizer(config, hybrid: Hybrid, lr):
 def make_task(config, data: text_lib.TokenData, hybrid: Hybrid, *, seed: int | None = None,
               hparams: dict | None = None,
               objective: Callable = lm.next_token_nats) -> loop.Task:
-  """The next-token LM Task (as `jaxpapers.nn.lm.make_task`) with config.optim.name."""
-  seed = config.seed if seed is None else seed
-  hp = {"lr": config.optim.lr, **(hparams or {})}
-  if set(hp) - {"lr"}:
-    raise ValueError(f"hyper-parameters {sorted(set(hp) - {'lr'})} are not supported; known: ['lr']")
-  opt = optimizer(config, hybrid, hp["lr"])
-  sched = lm.schedule(config, hp["lr"], config.train.steps)
-  T, B = config.data.seq_len, config.train.batch_size
-  windows = text_lib.token_windows(data.train, B, T)
-  val = text_lib.eval_windows(data.val, T, config.eval.get("max_windows", 0) or None)
-  bytes_per_row = float(data.token_bytes[val[:, 1:]].sum()) / len(val)
-
-  def init(rng):
-    params = hybrid.init(rng)
-    return {"params": params, "opt": opt.init(params)}
-
-  def train_step(state, batch, rng, step):
-    def loss_fn(p):
-      return jnp.mean(objective(hybrid.apply, p, batch["tokens"], rng))
-    loss, grads = jax.value_and_grad(loss_fn)(state["params"])
-    updates, opt_state = opt.update(grads, state["opt"], state["params"])
-    params = optax.apply_updates(state["params"], updates)
-    return ({"params": params, "opt": opt_state},
-            {"loss": loss, "grad_norm": optax.tree.norm(grads), "lr": sched(step)})
-
-  def eval_step(state, batch):
-    nats_B = jnp.sum(objective(hybrid.apply, state["params"], batch["tokens"],
-                               jax.random.PRNGKey(0)), axis=-1)
-    m = batch["mask"].astype(jnp.float32)
-    return {"count": jnp.sum(m), "loss": jnp.sum(m * nats_B) / T,
-            "bpb": jnp.sum(m * nats_B) / (math.log(2) * bytes_per_row)}
-
-  def train_batch(step, rows):
-    return {"tokens": windows(seed, step)[rows]}
-
-  def eval_batches(rows):
-    bs = config.eval.batch_size
-    for i in range(0, len(val), bs):
-      chunk = val[i:i + bs]
-      mask = np.zeros(bs, np.int32)
-      mask[:len(chunk)] = 1
-      chunk = np.concatenate([chunk, np.zeros((bs - len(chunk), T + 1), np.int32)])
-      yield {"tokens": chunk[rows], "mask": mask[rows]}
-
-  return loop.Task(init=init, train_step=train_step, eval_step=eval_step,
-                   train_batch=train_batch, eval_batches=eval_batches)
+  """The workbench's next-token LM Task with this paper's optimizer (config.optim.name)."""
+  return lm.make_task(config, data, hybrid, seed=seed, hparams=hparams, objective=objective,
+                      make_optimizer=optimizer)
