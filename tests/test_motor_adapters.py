@@ -291,6 +291,12 @@ def test_train_chunk_masks_unused_leaves_and_lanes_are_independent():
                                   length=CHUNK)
   for x, y in zip(jax.tree.leaves(moved["params"]), jax.tree.leaves(st["params"])):
     np.testing.assert_allclose(np.asarray(x)[0], np.asarray(y)[2], rtol=1e-5, atol=1e-6)
+  # ... and alone (one lane: another lane count, so a result that depended on the
+  # population size would show here; costs one compile)
+  alone, _ = training.train_chunk(_lanes(spec[2:]), jnp.int32(0), PRIM, env=ENV, hp=HP,
+                                  length=CHUNK)
+  for x, y in zip(jax.tree.leaves(alone["params"]), jax.tree.leaves(st["params"])):
+    np.testing.assert_allclose(np.asarray(x)[0], np.asarray(y)[2], rtol=1e-5, atol=1e-6)
 
 
 def test_frozen_network_gets_no_update_in_the_high_level_stage():
