@@ -30,10 +30,13 @@ def get_config(arg=None):
   arg = config_lib.parse_arg(
       arg, smoke_args=dict(seeds=1, steps=30, n_train=2, n_eval=2, total_steps=20,
                            stage1_steps=10, sdp_every=10, width=8, n_points=32,
-                           widths=(4, 8), plants=("pendulum",), n_check=200),
+                           widths=(4, 8), plants=("pendulum",), n_check=200, lrs=(3e-3,),
+                           parts=("systems", "widths")),
       smoke=False, seed=0, plant="pendulum", width=32, seeds=3, steps=100, n_train=8,
-      n_eval=8, total_steps=400, stage1_steps=200, sdp_every=50, n_points=256, lr=3e-3,
-      widths=(16, 64, 128), plants=("pendulum", "van_der_pol", "flexible_joint", "x29"),
+      n_eval=8, total_steps=300, stage1_steps=200, sdp_every=50, n_points=256, lr=3e-3,
+      lrs=(1e-3, 3e-3, 1e-2), widths=(16, 128, 256),
+      plants=("pendulum", "van_der_pol", "flexible_joint", "x29"),
+      parts=("systems", "widths", "x29"), wide_seeds=2, max_lmi_s=0.0,
       n_check=4000, csv_path="", noise_scale=1.0)
   config = ml_collections.ConfigDict()
   config.experiment = "jaxpapers.papers.neural_observer.experiment"
@@ -57,7 +60,11 @@ def get_config(arg=None):
   config.model.alpha = 0.1  # certified decay: V' <= -alpha V
 
   config.train = ml_collections.ConfigDict()
-  config.train.lr = arg.lr  # Adam learning rate, all neural methods
+  config.train.lr = arg.lr  # Adam learning rate of the notebook's single runs
+  # Learning-rate grid: each neural method (two-stage, direct LMI, unconstrained) gets its
+  # own rate from this grid, chosen on the first seed's validation split (same budget).
+  config.train.lrs = arg.lrs
+  config.train.max_lmi_s = arg.max_lmi_s  # >0: stop an LMI run after this wall-clock [s]
   config.train.total_steps = arg.total_steps  # updates per method (all methods)
   config.train.stage1_steps = arg.stage1_steps  # two-stage: point-guided pre-training
   config.train.sdp_every = arg.sdp_every  # updates between certificate SDPs
@@ -80,8 +87,12 @@ def get_config(arg=None):
   config.baselines.ekf_qd = (0.01, 0.1, 1.0, 10.0)
 
   config.study = ml_collections.ConfigDict()
+  # Resumable units (study.py): a rerun on the same workdir skips finished ones.
+  config.study.parts = arg.parts  # systems | widths | x29
   config.study.plants = arg.plants  # systems x methods at config.model.width
   config.study.widths = arg.widths  # extra widths of the pendulum sweep (plus width)
+  config.study.wide_width = 256  # widths from here on run config.study.wide_seeds seeds
+  config.study.wide_seeds = arg.wide_seeds
   config.study.width_methods = ("two_stage", "direct")
   config.study.methods = ("two_stage", "direct", "unconstrained")
   config.study.x29_noise = 3.0  # noise multiplier of the X-29 robustness ablation

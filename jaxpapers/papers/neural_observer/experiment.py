@@ -31,10 +31,36 @@ def flat(config) -> ml_collections.ConfigDict:
                                     **config.train.to_dict()})
 
 
+def _one_run(config, trainer, prob, method, seed, lr, base, total_steps=None):
+  """One training run; its row (test metrics only when a model was returned)."""
+  cfg = flat(config)
+  params, trace, s = trainer.run(method, seed, lr, prob, cfg.sdp_solver,
+                                 total_steps=total_steps, max_lmi_s=cfg.max_lmi_s)
+  row = dict(base, method=method, lr=lr, certified=s["certified"], total_s=s["total_s"],
+             time_to_cert=s["time_to_cert"], sdp_solves=s["sdp_solves"],
+             val_nmse=s["best_val_nmse"], last_val_nmse=s["last_val_nmse"],
+             margin=s.get("margin", np.nan), capped=s["capped"],
+             steps_done=s["steps_done"])
+  if method.startswith("two_stage"):
+    g = train.stage1_guarantees(prob, *trainer.stage1_state, config.eval.n_check,
+                                config.eval.beta, seed)
+    row.update(stage1_s=s["stage1_s"], **g)
+  if params is not None:
+    row.update(train.evaluate(prob, trainer.predict(params, prob.data["test"]), "test"))
+  return row, trace, s
+
+
 def run_plant(config, plant: str, width: int, methods, seeds, noise_scale: float = 1.0,
-              baselines: bool = True, trainer=None, log=None):
-  """Rows (one per method and seed) of test metrics, certificates and timings."""
-  cfg, rows = flat(config), []
+              baselines: bool = True, trainer=None, log=None, lrs=None,
+              total_steps=None):
+  """Rows (one per method and seed) of test metrics, certificates and timings.
+
+  lrs maps method -> learning rate; a method not in it has its learning rate chosen from
+  config.train.lrs on the VALIDATION split of the first seed (train.selection_score),
+  every method with the same grid and the same number of updates; the run of the chosen
+  rate is that seed's row (no rerun). Returns (rows, tuning_rows, trainer, chosen).
+  """
+  cfg, rows, tuning, chosen = flat(config), [], [], dict(lrs or {})
   for seed in seeds:
     prob = train.build_problem(cfg, plant, seed, noise_scale)
     if trainer is None:
@@ -47,17 +73,20 @@ def run_plant(config, plant: str, width: int, methods, seeds, noise_scale: float
         rows.append(dict(base, method=name, **m))
     summaries = {}
     for method in methods:
-      params, trace, s = trainer.run(method, seed, cfg.lr, prob, cfg.sdp_solver)
-      row = dict(base, method=method, certified=s["certified"], total_s=s["total_s"],
-                 time_to_cert=s["time_to_cert"], sdp_solves=s["sdp_solves"],
-                 val_nmse=s["best_val_nmse"], margin=s.get("margin", np.nan))
-      if method == "two_stage":
-        g = train.stage1_guarantees(prob, *trainer.stage1_state, config.eval.n_check,
-                                    config.eval.beta, seed)
-        row.update(stage1_s=s["stage1_s"], **g)
-      if params is not None:
-        row.update(train.evaluate(prob, trainer.predict(params, prob.data["test"]),
-                                  "test"))
+      if method in chosen:
+        row, trace, s = _one_run(config, trainer, prob, method, seed, chosen[method], base,
+                                 total_steps)
+      else:
+        cands = []
+        for lr in cfg.lrs:
+          cands.append(_one_run(config, trainer, prob, method, seed, lr, base,
+                                total_steps))
+        scores = [train.selection_score(method, c[2]) for c in cands]
+        k = min(range(len(cands)), key=lambda i: scores[i])
+        chosen[method] = float(cfg.lrs[k])
+        for i, c in enumerate(cands):
+          tuning.append(dict(c[0], part="lr_tuning", chosen=i == k))
+        row, trace, s = cands[k]
       summaries[method] = (trace, s, row)
       rows.append(row)
       if log:
@@ -68,7 +97,7 @@ def run_plant(config, plant: str, width: int, methods, seeds, noise_scale: float
       level = max(vals)
       for m in ("two_stage", "direct"):
         summaries[m][2]["time_to_matched"] = train.time_to_accuracy(summaries[m][0], level)
-  return rows, trainer
+  return rows, tuning, trainer, chosen
 
 
 def aggregate(rows, keys, metrics):
@@ -113,8 +142,9 @@ def train_and_evaluate(config, workdir):
                      config.data.dt)
   seeds = [config.seed + i for i in range(config.seeds)]
   methods = ("two_stage", "direct", "unconstrained")
-  rows, trainer = run_plant(config, config.data.plant, config.model.width, methods, seeds,
-                            config.data.noise_scale, log=log)
+  rows, tuning, trainer, chosen = run_plant(config, config.data.plant, config.model.width,
+                                            methods, seeds, config.data.noise_scale, log=log)
+  print("learning rates chosen on validation (first seed):", chosen)
   table = aggregate(rows, ["plant", "method"],
                     ["rmse_x", "rmse_d", "certified", "margin", "time_to_cert",
                      "time_to_matched", "total_s"])
@@ -122,17 +152,17 @@ def train_and_evaluate(config, workdir):
                              header=f"commit {study_lib.git_commit(paths=PATHS)}")
   print(md)
   with open(os.path.join(workdir, "rows.json"), "w") as f:
-    json.dump(rows, f, indent=1, default=str)
+    json.dump(dict(rows=rows, lr_tuning=tuning, chosen_lr=chosen), f, indent=1, default=str)
   if config.data.csv_path:
-    _estimate_csv(config, trainer, workdir)
+    _estimate_csv(config, trainer, workdir, chosen["two_stage"])
   return rows
 
 
-def _estimate_csv(config, trainer, workdir):
+def _estimate_csv(config, trainer, workdir, lr):
   """Two-stage certified observer (first seed) run on the user's trajectories."""
   cfg = flat(config)
   prob = train.build_problem(cfg, config.data.plant, config.seed, config.data.noise_scale)
-  params, _, s = trainer.run("two_stage", config.seed, cfg.lr, prob, cfg.sdp_solver)
+  params, _, s = trainer.run("two_stage", config.seed, lr, prob, cfg.sdp_solver)
   if params is None:
     print("no verified certificate for the CSV run; using the last two-stage network")
     params = trainer.stage1_state[0]
@@ -144,89 +174,7 @@ def _estimate_csv(config, trainer, workdir):
 
 
 def run_study(config, workdir):
-  commit = study_lib.git_commit(paths=PATHS)
-  metrics_lib.write_config(workdir, config)
-  t_start = time.perf_counter()
-  seeds = [config.seed + i for i in range(config.seeds)]
-  width = config.model.width
-  rows = []
-  trainers = {}
-  for plant in config.study.plants:
-    r, trainers[plant] = run_plant(config, plant, width, config.study.methods, seeds)
-    rows += [dict(x, part="systems") for x in r]
-    print(f"[study] {plant} done at {time.perf_counter() - t_start:.0f}s", flush=True)
-  # Width sweep on the pendulum: two-stage vs direct (width from the systems part).
-  for w in config.study.widths:
-    if w == width:
-      continue
-    r, _ = run_plant(config, "pendulum", w, config.study.width_methods, seeds,
-                     baselines=False)
-    rows += [dict(x, part="widths") for x in r if x["method"] != "linear_part"]
-    print(f"[study] width {w} done at {time.perf_counter() - t_start:.0f}s", flush=True)
-  if "x29" in config.study.plants:
-    r, _ = run_plant(config, "x29", width, ("two_stage_nohinge",), seeds, baselines=False,
-                     trainer=trainers["x29"])
-    rows += [dict(x, part="x29_ablation") for x in r if x["method"] != "linear_part"]
-    r, _ = run_plant(config, "x29", width, ("two_stage", "direct"), seeds,
-                     noise_scale=config.study.x29_noise, trainer=trainers["x29"])
-    rows += [dict(x, part="x29_noise") for x in r]
-  elapsed = time.perf_counter() - t_start
-  header = (f"commit {commit}; study wall-clock {elapsed:.0f}s; seeds {seeds}; "
-            f"width {width}")
-  sys_rows = [r for r in rows if r["part"] == "systems"]
-  t1 = aggregate(sys_rows, ["plant", "method"],
-                 ["rmse_x", "rmse_d", "nmse", "certified", "margin", "time_to_cert",
-                  "time_to_matched", "total_s", "local_radius", "violation",
-                  "coverage_eps"])
-  w_rows = [r for r in rows if r["part"] == "widths" or (
-      r["part"] == "systems" and r["plant"] == "pendulum"
-      and r["method"] in config.study.width_methods)]
-  t2 = aggregate(w_rows, ["width", "method"],
-                 ["time_to_matched", "time_to_cert", "total_s", "sdp_solves",
-                  "certified", "margin", "nmse"])
-  t2.sort(key=lambda r: (r["width"], r["method"]))
-  a_rows = [r for r in rows if r["part"] in ("x29_ablation", "x29_noise") or (
-      r["part"] == "systems" and r["plant"] == "x29"
-      and r["method"] in ("two_stage", "direct"))]
-  t3 = aggregate(a_rows, ["part", "noise_scale", "method"],
-                 ["rmse_x", "rmse_d", "certified", "time_to_cert", "total_s"])
-  md = (study_lib.write_table(workdir, "systems", t1, header=header)
-        + "\n" + study_lib.write_table(workdir, "widths", t2, header=header)
-        + "\n" + study_lib.write_table(workdir, "x29_ablations", t3, header=header))
-  with open(os.path.join(workdir, "rows.json"), "w") as f:
-    json.dump(dict(commit=commit, elapsed_s=elapsed, rows=rows), f, indent=1, default=str)
-  _plot(workdir, t2, sys_rows)
-  print(md)
-  return rows
-
-
-def _plot(workdir, width_table, sys_rows):
-  import matplotlib
-  matplotlib.use("Agg")
-  import matplotlib.pyplot as plt
-  fig, axes = plt.subplots(1, 2, figsize=(11, 3.8))
-  for m in ("two_stage", "direct"):
-    pts = [(r["width"], r["total_s"]) for r in width_table if r["method"] == m]
-    xs = [p[0] for p in pts]
-    ys = [float(str(p[1]).split(" ")[0]) if p[1] != "n/a" else np.nan for p in pts]
-    axes[0].plot(xs, ys, "o-", label=m)
-  axes[0].set_xscale("log", base=2)
-  axes[0].set_xlabel("width")
-  axes[0].set_ylabel("wall-clock of the run [s]")
-  axes[0].legend()
-  axes[0].set_title("pendulum: two-stage vs direct LMI")
-  plants = sorted({r["plant"] for r in sys_rows})
-  methods = ["linear_part", *BASELINES, "unconstrained", "direct", "two_stage"]
-  for j, m in enumerate(methods):
-    vals = []
-    for p in plants:
-      v = [r.get("nmse", np.nan) for r in sys_rows if r["plant"] == p and r["method"] == m]
-      vals.append(np.nanmean(v) if v else np.nan)
-    axes[1].bar(np.arange(len(plants)) + 0.09 * j, vals, width=0.09, label=m)
-  axes[1].set_xticks(np.arange(len(plants)) + 0.36, plants, fontsize=8)
-  axes[1].set_yscale("log")
-  axes[1].set_ylabel("test normalised MSE")
-  axes[1].legend(fontsize=6)
-  fig.tight_layout()
-  fig.savefig(os.path.join(workdir, "study.png"), dpi=110)
-  plt.close(fig)
+  """The study in resumable units (study.py): systems x methods with per-method learning
+  rates chosen on validation, the width sweep, the X-29 ablations."""
+  from jaxpapers.papers.neural_observer import study  # study imports this module
+  return study.run_study(config, workdir)

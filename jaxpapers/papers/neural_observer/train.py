@@ -175,22 +175,27 @@ class Trainer:
     return state
 
   def run(self, method: str, seed: int, lr: float, prob: Problem | None = None,
-          sdp_solver: str = "CLARABEL"):
-    """Trains one method for cfg.total_steps updates; returns (params, trace, summary).
+          sdp_solver: str = "CLARABEL", total_steps: int | None = None,
+          max_lmi_s: float = 0.0):
+    """Trains one method for total_steps (default cfg.total_steps) updates; returns
+    (params, trace, summary).
 
     Neural methods keep the best-on-validation model; the LMI methods keep the best
     validation model among those holding a verified certificate (None if none did).
     trace rows (one per chunk): time, step, val nmse, and for LMI rounds the SDP's t,
-    the verified flag and margin.
+    the verified flag and margin. max_lmi_s > 0 stops an LMI method at the first SDP
+    round after that many seconds of wall-clock (summary["capped"]): "no certificate
+    within T s" is then reported as such, not waited for.
     """
     cfg, prob = self.cfg, prob or self.prob
+    total_steps = total_steps or cfg.total_steps
     tr, va = prob.data["train"], prob.data["val"]
     params, R = self.init(seed)
     key = jax.random.fold_in(jax.random.PRNGKey(seed), 7)
     trace, summary = [], dict(method=method, width=self.width, seed=seed)
     pre_steps = cfg.stage1_steps if method in ("two_stage", "two_stage_nohinge") else 0
     if method == "unconstrained":
-      pre_steps = cfg.total_steps
+      pre_steps = total_steps
     w_hinge = cfg.w_hinge if method == "two_stage" else 0.0
     t0 = time.perf_counter()
     step = 0
@@ -210,7 +215,8 @@ class Trainer:
     summary["stage1_s"] = time.perf_counter() - t0
     if method == "unconstrained":
       summary.update(total_s=summary["stage1_s"], certified=False, time_to_cert=np.nan,
-                     sdp_solves=0, best_val_nmse=best_free[0])
+                     sdp_solves=0, best_val_nmse=best_free[0],
+                     last_val_nmse=trace[-1]["val_nmse"], capped=False, steps_done=step)
       return best_free[1], trace, summary
     if pre_steps:
       summary["stage1_hinge"] = float(aux1["hinge"])
@@ -220,6 +226,7 @@ class Trainer:
                              solver=sdp_solver)
     s2 = (params, self.opt_init(params, lr))
     best, best_val, t_cert, solves, sdp_s = None, np.inf, np.nan, 0, 0.0
+    capped = False
     while True:
       params = s2[0]
       W2, K = self.lmi_weights(params)
@@ -236,19 +243,31 @@ class Trainer:
           t_cert = now
         if val < best_val:
           best, best_val = (jax.tree.map(np.asarray, params), cert, check), val
-      if step >= cfg.total_steps:
+      capped = bool(max_lmi_s) and now >= max_lmi_s and step < total_steps
+      if step >= total_steps or capped:
         break
       s2, _ = self.chunk2(s2, {k: jnp.asarray(cert[k], jnp.float32)
                                for k in ("P", "mu", "lam")}, tr)
       step += cfg.sdp_every
     summary.update(total_s=time.perf_counter() - t0, certified=best is not None,
                    time_to_cert=t_cert, sdp_solves=solves, sdp_s=sdp_s,
-                   best_val_nmse=best_val)
+                   best_val_nmse=best_val, last_val_nmse=trace[-1]["val_nmse"],
+                   capped=capped, steps_done=step)
     if best is None:
       return None, trace, summary
     params, cert, check = best
     summary.update(margin=check["margin"], min_eig_P=check["min_eig_P"], cert=cert)
     return jax.tree.map(jnp.asarray, params), trace, summary
+
+
+def selection_score(method: str, summary: dict) -> tuple:
+  """Validation criterion of a learning rate (smaller is better): the unconstrained
+  network by its best validation nmse; an LMI method first by holding a verified
+  certificate at all, then by its best certified validation nmse (uncertified runs by
+  their last validation nmse, so a grid where nothing certifies still picks one)."""
+  if method == "unconstrained" or summary["certified"]:
+    return (0, float(summary["best_val_nmse"]))
+  return (1, float(summary["last_val_nmse"]))
 
 
 def time_to_accuracy(trace, level: float) -> float:

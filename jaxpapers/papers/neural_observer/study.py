@@ -1,0 +1,218 @@
+"""Two-stage training of LMI-certified neural network observers: the study, in resumable
+units.
+
+Each unit (one plant of the systems x methods part, one width of the sweep, one X-29
+ablation) is saved to `workdir/units/<unit>.json` with the commit stamped when the unit
+started; a rerun on the same workdir skips finished units, so the study can be run in
+parts of a few minutes (`:parts=systems,plants=pendulum+x29`, `:parts=widths`, ...) and
+the tables are rebuilt from every finished unit each time.
+
+- systems/<plant>: every method at config.model.width; each neural method's learning rate
+  chosen from config.train.lrs on the first seed's validation split (same grid and budget
+  for two-stage, direct LMI and unconstrained); classical baselines tuned on validation.
+- widths/<w>: pendulum, two-stage vs direct LMI at width w with the learning rates chosen
+  for the pendulum in systems/pendulum; widths >= config.study.wide_width use
+  config.study.wide_seeds seeds (the SDP grows with the width).
+- x29/nohinge, x29/noise, x29/long: X-29 (stand-in) ablations: stage 1 without the hinge;
+  measurement noise x config.study.x29_noise; a 3x longer stage 2 (tests the explanation
+  "two-stage rarely certifies because stage 2 is too short").
+"""
+from __future__ import annotations
+
+import json
+import os
+import time
+
+import numpy as np
+
+from jaxpapers.core import metrics as metrics_lib
+from jaxpapers.core import study as study_lib
+from jaxpapers.papers.neural_observer import experiment as ex
+
+
+# (plant, width) -> train.Trainer: units of one process share compiled update chunks
+# (data, seed, learning rate and noise level are arguments of the compiled functions).
+_TRAINERS = {}
+
+
+def _plant(config, plant, width, methods, seeds, **kw):
+  rows, tuning, trainer, chosen = ex.run_plant(config, plant, width, methods, seeds,
+                                               trainer=_TRAINERS.get((plant, width)), **kw)
+  _TRAINERS[(plant, width)] = trainer
+  return rows, tuning, trainer, chosen
+
+
+def _unit_path(workdir, unit):
+  return os.path.join(workdir, "units", unit.replace("/", "__") + ".json")
+
+
+def _load(workdir, unit):
+  path = _unit_path(workdir, unit)
+  if not os.path.exists(path):
+    return None
+  with open(path) as f:
+    return json.load(f)
+
+
+def _save(workdir, unit, payload):
+  path = _unit_path(workdir, unit)
+  os.makedirs(os.path.dirname(path), exist_ok=True)
+  with open(path + ".tmp", "w") as f:
+    json.dump(payload, f, indent=1, default=str)
+  os.replace(path + ".tmp", path)  # a killed study leaves no half-written unit
+
+
+def _chosen(workdir, plant):
+  done = _load(workdir, f"systems/{plant}")
+  if done is None:
+    raise ValueError(f"the learning rates of {plant} come from unit systems/{plant}: run "
+                     f"the study with :parts=systems,plants={plant} on this workdir first")
+  return done["chosen_lr"]
+
+
+def _units(config):
+  s, out = config.study, []
+  if "systems" in s.parts:
+    out += [f"systems/{p}" for p in s.plants]
+  if "widths" in s.parts:
+    out += [f"widths/{w}" for w in s.widths if w != config.model.width]
+  if "x29" in s.parts:
+    out += ["x29/nohinge", "x29/noise", "x29/long"]
+  return out
+
+
+def _run_unit(config, workdir, unit):
+  seeds = [config.seed + i for i in range(config.seeds)]
+  width, kind, name = config.model.width, *unit.split("/")
+  tuning, chosen = [], {}
+  if kind == "systems":
+    rows, tuning, _, chosen = _plant(config, name, width, config.study.methods, seeds)
+  elif kind == "widths":
+    w = int(name)
+    if w >= config.study.wide_width:
+      seeds = seeds[:config.study.wide_seeds]
+    lrs = {m: _chosen(workdir, "pendulum")[m] for m in config.study.width_methods}
+    rows, *_ = _plant(config, "pendulum", w, config.study.width_methods, seeds,
+                            baselines=False, lrs=lrs)
+    rows = [r for r in rows if r["method"] != "linear_part"]
+  else:
+    lr = _chosen(workdir, "x29")
+    if name == "nohinge":
+      rows, *_ = _plant(config, "x29", width, ("two_stage_nohinge",), seeds,
+                              baselines=False, lrs={"two_stage_nohinge": lr["two_stage"]})
+    elif name == "noise":
+      rows, *_ = _plant(config, "x29", width, config.study.methods, seeds,
+                              noise_scale=config.study.x29_noise, lrs=lr)
+    else:  # stage 2 three times longer: total = stage1 + 3 x (total - stage1)
+      total = (config.train.stage1_steps
+               + 3 * (config.train.total_steps - config.train.stage1_steps))
+      rows, *_ = _plant(config, "x29", width, ("two_stage",), seeds,
+                              baselines=False, lrs={"two_stage": lr["two_stage"]},
+                              total_steps=total)
+      rows = [dict(r, method="two_stage_long") for r in rows if r["method"] != "linear_part"]
+    rows = [r for r in rows if not (name == "nohinge" and r["method"] == "linear_part")]
+  part = kind if kind != "x29" else f"x29_{name}"
+  return dict(rows=[dict(r, part=part) for r in rows], lr_tuning=tuning, chosen_lr=chosen)
+
+
+def run_study(config, workdir):
+  metrics_lib.write_config(workdir, config)
+  t_start = time.perf_counter()
+  for unit in _units(config):
+    if _load(workdir, unit) is not None:
+      print(f"[study] {unit}: done before, skipped", flush=True)
+      continue
+    commit = study_lib.git_commit(paths=ex.PATHS)  # stamped when the unit starts
+    t0 = time.perf_counter()
+    payload = _run_unit(config, workdir, unit)
+    payload.update(unit=unit, commit=commit, elapsed_s=time.perf_counter() - t0)
+    _save(workdir, unit, payload)
+    print(f"[study] {unit} done in {payload['elapsed_s']:.0f}s (commit {commit}); "
+          f"{time.perf_counter() - t_start:.0f}s so far", flush=True)
+  return write_tables(workdir)
+
+
+def write_tables(workdir):
+  """Tables, raw rows and plot from every finished unit in the workdir."""
+  units = sorted(os.listdir(os.path.join(workdir, "units")))
+  done = [json.load(open(os.path.join(workdir, "units", u))) for u in units
+          if u.endswith(".json")]
+  rows = [r for d in done for r in d["rows"]]
+  tuning = [r for d in done for r in d["lr_tuning"]]
+  commits = sorted({d["commit"] for d in done})
+  elapsed = sum(d["elapsed_s"] for d in done)
+  header = (f"commit(s) {', '.join(commits)}; units {len(done)}; summed unit wall-clock "
+            f"{elapsed:.0f}s")
+  sys_rows = [r for r in rows if r["part"] == "systems"]
+  t1 = ex.aggregate(sys_rows, ["plant", "method"],
+                    ["lr", "rmse_x", "rmse_d", "nmse", "certified", "margin",
+                     "time_to_cert", "time_to_matched", "total_s", "local_radius",
+                     "violation", "coverage_eps"])
+  t0 = [dict(plant=r["plant"], method=r["method"], lr=r["lr"],
+             criterion=("certified val nmse" if r["certified"] else
+                        "best val nmse" if r["method"] == "unconstrained" else
+                        "not certified; last val nmse"),
+             val_nmse=(r["val_nmse"] if (r["certified"] or r["method"] == "unconstrained")
+                       else r["last_val_nmse"]),
+             total_s=r["total_s"], chosen="yes" if r["chosen"] else "")
+        for r in tuning]
+  w_rows = [r for r in rows if r["part"] == "widths" or (
+      r["part"] == "systems" and r["plant"] == "pendulum"
+      and r["method"] in ("two_stage", "direct"))]
+  t2 = ex.aggregate(w_rows, ["width", "method"],
+                    ["time_to_cert", "time_to_matched", "total_s", "sdp_solves",
+                     "certified", "capped", "margin", "nmse"])
+  t2.sort(key=lambda r: (r["width"], r["method"]))
+  a_rows = [r for r in rows if r["part"].startswith("x29_") or (
+      r["part"] == "systems" and r["plant"] == "x29")]
+  t3 = ex.aggregate(a_rows, ["part", "noise_scale", "method"],
+                    ["rmse_x", "rmse_d", "nmse", "certified", "margin", "time_to_cert",
+                     "total_s", "steps_done"])
+  md = (study_lib.write_table(workdir, "lr_tuning", t0, header=header, digits=4)
+        + "\n" + study_lib.write_table(workdir, "systems", t1, header=header)
+        + "\n" + study_lib.write_table(workdir, "widths", t2, header=header)
+        + "\n" + study_lib.write_table(workdir, "x29_ablations", t3, header=header))
+  with open(os.path.join(workdir, "rows.json"), "w") as f:
+    json.dump(dict(commits=commits, elapsed_s=elapsed,
+                   units={d["unit"]: dict(commit=d["commit"], elapsed_s=d["elapsed_s"],
+                                          chosen_lr=d["chosen_lr"]) for d in done},
+                   rows=rows, lr_tuning=tuning), f, indent=1, default=str)
+  _plot(workdir, w_rows, sys_rows)
+  print(md)
+  return rows
+
+
+def _plot(workdir, w_rows, sys_rows):
+  import matplotlib
+  matplotlib.use("Agg")
+  import matplotlib.pyplot as plt
+  fig, axes = plt.subplots(1, 3, figsize=(15, 3.8))
+  for m, c in (("two_stage", "C0"), ("direct", "C1")):
+    for k, (key, ls) in enumerate((("time_to_matched", "o-"), ("total_s", "s--"))):
+      ws = sorted({r["width"] for r in w_rows if r["method"] == m})
+      ys = [np.nanmean([float(r.get(key, np.nan)) for r in w_rows
+                        if r["method"] == m and r["width"] == w]) for w in ws]
+      axes[k].plot(ws, ys, ls, color=c, label=m)
+  for ax, t in zip(axes[:2], ("wall-clock to a verified certificate\nat matched accuracy [s]",
+                              "wall-clock of the whole run [s]")):
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel("width")
+    ax.set_ylabel(t, fontsize=8)
+    ax.legend(fontsize=8)
+    ax.set_title("pendulum: two-stage vs direct LMI", fontsize=9)
+  plants = sorted({r["plant"] for r in sys_rows})
+  methods = ["linear_part", *ex.BASELINES, "unconstrained", "direct", "two_stage"]
+  for j, m in enumerate(methods):
+    vals = []
+    for p in plants:
+      v = [r.get("nmse", np.nan) for r in sys_rows if r["plant"] == p and r["method"] == m]
+      vals.append(np.nanmean(v) if v and np.isfinite(v).any() else np.nan)
+    axes[2].bar(np.arange(len(plants)) + 0.09 * j, vals, width=0.09, label=m)
+  axes[2].set_xticks(np.arange(len(plants)) + 0.36, plants, fontsize=8)
+  axes[2].set_yscale("log")
+  axes[2].set_ylabel("test normalised MSE")
+  axes[2].legend(fontsize=6)
+  fig.tight_layout()
+  fig.savefig(os.path.join(workdir, "study.png"), dpi=110)
+  plt.close(fig)
