@@ -55,7 +55,9 @@ def get_config(arg=None):
       study_eval=(0,), study_regret=(0,), gap_steps=200, distill_steps=300,
       gap_variants=("base", "long", "wide", "distill"), lr=3e-3, ascent_steps=5,
       eval_ascent_steps=25, expost_samples=256, val_instances=64,
-      lrs=(1e-3, 3e-3, 1e-2), regretnet_lrs=(3e-4, 1e-3, 3e-3))
+      lrs=(1e-3, 3e-3, 1e-2), regretnet_lrs=(3e-4, 1e-3, 3e-3), penalty=0.0,
+      scale_variants=("offset0", "offset2", "penalty"), scale_penalty=1.0,
+      scale_log_every=10)
   config = ConfigDict()
   config.experiment = "jaxpapers.papers.bfmnet.experiment"
   config.seed = arg.seed
@@ -92,6 +94,9 @@ def get_config(arg=None):
   config.optim.batch = arg.batch                   # instances per step (vmapped)
   config.optim.lr = arg.lr                         # (study=neural sweeps study.lrs instead)
   config.optim.clip = 1.0
+  # Training-only hinge on the raw menus' relaxed overspend (0 = off, the main study's
+  # setting); see train_lib.bfm_loss. The `scale` study's "penalty" variant sets it.
+  config.optim.raw_overspend_penalty = arg.penalty
   config.optim.log_every = arg.log_every           # steps per jitted lax.scan chunk
 
   config.eval = ConfigDict()
@@ -139,4 +144,9 @@ def get_config(arg=None):
   config.study.lrs = tuple(float(x) for x in arg.lrs)  # neural: BFMNet lr sweep
   # neural: RegretNet lr sweep (lr 1e-2 gave NaN within 50 steps in a first attempt)
   config.study.regretnet_lrs = tuple(float(x) for x in arg.regretnet_lrs)
+  # scale: BFMNet variants per n -- offset0 (default init), offset2 (initial prices
+  # ~softplus(O(1) - 2)), penalty (offset 0 + raw-overspend hinge of weight scale_penalty)
+  config.study.scale_variants = tuple(arg.scale_variants)
+  config.study.scale_penalty = arg.scale_penalty
+  config.study.scale_log_every = arg.scale_log_every  # steps per logged training chunk
   return config_lib.lock(config)

@@ -15,8 +15,9 @@
   validation markets (a key disjoint from training and test); the test audit adds a
   gradient-ascent regret search and ex-post budget draws for RegretNet's lotteries.
 * `scale`: n = 50 and 100 (submodular and additive, uniform costs), BFMNet with the
-  default initial price scale and with a lower one (`offset`), against the classical
-  baselines; measured inference time.
+  default initial price scale, a lower one (`offset`) and a raw-overspend hinge in
+  training, against the classical baselines; training trajectories and measured
+  inference time.
 """
 from __future__ import annotations
 
@@ -234,6 +235,8 @@ def singer_gap_study(config, workdir):
     rows.append(_gap_row("distilled from Singer (no value training)", base, res[c], 0,
                          time.perf_counter() - t1, {"distill_rel_rmse": float(rel[c])}))
     rows[-1]["cell"] = name
+    print(f"[singer_gap] {rows[-1]}", flush=True)
+  _gap_tables(workdir, config, t0, commit, rows, facts, cl, names)  # partial results
   t1 = time.perf_counter()
   _, params_ft, _ = experiment.train(base, "bfmnet", ids, os.path.join(workdir, "ft"),
                                      init_params=params)
@@ -243,6 +246,7 @@ def singer_gap_study(config, workdir):
     rows.append(_gap_row("distilled, then value training", base, res[c], steps,
                          time.perf_counter() - t1))
     rows[-1]["cell"] = name
+    print(f"[singer_gap] {rows[-1]}", flush=True)
   return _gap_tables(workdir, config, t0, commit, rows, facts, cl, names)
 
 
@@ -256,28 +260,62 @@ def _gap_tables(workdir, config, t0, commit, rows, facts, cl, names):
   return md
 
 
+_SCALE_VARIANTS = {
+    "offset0": lambda c: {"model.offset": 0.0},
+    "offset2": lambda c: {"model.offset": 2.0},
+    "penalty": lambda c: {"model.offset": 0.0,
+                          "optim.raw_overspend_penalty": c.study.scale_penalty},
+}
+
+
 def scale_study(config, workdir):
+  """BFMNet at large n (uniform costs): the default initialisation, a lower initial price
+  scale (offset 2) and a raw-overspend hinge in training (`penalty`), with the training
+  trajectory of the relaxed value, the binding / negative-cap shares and the raw menus'
+  relaxed spend logged every `scale_log_every` steps (metrics.jsonl per variant), and
+  the measured inference time per instance. Classical baselines are evaluated once per n
+  (with the first variant)."""
   commit = study_lib.git_commit(paths=experiment.PAPER_PATHS)
   t0 = time.perf_counter()
   cells = [(v, "uniform") for v in config.study.valuations]
-  rows = []
+  names = [f"{v}_{d}" for v, d in cells]
+  unknown = set(config.study.scale_variants) - set(_SCALE_VARIANTS)
+  if unknown:
+    raise ValueError(f"scale_variants: unknown {sorted(unknown)}; known: "
+                     f"{sorted(_SCALE_VARIANTS)}")
+  rows, traj = [], []
+  header = lambda: _header("scale", config, t0, commit)
   for k, n in enumerate(config.study.ns):
-    for offset in (0.0, 2.0):
+    for v_idx, vname in enumerate(config.study.scale_variants):
       cfg = config_lib.override(experiment._variant(config, n, k), {
-          "model.offset": offset, "baseline.train": False, "eval.classical": offset == 0.0})
+          **_SCALE_VARIANTS[vname](config), "baseline.train": False,
+          "eval.classical": v_idx == 0})
+      cfg.optim.log_every = min(config.study.scale_log_every, cfg.optim.steps)
+      wd = os.path.join(workdir, f"n{n}_{vname}")
+      writer = metrics_lib.MetricsWriter(wd, cfg.optim.steps)
       t1 = time.perf_counter()
-      res = experiment.run_cells(cfg, cells, os.path.join(workdir, f"n{n}_off{offset:g}"),
-                                 kinds=["bfmnet"])
+      res = experiment.run_cells(cfg, cells, wd, writer=writer, kinds=["bfmnet"])
       wall = time.perf_counter() - t1
+      for r in metrics_lib.read_metrics(wd, split="train"):
+        for c, name in enumerate(names):
+          p = f"{name}/bfmnet/" if len(names) > 1 else "bfmnet/"
+          traj.append({"n": n, "variant": vname, "cell": name, "step": r["step"],
+                       **{k2: r.get(p + k2, float("nan")) for k2 in (
+                           "value", "raw_soft_spend", "binding", "negative_cap",
+                           "grad_norm")}})
       for (valuation, dist), r in zip(cells, res):
         bfm = r["bfmnet"]
-        row = {"n": n, "valuation": valuation, "offset": offset, "steps": cfg.optim.steps,
-               "batch": cfg.optim.batch, "BFMNet": bfm["value_ratio"],
+        ips = r["inference_per_s"].get("bfmnet", float("nan"))
+        row = {"n": n, "valuation": valuation, "variant": vname,
+               "offset": cfg.model.offset, "penalty": cfg.optim.raw_overspend_penalty,
+               "steps": cfg.optim.steps, "batch": cfg.optim.batch,
+               "BFMNet": bfm["value_ratio"],
                "budget/IR_viol": f"{bfm['budget_viol']}/{bfm['ir_viol']}",
                "regret_max": bfm.get("regret_max", float("nan")),
                "raw_budget_viol": r["raw_menus"]["budget_viol"],
+               "eval_instances": cfg.eval.instances,
                "train_cell_steps/s": r["train"]["bfmnet"]["steps_per_s"],
-               "BFMNet_infer_inst/s": r["inference_per_s"].get("bfmnet", float("nan")),
+               "BFMNet_infer_inst/s": ips, "BFMNet_infer_ms/inst": 1e3 / ips,
                "wall_s_both_cells": wall}
         if "cgl" in r:
           truthful = experiment.proven_truthful(r, valuation)
@@ -285,8 +323,12 @@ def scale_study(config, workdir):
           row.update({"best_truthful": best, "best_truthful_value": truthful[best]})
         rows.append(row)
         print(f"[scale] {row}", flush=True)
-  return study_lib.write_table(workdir, "bfmnet_scale", rows,
-                               header=_header("scale", config, t0, commit))
+      study_lib.write_table(workdir, "bfmnet_scale_trajectory", traj,
+                            header="Training trajectory (chunk means).")
+      study_lib.write_table(workdir, "bfmnet_scale", rows, header=header())  # partial
+  md = study_lib.write_table(workdir, "bfmnet_scale", rows, header=header())
+  return md + "\n" + study_lib.write_table(workdir, "bfmnet_scale_trajectory", traj,
+                                           header="Training trajectory (chunk means).")
 
 
 def _select(values_CxL, feasible_CxL=None, fallback_CxL=None):

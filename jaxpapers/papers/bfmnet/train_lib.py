@@ -48,15 +48,27 @@ def bfm_instance(model, params, market, tau):
   costs = market["costs"]
   t, t0, cap = mechanism.prices(raw, market["budget"], costs, tau)
   q = jax.nn.sigmoid((t - costs) / tau)
+  q0 = jax.nn.sigmoid((t0 - costs) / tau)
   return {"value": markets_lib.multilinear(market, q) / jnp.sum(market["weights"]),
           "binding": jnp.mean((cap < t0).astype(jnp.float32)),
-          "soft_spend": jnp.sum(q * t) / market["budget"]}
+          "negative_cap": jnp.mean((cap < 0).astype(jnp.float32)),
+          "soft_spend": jnp.sum(q * t) / market["budget"],
+          # relaxed spend of the raw menus (before the transformation), in budgets
+          "raw_soft_spend": jnp.sum(q0 * t0) / market["budget"]}
 
 
-def bfm_loss(params, model, markets, tau):
+def bfm_loss(params, model, markets, tau, raw_penalty=0.0):
+  """-(mean relaxed value); with raw_penalty > 0 also raw_penalty * E[max(raw relaxed
+  spend / B - 1, 0)], a training-only hinge that keeps the raw menus near budget
+  feasibility (the mechanism and its guarantees are unchanged: the transformation still
+  enforces the budget exactly)."""
   out = jax.vmap(lambda m: bfm_instance(model, params, m, tau))(markets)
+  over = jnp.mean(jnp.maximum(out["raw_soft_spend"] - 1.0, 0.0))
   out = jax.tree.map(jnp.mean, out)
-  return -out["value"], out
+  loss = -out["value"]
+  if raw_penalty:  # Python-level: the default program is the one the earlier tables ran
+    loss = loss + raw_penalty * over
+  return loss, dict(out, raw_overspend=over)
 
 
 def regretnet_instance(model, params, market, rng, grid_G, bcfg):
@@ -125,7 +137,8 @@ def make_step(cfg, kind: str, model, opt):
     mk = _sample(cfg, r_data, ids)
     if kind == "bfmnet":
       (loss, out), grads = jax.value_and_grad(bfm_loss, has_aux=True)(
-          state["params"], model, mk, cfg.model.tau)
+          state["params"], model, mk, cfg.model.tau,
+          cfg.optim.get("raw_overspend_penalty", 0.0))
       lam = state["lam"]
     else:
       (loss, out), grads = jax.value_and_grad(regretnet_loss, has_aux=True)(
