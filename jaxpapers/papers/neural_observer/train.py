@@ -176,7 +176,8 @@ class Trainer:
 
   def run(self, method: str, seed: int, lr: float, prob: Problem | None = None,
           sdp_solver: str = "CLARABEL", total_steps: int | None = None,
-          max_lmi_s: float = 0.0):
+          max_lmi_s: float = 0.0, ckpt_dir: str | None = None,
+          stop_after: int | None = None):
     """Trains one method for total_steps (default cfg.total_steps) updates; returns
     (params, trace, summary).
 
@@ -186,78 +187,162 @@ class Trainer:
     the verified flag and margin. max_lmi_s > 0 stops an LMI method at the first SDP
     round after that many seconds of wall-clock (summary["capped"]): "no certificate
     within T s" is then reported as such, not waited for.
+
+    ckpt_dir: the whole run state (optimiser states, step, kept model and certificate,
+    trace, elapsed wall-clock) is saved through core.checkpoint after every chunk of
+    updates, before the next SDP, and a run started on the same directory resumes from
+    the newest one. Updates draw keys from fold_in(seed key, step) and the SDP is a
+    deterministic function of the weights, so a resumed run equals an uninterrupted one
+    bit for bit. Checkpoint writes are excluded from the wall-clock. stop_after=k returns
+    None after k chunks (as if killed there; for the resume test).
     """
     cfg, prob = self.cfg, prob or self.prob
     total_steps = total_steps or cfg.total_steps
     tr, va = prob.data["train"], prob.data["val"]
+    plant = prob.plant
     params, R = self.init(seed)
     key = jax.random.fold_in(jax.random.PRNGKey(seed), 7)
-    trace, summary = [], dict(method=method, width=self.width, seed=seed)
+    summary = dict(method=method, width=self.width, seed=seed)
     pre_steps = cfg.stage1_steps if method in ("two_stage", "two_stage_nohinge") else 0
     if method == "unconstrained":
       pre_steps = total_steps
     w_hinge = cfg.w_hinge if method == "two_stage" else 0.0
-    t0 = time.perf_counter()
-    step = 0
-    s1 = ((params, R), self.opt_init((params, R), lr))
-    aux1, best_free = {}, (np.inf, params)
-    while step < pre_steps:
-      s1, aux1 = self.chunk1(s1, jax.random.fold_in(key, step), w_hinge, tr)
-      step += cfg.sdp_every
+    nan = np.float64(np.nan)
+    st = dict(s1=((params, R), self.opt_init((params, R), lr)),
+              s2=(params, self.opt_init(params, lr)),
+              step=np.int64(0), elapsed=np.float64(0.0), stage1_s=nan,
+              hinge=nan, frac_ok=nan,
+              keep=params, keep_val=np.float64(np.inf), has_keep=np.int64(0),
+              keep_P=np.zeros((plant.nz, plant.nz)),
+              keep_mu=np.zeros(plant.Gbar.shape[1]), keep_lam=np.zeros(self.width),
+              t_cert=nan, solves=np.int64(0), sdp_s=np.float64(0.0),
+              trace=np.full((total_steps // cfg.sdp_every + 2, len(_TRACE)), np.nan),
+              n_trace=np.int64(0))
+    ckpt = None
+    if ckpt_dir:
+      from jaxpapers.core import checkpoint  # orbax only where a run checkpoints
+      ckpt = checkpoint.Checkpointer(ckpt_dir, keep=1)
+      st, _ = ckpt.restore_or(_saveable(st))
+      st = {k: (v if k in ("s1", "s2", "keep") else np.array(v)) for k, v in st.items()}
+    t0 = time.perf_counter() - float(st["elapsed"])
+    chunks = [0]
+
+    def add_trace(**row):
+      st["trace"][int(st["n_trace"])] = [row.get(c, np.nan) for c in _TRACE]
+      st["n_trace"] = st["n_trace"] + 1
+
+    def after_chunk():  # save (not timed); True when the run should stop here
+      nonlocal t0
+      chunks[0] += 1
+      if ckpt is None:
+        return stop_after is not None and chunks[0] >= stop_after
+      ts = time.perf_counter()
+      st["elapsed"] = np.float64(ts - t0)
+      ckpt.save(int(st["step"]), _saveable(st))
+      ckpt.manager.wait_until_finished()
+      t0 += time.perf_counter() - ts
+      return stop_after is not None and chunks[0] >= stop_after
+
+    while st["step"] < pre_steps:
+      st["s1"], aux1 = self.chunk1(st["s1"], jax.random.fold_in(key, int(st["step"])),
+                                   w_hinge, tr)
+      st["step"] = st["step"] + cfg.sdp_every
+      st["hinge"], st["frac_ok"] = (np.float64(aux1["hinge"]), np.float64(aux1["frac_ok"]))
       if method == "unconstrained":
-        val = float(self.val_nmse(s1[0][0], va))
-        trace.append(dict(step=step, time_s=time.perf_counter() - t0, val_nmse=val))
-        if val < best_free[0]:
-          best_free = (val, s1[0][0])
-    (params, R), _ = s1
-    jax.block_until_ready(params)
-    self.stage1_state = (params, R)
-    summary["stage1_s"] = time.perf_counter() - t0
+        val = float(self.val_nmse(st["s1"][0][0], va))
+        add_trace(step=int(st["step"]), time_s=time.perf_counter() - t0, val_nmse=val)
+        if val < st["keep_val"]:
+          st["keep_val"], st["keep"] = np.float64(val), st["s1"][0][0]
+      elif st["step"] >= pre_steps:  # stage 1 ends: stage 2 starts from its network
+        jax.block_until_ready(st["s1"])
+        st["stage1_s"] = np.float64(time.perf_counter() - t0)
+        p1 = st["s1"][0][0]
+        st["s2"] = (p1, self.opt_init(p1, lr))
+      if after_chunk():
+        return None, None, dict(summary, stopped=True)
+    self.stage1_state = st["s1"][0]
+    summary["stage1_s"] = (float(st["stage1_s"]) if method != "unconstrained"
+                           else time.perf_counter() - t0)
     if method == "unconstrained":
+      trace = self._trace(st)
       summary.update(total_s=summary["stage1_s"], certified=False, time_to_cert=np.nan,
-                     sdp_solves=0, best_val_nmse=best_free[0],
-                     last_val_nmse=trace[-1]["val_nmse"], capped=False, steps_done=step)
-      return best_free[1], trace, summary
+                     sdp_solves=0, best_val_nmse=float(st["keep_val"]),
+                     last_val_nmse=trace[-1]["val_nmse"], capped=False,
+                     steps_done=int(st["step"]))
+      if ckpt:
+        ckpt.close()
+      return st["keep"], trace, summary
     if pre_steps:
-      summary["stage1_hinge"] = float(aux1["hinge"])
-      summary["stage1_frac_ok"] = float(aux1["frac_ok"])
-    sdp = lmi.CertificateSDP(prob.plant.nz, prob.plant.Gbar.shape[1], self.width,
-                             prob.plant.Gbar, prob.plant.Qbar, prob.alpha,
-                             solver=sdp_solver)
-    s2 = (params, self.opt_init(params, lr))
-    best, best_val, t_cert, solves, sdp_s = None, np.inf, np.nan, 0, 0.0
+      summary["stage1_hinge"] = float(st["hinge"])
+      summary["stage1_frac_ok"] = float(st["frac_ok"])
+    sdp = lmi.CertificateSDP(plant.nz, plant.Gbar.shape[1], self.width, plant.Gbar,
+                             plant.Qbar, prob.alpha, solver=sdp_solver)
     capped = False
     while True:
-      params = s2[0]
+      params = st["s2"][0]
       W2, K = self.lmi_weights(params)
       cert = sdp.solve(self.A_L, W2, K)
-      solves += 1
-      sdp_s += cert["solve_s"]
+      st["solves"] = st["solves"] + 1
+      st["sdp_s"] = st["sdp_s"] + cert["solve_s"]
       check = lmi.verify(cert, self.A_L, self.G, W2, K, self.Q, prob.alpha)
       val = float(self.val_nmse(params, va))
       now = time.perf_counter() - t0
-      trace.append(dict(step=step, time_s=now, sdp_t=cert["t"], valid=check["valid"],
-                        margin=check["margin"], val_nmse=val, sdp_s=cert["solve_s"]))
+      add_trace(step=int(st["step"]), time_s=now, sdp_t=cert["t"],
+                valid=float(check["valid"]), margin=check["margin"], val_nmse=val,
+                sdp_s=cert["solve_s"], lmi=1.0)
       if check["valid"]:
-        if np.isnan(t_cert):
-          t_cert = now
-        if val < best_val:
-          best, best_val = (jax.tree.map(np.asarray, params), cert, check), val
-      capped = bool(max_lmi_s) and now >= max_lmi_s and step < total_steps
-      if step >= total_steps or capped:
+        if np.isnan(st["t_cert"]):
+          st["t_cert"] = np.float64(now)
+        if val < st["keep_val"]:
+          st.update(keep=params, keep_val=np.float64(val), has_keep=np.int64(1),
+                    keep_P=cert["P"], keep_mu=cert["mu"], keep_lam=cert["lam"])
+      capped = bool(max_lmi_s) and now >= max_lmi_s and st["step"] < total_steps
+      if st["step"] >= total_steps or capped:
         break
-      s2, _ = self.chunk2(s2, {k: jnp.asarray(cert[k], jnp.float32)
-                               for k in ("P", "mu", "lam")}, tr)
-      step += cfg.sdp_every
-    summary.update(total_s=time.perf_counter() - t0, certified=best is not None,
-                   time_to_cert=t_cert, sdp_solves=solves, sdp_s=sdp_s,
-                   best_val_nmse=best_val, last_val_nmse=trace[-1]["val_nmse"],
-                   capped=capped, steps_done=step)
-    if best is None:
+      st["s2"], _ = self.chunk2(st["s2"], {k: jnp.asarray(cert[k], jnp.float32)
+                                           for k in ("P", "mu", "lam")}, tr)
+      st["step"] = st["step"] + cfg.sdp_every
+      if after_chunk():
+        return None, None, dict(summary, stopped=True)
+    if ckpt:
+      ckpt.close()
+    trace = self._trace(st)
+    certified = bool(st["has_keep"])
+    summary.update(total_s=time.perf_counter() - t0, certified=certified,
+                   time_to_cert=float(st["t_cert"]), sdp_solves=int(st["solves"]),
+                   sdp_s=float(st["sdp_s"]), best_val_nmse=float(st["keep_val"]),
+                   last_val_nmse=trace[-1]["val_nmse"], capped=capped,
+                   steps_done=int(st["step"]))
+    if not certified:
       return None, trace, summary
-    params, cert, check = best
+    cert = dict(P=np.asarray(st["keep_P"]), mu=np.asarray(st["keep_mu"]),
+                lam=np.asarray(st["keep_lam"]))
+    W2, K = self.lmi_weights(st["keep"])
+    check = lmi.verify(cert, self.A_L, self.G, W2, K, self.Q, prob.alpha)
     summary.update(margin=check["margin"], min_eig_P=check["min_eig_P"], cert=cert)
-    return jax.tree.map(jnp.asarray, params), trace, summary
+    return jax.tree.map(jnp.asarray, st["keep"]), trace, summary
+
+  @staticmethod
+  def _trace(st):
+    rows = []
+    for r in np.asarray(st["trace"])[:int(st["n_trace"])]:
+      d = dict(zip(_TRACE, (float(v) for v in r)))
+      d["step"] = int(d["step"])
+      if d.pop("lmi") == 1.0:
+        d["valid"] = bool(d["valid"])
+      else:
+        d = dict(step=d["step"], time_s=d["time_s"], val_nmse=d["val_nmse"])
+      rows.append(d)
+    return rows
+
+
+def _saveable(st):
+  """The run state with NumPy scalars as 0-d arrays (what orbax stores)."""
+  return {k: (v if k in ("s1", "s2", "keep") else np.asarray(v)) for k, v in st.items()}
+
+
+# Columns of the trace array kept in the run state (so it is checkpointed with it).
+_TRACE = ("step", "time_s", "sdp_t", "valid", "margin", "val_nmse", "sdp_s", "lmi")
 
 
 def selection_score(method: str, summary: dict) -> tuple:
