@@ -29,7 +29,7 @@ _TASKS = ("point_reach", "push_block", "mountain_car")
 _SMOKE = dict(iterations=2, num_envs=4, seeds=1, prefill_rollouts=1, aux_steps=2,
               aux_init_steps=2, bc_steps=20, bc_episodes=2, epochs=1, minibatches=2,
               tasks=("point_reach",), methods=("sparse", "svm"), lrs=(3e-4,), val_seeds=1,
-              test_seeds=1, tabular_mdps=2, chunk=1, hidden=16,
+              test_seeds=1, tabular_mdps=2, chunk=1, hidden=16, lane_group=2,
               sac_updates=2, sac_tasks=("point_reach",))
 
 
@@ -41,7 +41,7 @@ def get_config(arg=None):
       bc_noise=0.5, tasks=_TASKS, methods=("sparse", "svm", "vice", "distance", "rnd"),
       lrs=(3e-4, 1e-3, 3e-3), val_seeds=2, test_seeds=6, tabular_mdps=30, chunk=10, algo="ppo",
       sac_updates=32, sac_tasks=(), sac_methods=("sparse", "svm"),
-      svm_scale=5.0)
+      svm_scale=5.0, lane_group=6)
   config = ml_collections.ConfigDict()
   config.experiment = "jaxpapers.papers.visitation_reward.experiment"
   config.seed = arg.seed  # offset of every seed index (runs draw keys from task + seed)
@@ -96,6 +96,10 @@ def get_config(arg=None):
   config.train.lr = arg.lr  # actor Adam step size
   config.train.seeds = arg.seeds
   config.train.chunk = arg.chunk  # iterations per checkpoint
+  # Runs (seeds x LRs x methods) are compiled and executed in groups of exactly this many
+  # vmapped lanes (the last padded), so a run's numbers never depend on how many others
+  # share the study. Changing it changes the compiled program (last-bit differences).
+  config.train.lane_group = arg.lane_group
 
   config.study = ml_collections.ConfigDict()
   config.study.tasks = tuple(arg.tasks)

@@ -204,6 +204,33 @@ def test_smoke_train_resumes_exactly(tmp_path):
   assert full["success"].shape == (3, 1)
 
 
+def test_a_run_alone_equals_the_same_run_beside_others(tmp_path):
+  # seed 1 alone (lane 0 of a padded group) and beside seeds 0 and 2 (lane 1 of the first
+  # group, the second group padded): the same numbers, bit for bit. Before runs were
+  # executed in fixed groups, a lane's success curve changed with the population size.
+  # Same shapes as the resume test above, so no new compilation.
+  many = config_lib.load("configs/visitation_reward.py:smoke,iterations=3,seeds=3")
+  alone = config_lib.load("configs/visitation_reward.py:smoke,iterations=3,seed=1")
+  s_many = experiment.train_and_evaluate(many, str(tmp_path / "many"))["success"]
+  s_alone = experiment.train_and_evaluate(alone, str(tmp_path / "alone"))["success"]
+  assert s_many.shape == (3, 3) and s_alone.shape == (3, 1)
+  np.testing.assert_array_equal(s_alone[:, 0], s_many[:, 1])
+
+
+def test_in_groups_pads_runs_in_fixed_groups_and_keeps_lane_order():
+  calls = []
+
+  def fn(x, y):
+    calls.append(x.shape[0])
+    return {"sum": x + y["b"], "x": x}
+
+  x = jnp.arange(7.0)
+  out = experiment.in_groups(fn, 3, x, {"b": 10 * x})
+  assert calls == [3, 3, 3]  # every call sees exactly the group size
+  np.testing.assert_array_equal(out["sum"], 11 * np.arange(7.0))
+  np.testing.assert_array_equal(out["x"], np.arange(7.0))
+
+
 def test_buffer_sampling_is_uniform_over_the_mask():
   mask = jnp.array([False, True, False, True, True, False])
   idx = np.asarray(rewards._sample(KEY, mask, 6000))

@@ -88,9 +88,29 @@ def initial_actor(task, rc: RunCfg, key):
                             rc.bc_noise, rc.bc_steps, rc.bc_lr)
 
 
+def in_groups(fn, group: int, *lane_args):
+  """fn (jitted, vmapped over lanes) on lanes split into fixed-size groups of `group`.
+
+  XLA compiles a different program for every lane count (other kernels, other orders of
+  summation), and RL turns a last-bit difference into a different run: a lane's result
+  then depended on how many lanes shared the call. Every call here has exactly `group`
+  lanes (the last group padded with copies of lane 0, dropped after), so one compiled
+  program runs every lane whatever else shares the study; `tests/test_visitation_reward.py`
+  checks that a lane alone equals the same lane beside others at another position.
+  """
+  n = jax.tree.leaves(lane_args)[0].shape[0]
+  outs = []
+  for lo in range(0, n, group):
+    def take(x, lo=lo):
+      x = x[lo:lo + group]
+      pad = group - x.shape[0]
+      return jnp.concatenate([x, jnp.repeat(x[:1], pad, 0)]) if pad else x
+    outs.append(fn(*jax.tree.map(take, lane_args)))
+  return jax.tree.map(lambda *ys: jnp.concatenate(ys)[:n], *outs)
+
+
 @functools.partial(jax.jit, static_argnames=("task_name", "rc"))
-def population(task_name: str, rc: RunCfg, seeds, lrs, weights):
-  """Whole runs for lanes (seed, lr, weights): (initial success (L,), metrics (L, I))."""
+def _population_group(task_name: str, rc: RunCfg, seeds, lrs, weights):
   task = envs.make(task_name)
 
   def lane(seed, lr, w):
@@ -102,6 +122,13 @@ def population(task_name: str, rc: RunCfg, seeds, lrs, weights):
     return init_success, metrics
 
   return jax.vmap(lane)(seeds, lrs, weights)
+
+
+def population(task_name: str, rc: RunCfg, seeds, lrs, weights, group: int):
+  """Whole runs for lanes (seed, lr, weights): (initial success (L,), metrics (L, I)),
+  in fixed groups of `group` lanes (see `in_groups`)."""
+  fn = functools.partial(_population_group, task_name, rc)
+  return in_groups(fn, group, seeds, lrs, weights)
 
 
 @functools.partial(jax.jit, static_argnames=("task_name", "rc"))
@@ -143,7 +170,8 @@ def train_and_evaluate(config, workdir: str, stop_after: int | None = None) -> d
   lr = jnp.float32(config.train.lr)
   if rc.algo == "sac":
     return _train_sac(config, workdir, rc, task, seeds, lr, weights)
-  actor0, carry, s0 = _init_lanes(task.name, rc, seeds)
+  group = config.train.lane_group
+  actor0, carry, s0 = in_groups(functools.partial(_init_lanes, task.name, rc), group, seeds)
   ckpt = checkpoint_lib.Checkpointer(workdir, keep=1)
   hist = jnp.zeros((rc.iterations, config.train.seeds))
   state, start = ckpt.restore_or({"carry": carry, "success": hist})
@@ -159,7 +187,9 @@ def train_and_evaluate(config, workdir: str, stop_after: int | None = None) -> d
       ckpt.close()
       return {}
     n = min(config.train.chunk, rc.iterations - it)
-    carry, m = _run_lanes(task.name, rc, seeds, carry, actor0, lr, weights, jnp.int32(it), n)
+    run = lambda sd, c, a0: _run_lanes(task.name, rc, sd, c, a0, lr, weights,  # noqa: E731
+                                       jnp.int32(it), n)
+    carry, m = in_groups(run, group, seeds, carry, actor0)
     succ = np.asarray(m["success"])  # (seeds, n)
     hist = hist.at[it:it + n].set(succ.T)
     for j in range(n):
@@ -181,7 +211,8 @@ def _train_sac(config, workdir, rc, task, seeds, lr, weights) -> dict:
   seconds; the study's SAC leg is deterministic and re-runnable)."""
   n = seeds.shape[0]
   init, m = population(task.name, rc, seeds, jnp.full((n,), lr),
-                       jnp.broadcast_to(weights, (n, weights.shape[0])))
+                       jnp.broadcast_to(weights, (n, weights.shape[0])),
+                       config.train.lane_group)
   hist = np.asarray(m["success"]).T  # (iterations, seeds)
   steps_per_it = rc.num_envs * task.horizon
   writer = metrics_lib.MetricsWriter(workdir, total_steps=rc.iterations * steps_per_it)
@@ -230,7 +261,7 @@ def run_task(config, task_name: str, log=print, algo: str = "ppo",
   val = [VAL_SEED_OFFSET + config.seed + i for i in range(st.val_seeds)]
   t0 = time.perf_counter()
   grid, seeds, lr_arr, w = _lanes(methods, lrs, val, config)
-  init, m = population(task_name, rc, seeds, lr_arr, w)
+  init, m = population(task_name, rc, seeds, lr_arr, w, config.train.lane_group)
   val_curves = _curves(grid, init, m["success"])
   chosen = {}
   for meth in methods:
@@ -244,7 +275,8 @@ def run_task(config, task_name: str, log=print, algo: str = "ppo",
   sc = scales(config)
   init, m = population(task_name, rc, jnp.asarray([g[2] for g in grid], jnp.int32),
                        jnp.asarray([g[1] for g in grid], jnp.float32),
-                       jnp.stack([rewards.method_weights(g[0], sc) for g in grid]))
+                       jnp.stack([rewards.method_weights(g[0], sc) for g in grid]),
+                       config.train.lane_group)
   curves = {k[0]: v for k, v in _curves(grid, init, m["success"]).items()}
   return {"curves": curves, "chosen_lr": chosen, "val_seconds": t_val,
           "test_seconds": time.perf_counter() - t0 - t_val,
