@@ -31,11 +31,19 @@ def flat(config) -> ml_collections.ConfigDict:
                                     **config.train.to_dict()})
 
 
-def _one_run(config, trainer, prob, method, seed, lr, base, total_steps=None):
-  """One training run; its row (test metrics only when a model was returned)."""
+def _one_run(config, trainer, prob, method, seed, lr, base, total_steps=None,
+             ckpt_root=None):
+  """One training run; its row (test metrics only when a model was returned).
+  ckpt_root: checkpoint the run under it (one directory per run) and resume it there."""
   cfg = flat(config)
+  ckpt_dir = None
+  if ckpt_root:
+    ckpt_dir = os.path.join(ckpt_root, f"{base['plant']}_w{base['width']}_noise"
+                            f"{base['noise_scale']:g}_{method}_s{seed}_lr{lr:g}_"
+                            f"T{total_steps or cfg.total_steps}")
   params, trace, s = trainer.run(method, seed, lr, prob, cfg.sdp_solver,
-                                 total_steps=total_steps, max_lmi_s=cfg.max_lmi_s)
+                                 total_steps=total_steps, max_lmi_s=cfg.max_lmi_s,
+                                 ckpt_dir=ckpt_dir)
   row = dict(base, method=method, lr=lr, certified=s["certified"], total_s=s["total_s"],
              time_to_cert=s["time_to_cert"], sdp_solves=s["sdp_solves"],
              val_nmse=s["best_val_nmse"], last_val_nmse=s["last_val_nmse"],
@@ -52,7 +60,7 @@ def _one_run(config, trainer, prob, method, seed, lr, base, total_steps=None):
 
 def run_plant(config, plant: str, width: int, methods, seeds, noise_scale: float = 1.0,
               baselines: bool = True, trainer=None, log=None, lrs=None,
-              total_steps=None):
+              total_steps=None, ckpt_root=None):
   """Rows (one per method and seed) of test metrics, certificates and timings.
 
   lrs maps method -> learning rate; a method not in it has its learning rate chosen from
@@ -75,12 +83,12 @@ def run_plant(config, plant: str, width: int, methods, seeds, noise_scale: float
     for method in methods:
       if method in chosen:
         row, trace, s = _one_run(config, trainer, prob, method, seed, chosen[method], base,
-                                 total_steps)
+                                 total_steps, ckpt_root)
       else:
         cands = []
         for lr in cfg.lrs:
           cands.append(_one_run(config, trainer, prob, method, seed, lr, base,
-                                total_steps))
+                                total_steps, ckpt_root))
         scores = [train.selection_score(method, c[2]) for c in cands]
         k = min(range(len(cands)), key=lambda i: scores[i])
         chosen[method] = float(cfg.lrs[k])
