@@ -29,7 +29,7 @@ _TASKS = ("point_reach", "push_block", "mountain_car")
 _SMOKE = dict(iterations=2, num_envs=4, seeds=1, prefill_rollouts=1, aux_steps=2,
               aux_init_steps=2, bc_steps=20, bc_episodes=2, epochs=1, minibatches=2,
               tasks=("point_reach",), methods=("sparse", "svm"), lrs=(3e-4,), val_seeds=1,
-              test_seeds=1, tabular_mdps=2, chunk=1, hidden=16, lane_group=2,
+              test_seeds=1, tabular_mdps=2, chunk=1, hidden=16, lane_group=2, scale_factors=(1.0,),
               sac_updates=2, sac_tasks=("point_reach",))
 
 
@@ -41,7 +41,7 @@ def get_config(arg=None):
       bc_noise=0.5, tasks=_TASKS, methods=("sparse", "svm", "vice", "distance", "rnd"),
       lrs=(3e-4, 1e-3, 3e-3), val_seeds=2, test_seeds=6, tabular_mdps=30, chunk=10, algo="ppo",
       sac_updates=32, sac_tasks=(), sac_methods=("sparse", "svm"),
-      svm_scale=5.0, lane_group=6)
+      svm_scale=5.0, lane_group=6, scale_factors=(1.0, 4.0))
   config = ml_collections.ConfigDict()
   config.experiment = "jaxpapers.papers.visitation_reward.experiment"
   config.seed = arg.seed  # offset of every seed index (runs draw keys from task + seed)
@@ -105,6 +105,9 @@ def get_config(arg=None):
   config.study.tasks = tuple(arg.tasks)
   config.study.methods = tuple(arg.methods)
   config.study.lrs = tuple(arg.lrs)  # actor LR grid, selected per method on val seeds
+  # Each dense method's term is scaled by a factor from this grid (x its config.reward
+  # scale), chosen with the LR on the validation seeds: no method keeps an untuned scale.
+  config.study.scale_factors = tuple(float(f) for f in arg.scale_factors)
   config.study.val_seeds = arg.val_seeds  # seeds 1000 + i: LR selection only
   config.study.test_seeds = arg.test_seeds  # seeds 0 .. n-1: reported
   config.study.tabular_mdps = arg.tabular_mdps  # random goal MDPs in the invariance check

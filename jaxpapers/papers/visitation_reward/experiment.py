@@ -227,19 +227,19 @@ def _train_sac(config, workdir, rc, task, seeds, lr, weights) -> dict:
   return {**out, "success": hist}
 
 
-def _lanes(methods, lrs, seeds, config):
-  grid = [(m, lr, s) for m in methods for lr in lrs for s in seeds]
+def _lanes(grid, config):
+  """Lane arrays for grid entries (method, lr, scale factor, seed)."""
   sc = scales(config)
-  return (grid, jnp.asarray([g[2] for g in grid], jnp.int32),
+  return (jnp.asarray([g[3] for g in grid], jnp.int32),
           jnp.asarray([g[1] for g in grid], jnp.float32),
-          jnp.stack([rewards.method_weights(g[0], sc) for g in grid]))
+          jnp.stack([rewards.method_weights(g[0], sc) * g[2] for g in grid]))
 
 
 def _curves(grid, init, success):
-  """{(method, lr): (seeds, I+1) success curves} with the initial policy at index 0."""
+  """{(method, lr, factor): (seeds, I+1) success curves}, the initial policy at index 0."""
   out = {}
-  for (m, lr, _), s0, s in zip(grid, np.asarray(init), np.asarray(success)):
-    out.setdefault((m, lr), []).append(np.concatenate([[s0], s]))
+  for (m, lr, f, _), s0, s in zip(grid, np.asarray(init), np.asarray(success)):
+    out.setdefault((m, lr, f), []).append(np.concatenate([[s0], s]))
   return {k: np.stack(v) for k, v in out.items()}
 
 
@@ -254,32 +254,39 @@ def ci95(x):
 
 def run_task(config, task_name: str, log=print, algo: str = "ppo",
              methods=None) -> dict:
-  """LR selection on validation seeds, then the reported seeds, for one task."""
+  """Selection on validation seeds, then the reported seeds, for one task.
+
+  Each method's actor LR and (dense methods) the scale of its dense term, as a factor of
+  its configured scale, are chosen together by AUC on the validation seeds; the sparse
+  baseline has no dense term, so only its LR is chosen.
+  """
   rc = run_cfg(config, algo)
   st = config.study
   methods, lrs = list(methods or st.methods), list(st.lrs)
+  factors = lambda m: (1.0,) if m == "sparse" else tuple(st.scale_factors)  # noqa: E731
   val = [VAL_SEED_OFFSET + config.seed + i for i in range(st.val_seeds)]
   t0 = time.perf_counter()
-  grid, seeds, lr_arr, w = _lanes(methods, lrs, val, config)
-  init, m = population(task_name, rc, seeds, lr_arr, w, config.train.lane_group)
+  grid = [(m, lr, f, s) for m in methods for lr in lrs for f in factors(m) for s in val]
+  init, m = population(task_name, rc, *_lanes(grid, config), config.train.lane_group)
   val_curves = _curves(grid, init, m["success"])
   chosen = {}
   for meth in methods:
-    aucs = [val_curves[(meth, lr)][:, 1:].mean() for lr in lrs]
-    chosen[meth] = lrs[int(np.argmax(aucs))]
-    log(f"[{task_name} {algo}] {meth}: val AUC per lr {dict(zip(lrs, np.round(aucs, 3)))} -> "
-        f"lr {chosen[meth]}")
+    cands = [(lr, f) for lr in lrs for f in factors(meth)]
+    aucs = [val_curves[(meth, lr, f)][:, 1:].mean() for lr, f in cands]
+    chosen[meth] = cands[int(np.argmax(aucs))]
+    log(f"[{task_name} {algo}] {meth}: val AUC per (lr, factor) "
+        f"{dict(zip(cands, np.round(aucs, 3)))} -> {chosen[meth]}")
   t_val = time.perf_counter() - t0
   test = [config.seed + i for i in range(st.test_seeds)]
-  grid = [(meth, chosen[meth], s) for meth in methods for s in test]
-  sc = scales(config)
-  init, m = population(task_name, rc, jnp.asarray([g[2] for g in grid], jnp.int32),
-                       jnp.asarray([g[1] for g in grid], jnp.float32),
-                       jnp.stack([rewards.method_weights(g[0], sc) for g in grid]),
-                       config.train.lane_group)
+  grid = [(meth, *chosen[meth], s) for meth in methods for s in test]
+  init, m = population(task_name, rc, *_lanes(grid, config), config.train.lane_group)
   curves = {k[0]: v for k, v in _curves(grid, init, m["success"]).items()}
-  return {"curves": curves, "chosen_lr": chosen, "val_seconds": t_val,
-          "test_seconds": time.perf_counter() - t0 - t_val,
+  sc = scales(config)
+  return {"curves": curves, "chosen_lr": {k: v[0] for k, v in chosen.items()},
+          "chosen_scale": {k: (sc[k] * v[1] if k in sc else 0.0) for k, v in chosen.items()},
+          "val_auc": {f"{k[0]} lr={k[1]:g} x{k[2]:g}": float(v[:, 1:].mean())
+                      for k, v in val_curves.items()},
+          "val_seconds": t_val, "test_seconds": time.perf_counter() - t0 - t_val,
           "steps_per_iteration": rc.num_envs * envs.make(task_name).horizon}
 
 
@@ -303,6 +310,7 @@ def run_study(config, workdir: str) -> list[dict]:
       auc = c[:, 1:].mean(1)
       mean, half = ci95(auc)
       row = {"task": name, "method": meth, "lr": f"{res['chosen_lr'][meth]:g}",
+             "dense scale": f"{res['chosen_scale'][meth]:g}",
              "seeds": c.shape[0], "initial success": float(c[:, 0].mean()),
              "AUC success": float(mean), "AUC 95% CI": f"+-{half:.3f}",
              "final success": float(c[:, -1].mean())}
@@ -320,13 +328,14 @@ def _write(config, workdir, commit, start, rows, results, tab):
   st = config.study
   header = (f"Success Visitation Matching study (commit {commit}); PPO (SAC where marked) fine-tuning of a BC "
             f"policy, {config.ppo.iterations} iterations x {config.ppo.num_envs} episodes, "
-            f"{st.test_seeds} reported seeds (LR from {st.lrs} chosen on {st.val_seeds} "
-            f"validation seeds by AUC); AUC = mean training-rollout success over iterations; "
+            f"{st.test_seeds} reported seeds (LR from {st.lrs} and dense-scale factor from "
+            f"{st.scale_factors} chosen per method on {st.val_seeds} validation seeds by AUC); AUC = mean training-rollout success over iterations; "
             f"wall {time.perf_counter() - start:.0f} s. Tabular invariance: {tab}.")
-  columns = ["task", "method", "lr", "seeds", "initial success", "AUC success", "AUC 95% CI",
+  columns = ["task", "method", "lr", "dense scale", "seeds", "initial success", "AUC success", "AUC 95% CI",
              "AUC - sparse (paired)", "final success"]
   md = study_lib.write_table(workdir, "visitation_reward_study", rows, columns, header)
-  raw = {t: {"chosen_lr": r["chosen_lr"], "steps_per_iteration": r["steps_per_iteration"],
+  raw = {t: {"chosen_lr": r["chosen_lr"], "chosen_scale": r["chosen_scale"],
+             "val_auc": r["val_auc"], "steps_per_iteration": r["steps_per_iteration"],
              "curves": {m: c.tolist() for m, c in r["curves"].items()}}
          for t, r in results.items()}
   import json
