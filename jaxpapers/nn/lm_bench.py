@@ -18,9 +18,15 @@ import numpy as np
 
 from jaxpapers.core import bench
 from jaxpapers.data import text as text_lib
+from jaxpapers.nn import attention as attn_lib
+from jaxpapers.nn import blocks
 from jaxpapers.nn import lm
 from jaxpapers.nn import params as params_lib
 from jaxpapers.nn import stack
+
+
+def task_opt(config, model):
+  return lm.optimizer(config, lm.from_stack(model), config.optim.lr)
 
 
 def _time(fn, state, batch, min_time):
@@ -34,6 +40,64 @@ def _time(fn, state, batch, min_time):
     jax.block_until_ready(m)
     n += 1
   return (time.perf_counter() - t0) / n
+
+
+def _gemm_gflops(m, k, n, repeats):
+  """Best of `repeats` timings of one (m, k) @ (k, n) fp32 product, GFLOP/s."""
+  a, b = jnp.ones((m, k)), jnp.ones((k, n))
+  mm = jax.jit(lambda x, y: x @ y)
+  return max(2.0 * m * k * n / bench.time_call(mm, a, b, iters=5, min_time=0.5) / 1e9
+             for _ in range(repeats))
+
+
+def components(model, params, tokens, opt, repeats: int = 3, min_time: float = 1.0) -> dict:
+  """Where the step's time goes: forward + backward of each part of the model timed alone.
+
+  Each part is its own jitted program (value and gradient with respect to its input and
+  parameters), on the step's shapes, best of `repeats`: one layer's attention sublayer
+  (and inside it the softmax-attention core: scores, mask, softmax, values) and MLP
+  sublayer, scaled by the number of layers; the embedding, final norm, logits and
+  cross-entropy; the optimizer update (clip + AdamW) alone. Their sum is compared with the
+  whole step: a part that runs below the matmul rate of its own shapes shows here.
+  """
+  cfg = model.cfg
+  B, T = tokens.shape[0], tokens.shape[1] - 1
+  L = model.repeats * len(model.unit)
+  layer = jax.tree.map(lambda a: a[0], params["layers"][0])
+  x = jax.random.normal(jax.random.PRNGKey(1), (B, T, cfg.dim))
+  ctx = stack.Context(blocks.default_positions(B, T), attn_lib.make_mask(cfg.mask, T),
+                      attn_lib.KERNELS[cfg.kernel], model.n_residual)
+  qkv = jax.random.normal(jax.random.PRNGKey(2), (3, B, T, cfg.n_heads, cfg.hd))
+
+  def grad_of(f):
+    return jax.jit(jax.grad(lambda *a: jnp.sum(f(*a)), argnums=(0, 1)))
+
+  def best(fn, *args):
+    return min(bench.time_call(fn, *args, iters=2, min_time=min_time) for _ in range(repeats))
+
+  attn = best(grad_of(lambda p, h: stack.attention_sublayer(cfg, p, h, ctx)), layer, x)
+  core = best(grad_of(lambda q, kv: attn_lib.softmax_attention(q, kv[0], kv[1], ctx.mask)),
+              qkv[0], qkv[1:])
+  mlp = best(grad_of(lambda p, h: stack.mlp_sublayer(cfg, p, h, ctx)), layer, x)
+
+  def head(p, h):
+    logits = model.logits(p, blocks.rms_norm(h + p["embed"][tokens[:, :-1]], p["final_norm"],
+                                             cfg.norm_eps))
+    return -jnp.take_along_axis(jax.nn.log_softmax(logits), tokens[:, 1:, None], -1)
+  head_sec = best(grad_of(head), params, x)
+  opt_state = opt.init(params)
+  update = jax.jit(lambda g, s, p: opt.update(g, s, p))
+  opt_sec = best(update, params, opt_state, params)
+  parts = {"attention_sublayers": L * attn, "of_which_softmax_core": L * core,
+           "mlp_sublayers": L * mlp, "embed_logits_loss": head_sec, "optimizer_update": opt_sec}
+  total = parts["attention_sublayers"] + parts["mlp_sublayers"] + head_sec + opt_sec
+  d, f, n = cfg.dim, cfg.ffn, B * T
+  return {"ms": {k: 1e3 * v for k, v in parts.items()}, "sum_of_parts_ms": 1e3 * total,
+          # matmul rates on this model's own GEMM shapes (tokens x d x ffn, tokens x d x d)
+          "gemm_gflops_tokens_d_ffn": _gemm_gflops(n, d, f, repeats),
+          "gemm_gflops_tokens_d_d": _gemm_gflops(n, d, d, repeats),
+          "mlp_gflops": 3 * 2 * 3 * n * d * f * L / (L * mlp) / 1e9,
+          "softmax_core_gflops": 3 * 4.0 * B * T * T * d / core / 1e9}
 
 
 def run(config, workdir: str):
@@ -69,7 +133,8 @@ def run(config, workdir: str):
   n_matrix = sum(int(np.prod(s.shape)) for s in jax.tree.leaves(model.specs, is_leaf=params_lib.is_spec)
                  if s.cls in ("hidden", "output"))
   analytic = 6.0 * n_matrix * B * T + 3 * L * 4.0 * B * T * T * d  # scores + values, fwd x3
-  peak = bench.matmul_peak_gflops()
+  # best of 5 probes: a single probe moved by 1.6x between runs on a busy machine
+  peak = max(bench.matmul_peak_gflops() for _ in range(5))
   out.update({"matrix_params": n_matrix, "jax_step_ms": 1e3 * sec,
               "jax_tokens_per_s": B * T / sec,
               "xla_gflop_per_step": None if flops is None else flops / 1e9,
@@ -78,6 +143,13 @@ def run(config, workdir: str):
               "jax_gflops_analytic": analytic / sec / 1e9,
               "matmul_peak_gflops": peak,
               "fraction_of_peak_analytic": analytic / sec / 1e9 / peak})
+  fresh = jax.jit(task.init)(jax.random.PRNGKey(0))["params"]  # `state` was donated
+  comp = components(model, fresh, batch["tokens"], task_opt(run_cfg, model),
+                    min_time=b.min_time / 5)
+  out["components"] = comp
+  out["step_vs_sum_of_parts"] = 1e3 * sec / comp["sum_of_parts_ms"]
+  for k in ("gemm_gflops_tokens_d_ffn", "gemm_gflops_tokens_d_d"):
+    out[f"fraction_of_{k}"] = analytic / sec / 1e9 / comp[k]
   try:
     import torch  # pylint: disable=g-import-not-at-top
   except ImportError:
