@@ -41,7 +41,7 @@ def get_config(arg=None):
       bc_noise=0.5, tasks=_TASKS, methods=("sparse", "svm", "vice", "distance", "rnd"),
       lrs=(3e-4, 1e-3, 3e-3), val_seeds=2, test_seeds=6, tabular_mdps=30, chunk=10, algo="ppo",
       sac_updates=32, sac_tasks=(), sac_methods=("sparse", "svm"),
-      svm_scale=5.0, lane_group=6, scale_factors=(1.0, 4.0))
+      svm_scale=5.0, lane_group=6, critic_warmup=2, scale_factors=(1.0, 4.0))
   config = ml_collections.ConfigDict()
   config.experiment = "jaxpapers.papers.visitation_reward.experiment"
   config.seed = arg.seed  # offset of every seed index (runs draw keys from task + seed)
@@ -67,7 +67,8 @@ def get_config(arg=None):
   config.ppo.clip = 0.2
   config.ppo.critic_lr = 1e-3
   config.ppo.init_std = 0.3  # exploration std of the fine-tuned Gaussian policy
-  config.ppo.critic_warmup = 2  # iterations with the actor frozen (critic catches up)
+  # iterations with the actor frozen while the critic catches up (PPO and SAC)
+  config.ppo.critic_warmup = arg.critic_warmup
   config.ppo.hidden = arg.hidden  # width of every MLP (2 hidden layers)
 
   config.reward = ml_collections.ConfigDict()
