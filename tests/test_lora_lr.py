@@ -363,6 +363,7 @@ def test_best_lr_is_chosen_on_validation_not_test():
          "trainable_params": 10, "seconds": 1.0}
   row = selection.summarize(res)
   assert row["best_lr"] == 1e-2 and row["peak_acc"] == 0.5 and row["lambda_max"] == 3.0
+  assert row["best_at_edge"] is False   # LR 1 of 0..2 is inside the grid
   assert row["ci_lo"] <= 0.5 <= row["ci_hi"]
 
 

@@ -178,18 +178,21 @@ def run_study(config, workdir):
         rows.append(selection.summarize(results[(method, rank)]))
   selection.relative_to_lora(rows)
   recall = pretrain_lib.knowledge_recall(params, cfg)
-  seeds = list(range(config.seed, config.seed + s.n_seeds))
-  header = _header(config, acc0, recall, lr_grid(config), seeds, commit, time.time() - t0, rows)
+  header = _header(config, acc0, recall, results, commit, time.time() - t0, rows)
   cols = ["method", "rank", "best_lr", "val_acc", "peak_acc", "ci_lo", "ci_hi",
-          "peak_acc_std", "best_lr_by_val_loss", "lambda_max", "lambda_vs_lora",
-          "best_lr_vs_lora", "trainable_params", "params_vs_lora"]
+          "peak_acc_std", "best_at_edge", "best_lr_by_val_loss", "lambda_max",
+          "lambda_vs_lora", "best_lr_vs_lora", "trainable_params", "params_vs_lora"]
   md = study_lib.write_table(workdir, "lora_lr_study", rows, cols, header, digits=4)
+  # The raw cells (per seed x LR validation/test accuracy and loss, per-problem test
+  # correctness, lambda_max per seed), so the table can be rebuilt without rerunning.
+  with open(os.path.join(workdir, "lora_lr_cells.json"), "w") as f:
+    json.dump({"commit": commit, "cells": list(results.values())}, f)
   _plots(workdir, results, rows, config)
   print(md)
   return rows
 
 
-def _header(config, acc0, recall, lrs, seeds, commit, seconds, rows):
+def _header(config, acc0, recall, results, commit, seconds, rows):
   spread = {}
   for rank in config.study.table_ranks:
     peaks = [r["peak_acc"] for r in rows if r["rank"] == rank]
@@ -198,13 +201,19 @@ def _header(config, acc0, recall, lrs, seeds, commit, seconds, rows):
   lam = np.log([r["lambda_max"] for r in rows])
   blr = np.log([r["best_lr"] for r in rows])
   corr = float(np.corrcoef(lam, blr)[0, 1]) if len(rows) > 2 else float("nan")
+  # Each cell records its own LR grid and seeds (cells may come from separate calls).
+  grids = {}
+  for (method, _), res in results.items():
+    key = (" ".join(f"{x:.2g}" for x in res["lrs"]), str(res["seeds"]))
+    grids.setdefault(key, []).append(method)
+  grid_text = "; ".join(f"LRs {g} (seeds {sd}): {'+'.join(dict.fromkeys(ms))}"
+                        for (g, sd), ms in grids.items())
   lines = [
       f"Study `lora_lr` on the tiny byte-level Llama ({config.model.dim}d, "
       f"{config.model.n_layers} layers), task `{config.data.task}` "
       f"({config.data.n_train} train / {config.data.n_val} validation / "
-      f"{config.data.n_test} test), "
-      f"{len(lrs)} LRs {lrs[0]:.2g}..{lrs[-1]:.2g}, seeds {seeds}, "
-      f"{config.optim.steps} steps x batch {config.optim.batch}.",
+      f"{config.data.n_test} test), {config.optim.steps} steps x batch "
+      f"{config.optim.batch}. {grid_text}.",
       f"commit `{commit}`; this process' wall time {seconds:.0f} s (per (method, rank) "
       f"seconds in the table); zero-shot accuracy {acc0:.3f}; rows found: {len(rows)}.",
       f"Base model: {config.pretrain.steps} pretraining steps, {config.pretrain.knowledge:.0%} "
@@ -224,14 +233,13 @@ def _plots(workdir, results, rows, config):
   import matplotlib  # pylint: disable=g-import-not-at-top
   matplotlib.use("Agg")
   import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
-  lrs = lr_grid(config)
   ranks = list(config.study.table_ranks)
   fig, axes = plt.subplots(1, len(ranks) + 1, figsize=(5 * (len(ranks) + 1), 4))
   for ax, rank in zip(axes, ranks):
     for method in config.study.methods:
       if (method, rank) in results:
-        acc = np.array(results[(method, rank)]["test_acc"]).mean(0)
-        ax.plot(lrs, acc, marker="o", ms=3, label=method)
+        res = results[(method, rank)]
+        ax.plot(res["lrs"], np.array(res["test_acc"]).mean(0), marker="o", ms=3, label=method)
     ax.set_xscale("log")
     ax.set_xlabel("learning rate")
     ax.set_ylabel("test exact match")

@@ -87,6 +87,8 @@ def summarize(res: dict) -> dict:
           "val_acc": float(np.mean(np.asarray(res["val_acc"])[:, best])),
           "peak_acc": float(test_acc[:, best].mean()), "ci_lo": lo, "ci_hi": hi,
           "peak_acc_std": float(test_acc[:, best].std()),
+          # the chosen LR is the grid's lowest or highest: the optimum may lie outside it
+          "best_at_edge": bool(best in (0, len(lrs) - 1)),
           "best_lr_by_val_loss": float(lrs[int(np.argmin(val_loss))]),
           "min_val_loss": float(val_loss.min()),
           "lambda_max": float(np.mean(res["lambda"])),
