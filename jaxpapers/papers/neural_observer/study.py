@@ -88,12 +88,13 @@ def _run_unit(config, workdir, unit):
   if kind == "systems":
     rows, tuning, _, chosen = _plant(config, name, width, config.study.methods, seeds)
   elif kind == "widths":
-    w = int(name)
-    if w >= config.study.wide_width:
+    w, ckpt_root = int(name), None
+    if w >= config.study.wide_width:  # runs of about a minute: checkpointed, resumable
       seeds = seeds[:config.study.wide_seeds]
+      ckpt_root = os.path.join(workdir, "run_checkpoints")
     lrs = {m: _chosen(workdir, "pendulum")[m] for m in config.study.width_methods}
     rows, *_ = _plant(config, "pendulum", w, config.study.width_methods, seeds,
-                            baselines=False, lrs=lrs)
+                      baselines=False, lrs=lrs, ckpt_root=ckpt_root)
     rows = [r for r in rows if r["method"] != "linear_part"]
   else:
     lr = _chosen(workdir, "x29")
@@ -195,6 +196,8 @@ def _plot(workdir, w_rows, sys_rows):
       axes[k].plot(ws, ys, ls, color=c, label=m)
   for ax, t in zip(axes[:2], ("wall-clock to a verified certificate\nat matched accuracy [s]",
                               "wall-clock of the whole run [s]")):
+    if not w_rows:  # this workdir holds no width-sweep runs (yet)
+      continue
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
     ax.set_xlabel("width")
