@@ -7,7 +7,9 @@ binary MobileNetV2 (inverted residuals: binary 1x1 expand, binary 3x3 depthwise,
 1x1 project; real shortcut when shapes match).
 
 Image stems (`stem`): `cifar` is a 3x3 stride-1 conv (for 28x28/32x32 inputs), `imagenet`
-is a 7x7 stride-2 conv followed by a 3x3 stride-2 max-pool (ResNet's ImageNet stem).
+is a 7x7 stride-2 conv followed by a 3x3 stride-2 max-pool (ResNet's ImageNet stem),
+`cifar_s2` a 3x3 stride-2 conv (28x28 -> 14x14 maps: a quarter of `cifar`'s conv work,
+the CPU-sized architecture study's stem).
 
 The rule enters every call as numbers (`knobs`, see binarize.knobs) so that networks
 trained with different rules can share one compiled, vmapped program; by default the
@@ -135,18 +137,19 @@ def _bn(train):
   return nn.BatchNorm(use_running_average=not train, momentum=0.9)
 
 
-STEMS = ("cifar", "imagenet")
+STEMS = ("cifar", "imagenet", "cifar_s2")
 
 
 def _stem(m, x, progress, knobs, train, conv: bool, width=None):
   """Real stem (default) or a binary one with real (image) input; returns (x, next index).
 
-  conv stems: `cifar` 3x3 stride 1; `imagenet` 7x7 stride 2 then 3x3 stride-2 max-pool.
+  conv stems: `cifar` 3x3 stride 1; `imagenet` 7x7 stride 2 then 3x3 stride-2 max-pool;
+  `cifar_s2` 3x3 stride 2.
   """
   width = width or m.width
   if conv and m.stem not in STEMS:
     raise ValueError(f"unknown stem {m.stem!r}; use one of {STEMS}")
-  k, stride = (7, 2) if (conv and m.stem == "imagenet") else (3, 1)
+  k, stride = {"imagenet": (7, 2), "cifar_s2": (3, 2)}.get(m.stem, (3, 1)) if conv else (3, 1)
   if m.first_real:
     layer = (nn.Conv(width, (k, k), (stride, stride), padding="SAME", use_bias=False,
                      name="stem") if conv

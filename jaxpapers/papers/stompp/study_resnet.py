@@ -88,33 +88,45 @@ def split_validation(ds, val_size: int):
 
 
 def train_arch(config, arch: str, width: int, rows, data, num_classes, log=print,
-               keep_states: bool = False, evaluate: bool = True):
-  """Trains every row of one architecture in one vmapped program; returns results."""
-  return run_arch(build_arch(config, arch, width, rows, data, num_classes, evaluate), log,
-                  keep_states)
+               keep_states: bool = False, evaluate: bool = True, sequential: bool = False):
+  """Trains every row of one architecture (all at once under vmap, or one after another
+  with one compiled program); returns results in row order."""
+  return run_arch(build_arch(config, arch, width, rows, data, num_classes, evaluate,
+                             sequential), log, keep_states)
 
 
 def build_arch(config, arch: str, width: int, rows, data, num_classes,
-               evaluate: bool = True):
+               evaluate: bool = True, sequential: bool = False):
   """Builds and compiles (ahead of time) the init, chunk and evaluation programs of one
   architecture. Thread-safe and GIL-free while XLA compiles, so the study compiles every
-  architecture concurrently and then trains them one after another."""
+  architecture concurrently and then trains them one after another.
+
+  The programs take the rows' variants, keys and seed indices as ARGUMENTS, so one
+  executable serves any group of rows of its size. `sequential=False` compiles for all
+  rows at once (vmap: an accelerator's way). `sequential=True` compiles for ONE row and
+  `run_arch` trains the rows one after another: on a CPU, vmapping convolutions over
+  networks with different weights turns them into grouped convolutions, which XLA's CPU
+  backend runs about 3.5x slower than the same convolutions one network at a time
+  (measured: 6 networks, 14x14x8 maps, batch 64: 92 ms vmapped, 27 ms unrolled).
+  """
   s = config.study
   steps, bs, chunk = config.train.steps, config.train.batch_size, min(s.chunk, config.train.steps)
   if steps % chunk:
     raise ValueError(f"study steps={steps} must be a multiple of study.chunk={chunk}")
   cfg = config_lib.override(config, {"model.name": arch, "model.width": width,
                                      "binarize.rule": "stompp"})
-  (tr_x, tr_y), (va_x, va_y), (te_x, te_y) = data
+  (tr_x, tr_y), _, _ = data
   model = model_lib.build(cfg, num_classes)
   optimizer = train_lib.make_optimizer(cfg)
   seeds = sorted({r[2] for r in rows})
-  seed_of_row = jnp.asarray([seeds.index(r[2]) for r in rows])
+  seed_of_row = np.asarray([seeds.index(r[2]) for r in rows], np.int32)
   var = _stack([train_lib.variant(*VARIANTS[v][1:5], lr=lr,
                                   refresh_frac=cfg.binarize.refresh_frac,
                                   binary_acts=VARIANTS[v][5]) for v, lr, _ in rows])
   keys = jax.vmap(jax.random.PRNGKey)(jnp.asarray([r[2] for r in rows]))
   init_keys, step_keys = jax.vmap(jax.random.split, out_axes=1)(keys)
+  groups = [[i] for i in range(len(rows))] if sequential else [list(range(len(rows)))]
+  g0 = np.asarray(groups[0])
   input_shape = tr_x.shape[1:]
   images, labels = jnp.asarray(tr_x), jnp.asarray(tr_y)
 
@@ -124,13 +136,14 @@ def build_arch(config, arch: str, width: int, rows, data, num_classes,
   compile_ = lambda f, *a, **kw: jax.jit(f, **kw).lower(*a).compile(compiler_options=opts)
   t0 = time.perf_counter()
   init = lambda k: train_lib.init_state(cfg, model, optimizer, input_shape, k)
-  states = compile_(jax.vmap(init), init_keys)(init_keys)
+  init_exe = compile_(jax.vmap(init), init_keys[g0])
+  states = init_exe(init_keys[g0])
   jax.block_until_ready(states)
 
   # The data are arguments, never closed over: a closed-over array would be embedded in
   # the program as a constant (172 MB for Fashion-MNIST).
-  def chunk_fn(states, idx, t_start, images, labels):  # idx: [C, S, B] per seed
-    def body(states, inputs):
+  def chunk_fn(states, idx, t_start, images, labels, var, step_keys, seed_of_row):
+    def body(states, inputs):  # idx: [C, S, B] per seed
       t, ix = inputs
       x, y = images[ix][seed_of_row], labels[ix][seed_of_row]  # [R, B, ...]
 
@@ -147,61 +160,92 @@ def build_arch(config, arch: str, width: int, rows, data, num_classes,
   idx_all = np.stack([np.stack([sources.batch_indices(sd, t, bs, n_train) for sd in seeds])
                       for t in range(steps)]).astype(np.int32)  # [T, S, B]
   # Compiled ahead of time once: the same executable gives XLA's FLOP count and runs
-  # every chunk (no second compile for the cost analysis).
+  # every chunk of every group (no second compile for the cost analysis).
+  take = lambda tree, g: jax.tree.map(lambda a: a[np.asarray(g)], tree)
   chunk_exe = compile_(chunk_fn, states, jnp.asarray(idx_all[:chunk]), jnp.int32(0),
-                       images, labels, donate_argnums=0)
+                       images, labels, take(var, g0), step_keys[g0],
+                       jnp.asarray(seed_of_row[g0]), donate_argnums=0)
   cost = chunk_exe.cost_analysis()
   cost = cost[0] if isinstance(cost, (list, tuple)) and cost else cost
   flops = float(cost["flops"]) if cost and "flops" in cost else None
   b = {"arch": arch, "width": width, "rows": rows, "model": model, "steps": steps,
        "chunk": chunk, "states": states, "idx_all": idx_all, "chunk_exe": chunk_exe,
-       "images": images, "labels": labels, "flops": flops}
-  b["eval"] = _build_eval(model, var, rows, states, data, compile_) if evaluate else None
+       "images": images, "labels": labels, "flops": flops, "groups": groups,
+       "init": lambda g: init_exe(init_keys[np.asarray(g)]),
+       "args": lambda g: (take(var, g), step_keys[np.asarray(g)],
+                          jnp.asarray(seed_of_row[np.asarray(g)]))}
+  b["eval"] = (_build_eval(model, take(var, g0), states, data, compile_) if evaluate
+               else None)
   b["compile_s"] = time.perf_counter() - t0
   return b
 
 
-def run_arch(b, log=print, keep_states: bool = False):
-  """Runs the compiled chunks of `build_arch` over all steps, then evaluates."""
-  steps, chunk, states, arch = b["steps"], b["chunk"], b["states"], b["arch"]
+def run_arch(b, log=print, keep_states: bool = False, on_row=None):
+  """Runs the compiled chunks of `build_arch` over all steps for every group of rows,
+  then evaluates; `on_row(i, result)` is called as soon as row i is finished (the study
+  saves it, so a cut run resumes at row granularity)."""
+  steps, chunk, arch = b["steps"], b["chunk"], b["arch"]
   idx_all, chunk_exe, images, labels = b["idx_all"], b["chunk_exe"], b["images"], b["labels"]
   rows, width, model, flops = b["rows"], b["width"], b["model"], b["flops"]
   t0 = time.perf_counter()
-  losses, gnorms, prog, chunk_times = [], [], [], []
-  for c0 in range(0, steps, chunk):
-    tc = time.perf_counter()
-    states, (loss, gn, pm) = chunk_exe(states, jnp.asarray(idx_all[c0:c0 + chunk]),
-                                       jnp.int32(c0), images, labels)
-    loss = np.asarray(loss)  # the only host sync: once per chunk
-    losses.append(loss), gnorms.append(np.asarray(gn)), prog.append(np.asarray(pm))
-    dt = time.perf_counter() - tc
-    chunk_times.append(dt)
-    done = c0 + chunk
-    log(f"[study] {arch} w{width}: step {done}/{steps}  mean loss {loss[-1].mean():.4f}  "
-        f"{chunk / dt:.1f} steps/s x {len(rows)} rows  elapsed "
-        f"{time.perf_counter() - t0:.0f}s", flush=True)
-  train_s = time.perf_counter() - t0
-
-  te = time.perf_counter()
-  val_acc, test_acc = b["eval"](states) if b["eval"] else (None, None)
-  eval_s = time.perf_counter() - te
-  loss_all = np.concatenate(losses)  # [T, R]
+  per_row = [None] * len(rows)
+  chunk_times, eval_s = [], 0.0
+  for gi, g in enumerate(b["groups"]):
+    states = b["states"] if gi == 0 else b["init"](g)
+    var, keys, sor = b["args"](g)
+    losses, gnorms, prog = [], [], []
+    tg = time.perf_counter()
+    for c0 in range(0, steps, chunk):
+      tc = time.perf_counter()
+      states, (loss, gn, pm) = chunk_exe(states, jnp.asarray(idx_all[c0:c0 + chunk]),
+                                         jnp.int32(c0), images, labels, var, keys, sor)
+      loss = np.asarray(loss)  # the only host sync: once per chunk
+      losses.append(loss), gnorms.append(np.asarray(gn)), prog.append(np.asarray(pm))
+      dt = time.perf_counter() - tc
+      chunk_times.append(dt)
+      who = (f"row {g[0] + 1}/{len(rows)} {rows[g[0]]}" if len(g) == 1
+             else f"{len(g)} rows")
+      log(f"[study] {arch} w{width} {who}: step {c0 + chunk}/{steps}  mean loss "
+          f"{loss[-1].mean():.4f}  {chunk / dt:.2f} steps/s  elapsed "
+          f"{time.perf_counter() - t0:.0f}s", flush=True)
+    te = time.perf_counter()
+    val_acc, test_acc = b["eval"](states, var) if b["eval"] else (None, None)
+    eval_s += time.perf_counter() - te
+    loss_all, gn_all, pm_all = (np.concatenate(a) for a in (losses, gnorms, prog))
+    host = jax.device_get(states) if keep_states else None
+    for j, i in enumerate(g):
+      per_row[i] = {
+          "val": None if val_acc is None else float(val_acc[j]),
+          "test": None if test_acc is None else float(test_acc[j]),
+          "loss": loss_all[:, j], "gnorm": gn_all[:, j], "committed": pm_all[:, j],
+          "states": None if host is None else jax.tree.map(lambda a: a[j], host),
+          "train_s": time.perf_counter() - tg}
+      if on_row is not None:
+        on_row(i, per_row[i])
+  train_s = time.perf_counter() - t0 - eval_s
+  stack = lambda k: np.stack([r[k] for r in per_row], -1)
+  loss_all = stack("loss")  # [T, R]
+  committed = np.stack([r["committed"] for r in per_row], 1)  # [T, R, L]
   # Fraction of all binarizable entries committed at the last step, per row (counted
   # from the masks; an entry-weighted mean over layers would hide a lagging layer).
-  final_prog = np.concatenate(prog)[-1].min(-1)  # [R]
-  return {"val": val_acc, "test": test_acc, "final_loss": loss_all[-20:].mean(0),
+  final_prog = committed[-1].min(-1)  # [R]
+  return {"val": None if per_row[0]["val"] is None else stack("val"),
+          "test": None if per_row[0]["test"] is None else stack("test"),
+          "final_loss": loss_all[-20:].mean(0),
           "first_loss": loss_all[:20].mean(0), "final_progress": final_prog,
-          "loss": loss_all, "committed": np.concatenate(prog),
-          "states": jax.device_get(states) if keep_states else None,
-          "gnorm": np.concatenate(gnorms), "num_binary": model.num_binary,
+          "loss": loss_all, "committed": committed,
+          "states": (jax.tree.map(lambda *a: np.stack(a), *[r["states"] for r in per_row])
+                     if keep_states else None),
+          "gnorm": np.stack([r["gnorm"] for r in per_row], 1),
+          "num_binary": model.num_binary,
           "train_s": train_s, "compile_s": b["compile_s"], "first_chunk_s": chunk_times[0],
           "chunk_s": float(np.median(chunk_times)), "eval_s": eval_s,
           "xla_gflop_per_chunk": None if flops is None else flops / 1e9}
 
 
-def _build_eval(model, var, rows, states, data, compile_, batch=500):
-  """Compiled committed-network accuracy of every row on validation and test, in ONE
-  pass over both splits concatenated (one compile instead of one per split size)."""
+def _build_eval(model, var, states, data, compile_, batch=500):
+  """Compiled committed-network accuracy of a group of rows on validation and test, in
+  ONE pass over both splits concatenated (one compile instead of one per split size)."""
   splits = data[1:]
   x_all = np.concatenate([x for x, _ in splits])
   y_all = np.concatenate([y for _, y in splits])
@@ -211,21 +255,22 @@ def _build_eval(model, var, rows, states, data, compile_, batch=500):
   ys = jnp.asarray(np.concatenate([y_all, np.zeros(pad, y_all.dtype)]))
   segs = jnp.asarray(np.concatenate([seg, np.full(pad, -1)]))
   onehot = segs[:, None] == jnp.arange(len(splits))  # [N, splits]; padding matches none
+  n_rows = len(jax.tree.leaves(var)[0])
 
-  def run(states, xs, ys, onehot):
+  def run(states, var, xs, ys, onehot):
     def body(correct, xyo):
       x, y, o = xyo
       logits = jax.vmap(lambda st, vv: train_lib.logits_hard(model, st, x, vv))(states, var)
       hit = (logits.argmax(-1) == y).astype(jnp.float32)  # [R, batch]
       return correct + hit @ o.astype(jnp.float32), None
-    c, _ = jax.lax.scan(body, jnp.zeros((len(rows), len(splits)), jnp.float32),
+    c, _ = jax.lax.scan(body, jnp.zeros((n_rows, len(splits)), jnp.float32),
                         (xs.reshape(-1, batch, *xs.shape[1:]), ys.reshape(-1, batch),
                          onehot.reshape(-1, batch, len(splits))))
     return c
-  exe = compile_(run, states, xs, ys, onehot)
+  exe = compile_(run, states, var, xs, ys, onehot)
 
-  def evaluate(states):
-    counts = np.asarray(exe(states, xs, ys, onehot))
+  def evaluate(states, var):
+    counts = np.asarray(exe(states, var, xs, ys, onehot))
     return [counts[:, i] / len(y) for i, (_, y) in enumerate(splits)]
   return evaluate
 
@@ -239,6 +284,12 @@ def load_fashion_mnist(config):
   return sources.normalize(ds)
 
 
+def _row_key(arch, width, cfg, v, lr, seed):
+  """Everything that makes a trained row what it is (resume matches on it)."""
+  return (f"{arch}|w{width}|{cfg.model.stem}|b{cfg.train.batch_size}|T{cfg.train.steps}|"
+          f"{v}|lr{lr}|s{seed}")
+
+
 def run(config, workdir: str):
   # Stamped before anything runs: the code that produced the table.
   commit = study_lib.git_commit(['jaxpapers/papers/stompp', 'configs/stompp.py',
@@ -247,67 +298,101 @@ def run(config, workdir: str):
     # A copy of the tree without .git (e.g. on a device machine): the launcher's stamp.
     commit = os.environ["JAXPAPERS_COMMIT"] + " (from JAXPAPERS_COMMIT; no git here)"
   s = config.study
+  if s.row_mode not in ("auto", "vmap", "sequential"):
+    raise ValueError(f"study.row_mode={s.row_mode!r}; use auto, vmap or sequential")
+  # auto: one row at a time on a CPU (see build_arch), all rows vmapped elsewhere
+  sequential = s.row_mode == "sequential" or (s.row_mode == "auto" and
+                                              jax.default_backend() == "cpu")
   started = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
   t_start = time.perf_counter()
   print(f"[study] resnet study at commit {commit}, {jax.device_count()} "
-        f"{jax.default_backend()} device(s) ({jax.devices()[0].device_kind})", flush=True)
+        f"{jax.default_backend()} device(s) ({jax.devices()[0].device_kind}), rows "
+        f"{'one at a time' if sequential else 'vmapped'}", flush=True)
   ds = load_fashion_mnist(config)
   data = split_validation(ds, s.val_size)
   seeds = list(range(config.seed, config.seed + s.seeds))
   cfg = config_lib.override(config, {"train.steps": s.resnet_steps})
+  steps = s.resnet_steps
   os.makedirs(workdir, exist_ok=True)
-  done_path = os.path.join(workdir, "resnet_cells.json")
-  done = json.load(open(done_path)) if os.path.exists(done_path) else {}
-  raw, timing = [], []
-  gnorm_curves = {}
+  # Resumable at row granularity: every finished row is written at once, and a rerun
+  # (the same command, or a later part with other archs / variants / seeds) skips rows
+  # already in the file and keeps them in the table. Each part's commit is kept.
+  done_path = os.path.join(workdir, "resnet_rows.json")
+  done = (json.load(open(done_path)) if os.path.exists(done_path)
+          else {"rows": {}, "timing": {}, "parts": []})
+  done["parts"].append({"commit": commit, "started": started,
+                        "archs": list(s.archs), "variants": list(s.variants),
+                        "seeds": seeds, "lrs": list(s.lrs)})
+
+  def save():
+    with open(done_path + ".tmp", "w") as f:
+      json.dump(done, f, indent=1)
+    os.replace(done_path + ".tmp", done_path)
+
   plan = []
   for a, arch in enumerate(s.archs):
     width = s.mobilenet_width if arch == "mobilenetv2" else s.resnet_width
     rows = rows_for(a, s.lrs, seeds, s.variants)
-    plan.append((arch, width, rows, f"{arch}|{width}|{s.resnet_steps}|{len(rows)}"))
+    todo = [r for r in rows if _row_key(arch, width, cfg, *r) not in done["rows"]]
+    plan.append((arch, width, todo))
   # Every architecture still to run compiles at once (XLA compiles without the GIL), so
   # the wall time pays the longest compile, not their sum; training runs one at a time.
   pool = concurrent.futures.ThreadPoolExecutor(max_workers=max(len(plan), 1))
-  builds = {key: pool.submit(build_arch, cfg, arch, width, rows, data, ds.num_classes)
-            for arch, width, rows, key in plan if key not in done}
-  for arch, width, rows, key in plan:
-    if key not in done:
-      res = run_arch(builds.pop(key).result())
-      done[key] = {
-          "rows": [{"arch": arch, "width": width, "variant": VARIANTS[v][0], "key": v,
-                    "lr": lr, "seed": sd,
-                    "val acc": float(res["val"][i]), "test acc": float(res["test"][i]),
-                    "first loss": float(res["first_loss"][i]),
-                    "final loss": float(res["final_loss"][i]),
-                    "committed at last step": float(res["final_progress"][i])}
-                   for i, (v, lr, sd) in enumerate(rows)],
-          "timing": {"arch": arch, "width": width, "binary layers": res["num_binary"],
-                     "rows": len(rows), "steps": s.resnet_steps,
-                     "train s": res["train_s"],
-                     "build+compile s (concurrent)": res["compile_s"],
-                     "first chunk s": res["first_chunk_s"],
-                     "eval s": res["eval_s"],
-                     "achieved TFLOP/s": (None if res["xla_gflop_per_chunk"] is None else
-                                          res["xla_gflop_per_chunk"] / 1e3 / res["chunk_s"])},
-      }
-      # Mean per-layer gradient norm (over seeds, at the first lr) of forward/reverse.
-      for v in ("stompp_fwd", "stompp_rev"):
-        sel = [i for i, r in enumerate(rows) if r[0] == v and r[1] == s.lrs[0]]
-        if sel:
-          np.save(os.path.join(workdir, f"gnorm_{arch}_{VARIANTS[v][2]}.npy"),
-                  res["gnorm"][:, sel].mean(1))
-      with open(done_path + ".tmp", "w") as f:
-        json.dump(done, f, indent=1)
-      os.replace(done_path + ".tmp", done_path)
-    raw += done[key]["rows"]
-    timing.append(done[key]["timing"])
-    for v in ("forward", "reverse"):
-      p = os.path.join(workdir, f"gnorm_{arch}_{v}.npy")
-      if os.path.exists(p):
-        gnorm_curves[(arch, v)] = np.load(p)
-    table = summarize(raw)
-    _write(workdir, cfg, commit, started, seeds, table, raw, timing, gnorm_curves, ds.name)
+  builds = {arch: pool.submit(build_arch, cfg, arch, width, todo, data, ds.num_classes,
+                              True, sequential)
+            for arch, width, todo in plan if todo}
+  for arch, width, todo in plan:
+    if not todo:
+      continue
+    b = builds.pop(arch).result()
+    print(f"[study] {arch} w{width}: {len(todo)} rows to train, compiled in "
+          f"{b['compile_s']:.0f}s", flush=True)
+
+    def on_row(i, r, arch=arch, width=width, todo=todo, b=b):
+      v, lr, sd = todo[i]
+      key = _row_key(arch, width, cfg, v, lr, sd)
+      loss = r["loss"]
+      tenth = max(steps // 10, 1)
+      done["rows"][key] = {
+          "arch": arch, "width": width, "variant": VARIANTS[v][0], "key": v, "lr": lr,
+          "seed": sd, "val acc": r["val"], "test acc": r["test"],
+          "first loss": float(loss[:20].mean()), "final loss": float(loss[-20:].mean()),
+          # mean training loss over each tenth of training: STE's convergence check
+          "loss by tenth": [float(loss[k * tenth:(k + 1) * tenth].mean()) for k in range(10)],
+          "committed at last step": float(r["committed"][-1].min()),
+          "train s": r["train_s"], "commit": commit}
+      np.save(os.path.join(workdir, f"gnorm_{key.replace('|', '_')}.npy"), r["gnorm"])
+      save()
+    res = run_arch(b, on_row=on_row)
+    t = done["timing"].setdefault(f"{arch}|w{width}|{cfg.model.stem}|b{cfg.train.batch_size}",
+                                  {"arch": arch, "width": width,
+                                   "binary layers": res["num_binary"], "rows": 0,
+                                   "steps": steps, "train s": 0.0})
+    t["rows"] += len(todo)
+    t["train s"] += res["train_s"]
+    t["s per step per row"] = res["chunk_s"] / b["chunk"] / (1 if sequential else len(todo))
+    t["compile s (last part)"] = res["compile_s"]
+    t["XLA GFLOP per step per row"] = (None if res["xla_gflop_per_chunk"] is None else
+                                       res["xla_gflop_per_chunk"] / b["chunk"]
+                                       / (1 if sequential else len(todo)))
+    save()
   pool.shutdown()
+  width_of = {a: (s.mobilenet_width if a == "mobilenetv2" else s.resnet_width)
+              for a in s.archs}
+  raw = [r for r in done["rows"].values()
+         if r["arch"] in width_of and r["width"] == width_of[r["arch"]]]
+  curves = {}
+  for arch in s.archs:
+    for v in ("stompp_fwd", "stompp_rev"):
+      gs = [np.load(p) for sd in seeds for p in
+            [os.path.join(workdir, "gnorm_" + _row_key(arch, width_of[arch], cfg, v,
+                                                        s.lrs[0], sd).replace("|", "_")
+                          + ".npy")] if os.path.exists(p)]
+      if gs:
+        curves[(arch, VARIANTS[v][2])] = np.mean(gs, 0)
+  table = summarize(raw)
+  _write(workdir, cfg, done, seeds, table, raw, list(done["timing"].values()), curves,
+         ds.name)
   print(f"[study] total wall {time.perf_counter() - t_start:.0f}s", flush=True)
   return table
 
@@ -328,33 +413,43 @@ def summarize(raw):
                 "test acc": float(test.mean()), "std": float(test.std()),
                 "min": float(test.min()), "seeds": len(sel),
                 "final loss": float(np.mean([r["final loss"] for r in sel])),
+                # training loss, second-last minus last tenth of training (mean over
+                # seeds): near 0 = the curve is flat at the end
+                "loss drop, last tenth": float(np.mean(
+                    [r["loss by tenth"][-2] - r["loss by tenth"][-1] for r in sel])),
                 "committed at last step": float(np.min([r["committed at last step"]
                                                          for r in sel]))})
   return out
 
 
-def _write(workdir, cfg, commit, started, seeds, table, raw, timing, curves, ds_name):
+def _write(workdir, cfg, done, seeds, table, raw, timing, curves, ds_name):
   s = cfg.study
+  parts = done["parts"]
+  commits = sorted({r["commit"] for r in raw}) or [parts[-1]["commit"]]
+  commit, started = ", ".join(commits), parts[0]["started"]
   header = (f"StoMPP architecture study on {ds_name} ({len(raw)} trained "
             f"networks): {s.resnet_steps} steps of batch {cfg.train.batch_size}, AdamW "
             f"(warmup+cosine), lr grid {list(s.lrs)} selected per variant on a "
             f"{s.val_size}-image validation split, {len(seeds)} seeds, crop_pad "
             f"{cfg.data.crop_pad} flip {cfg.data.flip}, per-channel standardization, "
-            f"width {s.resnet_width} (ResNets) / {s.mobilenet_width} (MobileNetV2 stem); "
+            f"width {s.resnet_width} (ResNets) / {s.mobilenet_width} (MobileNetV2 stem), "
+            f"stem {cfg.model.stem}; "
             f"test accuracy of the fully committed (hard-sign) network; 'committed at last "
             f"step' is the smallest per-layer committed fraction of the masks at the last "
             f"training step (1: the schedule finished).\n"
-            f"commit {commit} (stamped when the study started, {started}); device "
+            f"commit {commit} (each row stamped when its part started; first part "
+            f"{started}); device "
             f"{jax.devices()[0].device_kind} x{jax.device_count()}\n\n" + PAPER_CLAIMS)
   md = study_lib.write_table(
       workdir, "resnet", table,
       ["arch", "variant", "lr (val-selected)", "val acc", "test acc", "std", "min",
-       "seeds", "final loss", "committed at last step"], header=header, digits=4)
+       "seeds", "final loss", "loss drop, last tenth", "committed at last step"],
+      header=header, digits=4)
   md += "\n" + study_lib.markdown_table(timing, digits=1)
   with open(os.path.join(workdir, "resnet.md"), "w") as f:
     f.write(md)
   with open(os.path.join(workdir, "resnet_raw.json"), "w") as f:
-    json.dump({"commit": commit, "started": started, "rows": raw, "timing": timing,
+    json.dump({"commit": commit, "parts": parts, "rows": raw, "timing": timing,
                "config": cfg.to_dict()}, f, indent=1, default=str)
   _plot(workdir, table, curves, ds_name)
   print(md, flush=True)
