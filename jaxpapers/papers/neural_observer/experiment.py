@@ -48,7 +48,9 @@ def _one_run(config, trainer, prob, method, seed, lr, base, total_steps=None,
              time_to_cert=s["time_to_cert"], sdp_solves=s["sdp_solves"],
              val_nmse=s["best_val_nmse"], last_val_nmse=s["last_val_nmse"],
              margin=s.get("margin", np.nan), capped=s["capped"],
-             steps_done=s["steps_done"])
+             steps_done=s["steps_done"],
+             # (wall-clock, val nmse) of every verified certificate, for matched times
+             cert_trace=[[r["time_s"], r["val_nmse"]] for r in trace if r.get("valid")])
   if method.startswith("two_stage"):
     g = train.stage1_guarantees(prob, *trainer.stage1_state, config.eval.n_check,
                                 config.eval.beta, seed)

@@ -13,6 +13,9 @@ the tables are rebuilt from every finished unit each time.
 - widths/<w>: pendulum, two-stage vs direct LMI at width w with the learning rates chosen
   for the pendulum in systems/pendulum; widths >= config.study.wide_width use
   config.study.wide_seeds seeds (the SDP grows with the width).
+- widths_long/<w>: pendulum, two-stage with a 3x longer stage 2 at width w (same rates
+  as widths/<w>; its time to a certificate at matched accuracy is taken against direct
+  LMI's row of the same width and seed).
 - x29/nohinge, x29/noise, x29/long: X-29 (stand-in) ablations: stage 1 without the hinge;
   measurement noise x config.study.x29_noise; a 3x longer stage 2 (tests the explanation
   "two-stage rarely certifies because stage 2 is too short").
@@ -40,6 +43,29 @@ def _plant(config, plant, width, methods, seeds, **kw):
                                                trainer=_TRAINERS.get((plant, width)), **kw)
   _TRAINERS[(plant, width)] = trainer
   return rows, tuning, trainer, chosen
+
+
+def _long_total(config):
+  """Updates of the longer-stage-2 ablation: stage 1 + 3 x the usual stage 2."""
+  return (config.train.stage1_steps
+          + 3 * (config.train.total_steps - config.train.stage1_steps))
+
+
+def _matched_long(rows):
+  """time_to_matched of each two_stage_long row against direct LMI at the same width and
+  seed: the first verified certificate at the worse of the two best certified val nmse."""
+  direct = {(r["width"], r["seed"]): r for r in rows
+            if r["method"] == "direct" and r["part"] in ("widths", "systems")
+            and r["plant"] == "pendulum"}
+  out = []
+  for r in rows:
+    d = direct.get((r["width"], r["seed"]))
+    if r["method"] == "two_stage_long" and r["part"] == "widths_long" and d is not None:
+      level = max(float(r["val_nmse"]), float(d["val_nmse"]))
+      hits = [t for t, v in r.get("cert_trace", []) if v <= level]
+      r = dict(r, time_to_matched=hits[0] if hits else np.nan)
+    out.append(r)
+  return out
 
 
 def _unit_path(workdir, unit):
@@ -76,6 +102,8 @@ def _units(config):
     out += [f"systems/{p}" for p in s.plants]
   if "widths" in s.parts:
     out += [f"widths/{w}" for w in s.widths if w != config.model.width]
+  if "widths_long" in s.parts:
+    out += [f"widths_long/{w}" for w in sorted({config.model.width, *s.widths})]
   if "x29" in s.parts:
     out += ["x29/nohinge", "x29/noise", "x29/long"]
   return out
@@ -96,6 +124,15 @@ def _run_unit(config, workdir, unit):
     rows, *_ = _plant(config, "pendulum", w, config.study.width_methods, seeds,
                       baselines=False, lrs=lrs, ckpt_root=ckpt_root)
     rows = [r for r in rows if r["method"] != "linear_part"]
+  elif kind == "widths_long":  # two-stage with a 3x longer stage 2 at width w
+    w, ckpt_root = int(name), None
+    if w >= config.study.wide_width:
+      seeds = seeds[:config.study.wide_seeds]
+      ckpt_root = os.path.join(workdir, "run_checkpoints")
+    rows, *_ = _plant(config, "pendulum", w, ("two_stage",), seeds, baselines=False,
+                      lrs={"two_stage": _chosen(workdir, "pendulum")["two_stage"]},
+                      total_steps=_long_total(config), ckpt_root=ckpt_root)
+    rows = [dict(r, method="two_stage_long") for r in rows if r["method"] != "linear_part"]
   else:
     lr = _chosen(workdir, "x29")
     if name == "nohinge":
@@ -104,12 +141,10 @@ def _run_unit(config, workdir, unit):
     elif name == "noise":
       rows, *_ = _plant(config, "x29", width, config.study.methods, seeds,
                               noise_scale=config.study.x29_noise, lrs=lr)
-    else:  # stage 2 three times longer: total = stage1 + 3 x (total - stage1)
-      total = (config.train.stage1_steps
-               + 3 * (config.train.total_steps - config.train.stage1_steps))
+    else:
       rows, *_ = _plant(config, "x29", width, ("two_stage",), seeds,
-                              baselines=False, lrs={"two_stage": lr["two_stage"]},
-                              total_steps=total)
+                        baselines=False, lrs={"two_stage": lr["two_stage"]},
+                        total_steps=_long_total(config))
       rows = [dict(r, method="two_stage_long") for r in rows if r["method"] != "linear_part"]
     rows = [r for r in rows if not (name == "nohinge" and r["method"] == "linear_part")]
   part = kind if kind != "x29" else f"x29_{name}"
@@ -138,7 +173,7 @@ def write_tables(workdir):
   units = sorted(os.listdir(os.path.join(workdir, "units")))
   done = [json.load(open(os.path.join(workdir, "units", u))) for u in units
           if u.endswith(".json")]
-  rows = [r for d in done for r in d["rows"]]
+  rows = _matched_long([r for d in done for r in d["rows"]])
   tuning = [r for d in done for r in d["lr_tuning"]]
   commits = sorted({d["commit"] for d in done})
   elapsed = sum(d["elapsed_s"] for d in done)
@@ -157,7 +192,7 @@ def write_tables(workdir):
                        else r["last_val_nmse"]),
              total_s=r["total_s"], chosen="yes" if r["chosen"] else "")
         for r in tuning]
-  w_rows = [r for r in rows if r["part"] == "widths" or (
+  w_rows = [r for r in rows if r["part"] in ("widths", "widths_long") or (
       r["part"] == "systems" and r["plant"] == "pendulum"
       and r["method"] in ("two_stage", "direct"))]
   t2 = ex.aggregate(w_rows, ["width", "method"],
@@ -188,7 +223,7 @@ def _plot(workdir, w_rows, sys_rows):
   matplotlib.use("Agg")
   import matplotlib.pyplot as plt
   fig, axes = plt.subplots(1, 3, figsize=(15, 3.8))
-  for m, c in (("two_stage", "C0"), ("direct", "C1")):
+  for m, c in (("two_stage", "C0"), ("direct", "C1"), ("two_stage_long", "C2")):
     for k, (key, ls) in enumerate((("time_to_matched", "o-"), ("total_s", "s--"))):
       ws = sorted({r["width"] for r in w_rows if r["method"] == m})
       ys = [np.nanmean([float(r.get(key, np.nan)) for r in w_rows
