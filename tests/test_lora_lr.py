@@ -364,6 +364,11 @@ def test_best_lr_is_chosen_on_validation_not_test():
   row = selection.summarize(res)
   assert row["best_lr"] == 1e-2 and row["peak_acc"] == 0.5 and row["lambda_max"] == 3.0
   assert row["best_at_edge"] is False   # LR 1 of 0..2 is inside the grid
+  # per-LR table over cells with different grids: '-' where a cell did not run that LR
+  other = {**res, "method": "n", "lrs": [1e-2, 1e-1, 1.0]}
+  by = selection.by_lr_rows([res, other])
+  assert by[0]["0.001"] == "0.300 / 1.000" and by[0]["1"] == "-"
+  assert by[1]["0.001"] == "-" and by[1]["1"] == "0.700 / 0.000"
   assert row["ci_lo"] <= 0.5 <= row["ci_hi"]
 
 

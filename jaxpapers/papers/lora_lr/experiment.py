@@ -187,6 +187,10 @@ def run_study(config, workdir):
   # correctness, lambda_max per seed), so the table can be rebuilt without rerunning.
   with open(os.path.join(workdir, "lora_lr_cells.json"), "w") as f:
     json.dump({"commit": commit, "cells": list(results.values())}, f)
+  by_lr = selection.by_lr_rows(list(results.values()))
+  study_lib.write_table(workdir, "lora_lr_by_lr", by_lr, None,
+                        "Validation / test exact match (mean over seeds) per learning rate; "
+                        f"commit `{commit}`.")
   _plots(workdir, results, rows, config)
   print(md)
   return rows

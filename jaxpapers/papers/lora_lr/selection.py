@@ -106,3 +106,19 @@ def relative_to_lora(rows: list[dict]) -> list[dict]:
       r["best_lr_vs_lora"] = r["best_lr"] / ref["best_lr"]
       r["params_vs_lora"] = r["trainable_params"] / ref["trainable_params"]
   return rows
+
+
+def by_lr_rows(cells: list[dict]) -> list[dict]:
+  """Per (method, rank): "val / test" exact match (mean over seeds) at every LR of the
+  union of the cells' grids ('-' where a cell did not run that LR), for the per-LR table."""
+  key = lambda x: f"{x:.2g}"
+  lrs = sorted({float(x) for c in cells for x in c["lrs"]})
+  names = list(dict.fromkeys(key(x) for x in lrs))
+  rows = []
+  for c in cells:
+    row = {"method": c["method"], "rank": c["rank"], **{n: "-" for n in names}}
+    val, test = np.mean(c["val_acc"], 0), np.mean(c["test_acc"], 0)
+    for j, x in enumerate(c["lrs"]):
+      row[key(x)] = f"{val[j]:.3f} / {test[j]:.3f}"
+    rows.append(row)
+  return rows
