@@ -167,7 +167,7 @@ def test_hand_built_two_layer_net_matches_numpy_sign_network(rule, p):
 
 def test_few_step_resnet_learns_and_commits_on_schedule():
   """A binary ResNet-10 layout (StoMPP forward, STE-free) trained 25 steps through the
-  study's vmapped program: loss decreases, and the committed fraction of every layer's
+  study's program (rows one after another, as the study runs on a CPU): loss decreases, and the committed fraction of every layer's
   weight and activation masks (counted from the ranks, after soft refreshes) equals
   floor(p_l n) / n with p_l from the forward schedule written out in NumPy."""
   from jaxpapers.papers.stompp import study_resnet
@@ -180,7 +180,7 @@ def test_few_step_resnet_learns_and_commits_on_schedule():
   data = study_resnet.split_validation(ds, 200)
   rows = [("stompp_fwd", 0.01, 0), ("ste", 0.01, 0)]
   res = study_resnet.train_arch(cfg, "resnet10", 4, rows, data, 10, log=lambda *a, **k: None,
-                                keep_states=True, evaluate=False)
+                                keep_states=True, evaluate=False, sequential=True)
   loss = res["loss"]  # [T, R]
   assert np.all(loss[-6:].mean(0) < loss[:6].mean(0) - 0.1), loss
   L, T = res["num_binary"], 25
@@ -238,7 +238,7 @@ def test_augmented_run_resumes_exactly_and_reports_the_committed_network(tmp_pat
     np.testing.assert_array_equal(fa[k], fb[k], err_msg=k)
 
 
-@pytest.mark.parametrize("stem,hw", [("cifar", 16), ("imagenet", 4)])
+@pytest.mark.parametrize("stem,hw", [("cifar", 16), ("imagenet", 4), ("cifar_s2", 8)])
 def test_stems(stem, hw):
   config = load_config(CONFIG, f"model=resnet10,width=2,stem={stem}")
   model = model_lib.build(config, 10)
@@ -248,8 +248,8 @@ def test_stems(stem, hw):
       {"params": jax.random.PRNGKey(0), "ranks": jax.random.PRNGKey(1)}, x, p))
   k = v["params"]["stem"]["kernel"].shape
   assert k == ((7, 7, 3, 2) if stem == "imagenet" else (3, 3, 3, 2))
-  # The first block's activation mask has the stem's output map: 16x16, or 4x4 after
-  # the 7x7 stride-2 conv and the 3x3 stride-2 max-pool.
+  # The first block's activation mask has the stem's output map: 16x16, 4x4 after
+  # the 7x7 stride-2 conv and the 3x3 stride-2 max-pool, 8x8 after the 3x3 stride-2 conv.
   assert v["ranks"]["bin0"]["a"].shape == (hw, hw, 2)
 
 

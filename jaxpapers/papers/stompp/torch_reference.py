@@ -70,10 +70,14 @@ class MLP(nn.Module):
 
 
 class ResNet(nn.Module):
-  def __init__(self, arch, width, in_ch, hw, classes):
+  def __init__(self, arch, width, in_ch, hw, classes, stem="cifar"):
     super().__init__()
     block, stages = RESNET_LAYOUTS[arch]
-    self.stem = nn.Conv2d(in_ch, width, 3, padding=1, bias=False)
+    if stem not in ("cifar", "cifar_s2"):
+      raise ValueError(f"torch reference has the cifar and cifar_s2 stems, not {stem!r}")
+    st0 = 2 if stem == "cifar_s2" else 1  # 3x3 stride 2: 28x28 -> 14x14 maps
+    self.stem = nn.Conv2d(in_ch, width, 3, stride=st0, padding=1, bias=False)
+    hw = (hw + st0 - 1) // st0
     self.bn0 = nn.BatchNorm2d(width)
     self.blocks = nn.ModuleList()
     c = width
@@ -119,7 +123,7 @@ def make_step(config, input_shape, classes):
   if m.name == "mlp":
     model = MLP(h * w * c, m.width, m.depth, classes)
   else:
-    model = ResNet(m.name, m.width, c, h, classes)
+    model = ResNet(m.name, m.width, c, h, classes, m.get("stem", "cifar"))
   opt = torch.optim.AdamW(model.parameters(), lr=config.optim.lr, weight_decay=0.0)
   bins = [mod for mod in model.modules() if isinstance(mod, _Bin)]
 
