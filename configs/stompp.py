@@ -13,10 +13,15 @@ Depth study on the binary MLP (rule x order x depth, 3 seeds vmapped, Fashion-MN
 installed; 24 cells, about 15 min on a shared 2-core CPU; at depth 8: STE 0.842, StoMPP
 forward 0.686, reverse 0.461, StoMPP+STE-on-frozen 0.817, see the paper README):
   python launch/study.py --config=configs/stompp.py:study=depth --workdir=/tmp/stompp_study
-Architecture study (binary ResNet-18 / ResNet-34 width 32, MobileNetV2 x0.5; 6 variants +
-2 ablation rows x 2 learning rates x 3 seeds vmapped per architecture; 1500 steps of batch
-128 on Fashion-MNIST; sized for ONE GPU, estimated 4-7 min on an H200, far too slow on a
-CPU; Fashion-MNIST's IDX files in .fmnist/):
+Architecture study, CPU size (what this README reports; binary ResNet-18 / ResNet-34 at
+width 8 with a 3x3 stride-2 stem on Fashion-MNIST 28x28, 300 steps of batch 64, lr 3e-3,
+3 seeds, rows trained one after another, resumable per row; about 81 s per ResNet-18
+row on the loaded 2-core machine, so it runs in parts of <= 12 min: rerun the same
+command, or name archs / variants per part; see the paper README for results):
+  python launch/study.py --config=configs/stompp.py:study=resnet,data_path=/usr/share/datasets/fashion-mnist,resnet_width=8,stem=cifar_s2,batch_size=64,resnet_steps=300,chunk=50,lrs=0.003,seeds=3,archs=resnet18+resnet34,variants=ste+stompp_fwd+stompp_ste_fwd+fp+stompp_rev --workdir=DIR
+Architecture study, accelerator size (ResNet-18 / ResNet-34 width 32, MobileNetV2 x0.5;
+6 variants + 2 ablation rows x 2 learning rates x 3 seeds vmapped per architecture;
+1500 steps of batch 128; estimated 4-7 min on one H200, never run; IDX files in .fmnist/):
   python launch/study.py --config=configs/stompp.py:study=resnet,data_path=.fmnist --workdir=DIR
 Its CPU check at a tiny size (digits, 4 steps; a few minutes, mostly compiling):
   python launch/study.py --config=configs/stompp.py:study=resnet,smoke --workdir=DIR
