@@ -56,7 +56,7 @@ def get_config(arg=None):
       # resnet study (sized for one GPU; see the docstring for the CPU-sized command)
       archs=("resnet18", "resnet34", "mobilenetv2"), resnet_width=32, mobilenet_width=16,
       resnet_steps=1500, chunk=250, lrs=(1e-3, 3e-3), val_size=5000, variants=("",),
-      opt_level=-1, row_mode="auto")
+      ablation=("",), opt_level=-1, row_mode="auto")
   c = ml_collections.ConfigDict()
   c.experiment = "jaxpapers.papers.stompp.experiment"
   c.seed = arg.seed
@@ -120,6 +120,9 @@ def get_config(arg=None):
   c.study.val_size = arg.val_size  # validation images held out of the training split
   c.study.opt_level = arg.opt_level  # XLA backend optimization level (-1: default)
   c.study.variants = tuple(v for v in arg.variants if v)  # keys, e.g. ste+fp ("": all)
+  # ablation rows on the first arch only, e.g. late_window ("": the built-in two when
+  # variants is empty, none otherwise)
+  c.study.ablation = tuple(v for v in arg.ablation if v)
   # vmap: every row in one vmapped program (accelerators) | sequential: one compiled
   # program trains the rows one after another (CPU: vmapped convs become slow grouped
   # convs) | auto: sequential on a CPU backend

@@ -66,9 +66,13 @@ def _stack(trees):
   return jax.tree.map(lambda *x: jnp.stack(x), *trees)
 
 
-def rows_for(arch_index: int, lrs, seeds, variants=()):
-  """(variant key, lr, seed) of every vmapped row; the ablation rides on the first arch."""
-  keys = list(variants) or (MAIN + ABLATION if arch_index == 0 else MAIN)
+def rows_for(arch_index: int, lrs, seeds, variants=(), ablation=()):
+  """(variant key, lr, seed) of every row. `variants` (default: MAIN) run on every
+  architecture; the ablation rows (default: ABLATION when `variants` is empty, else
+  none) ride on the first architecture only."""
+  keys = list(variants) or list(MAIN)
+  if arch_index == 0:
+    keys += list(ablation) or ([] if variants else ABLATION)
   for k in keys:
     if k not in VARIANTS:
       raise ValueError(f"unknown study variant {k!r}; use {'+'.join(VARIANTS)}")
@@ -330,7 +334,7 @@ def run(config, workdir: str):
   plan = []
   for a, arch in enumerate(s.archs):
     width = s.mobilenet_width if arch == "mobilenetv2" else s.resnet_width
-    rows = rows_for(a, s.lrs, seeds, s.variants)
+    rows = rows_for(a, s.lrs, seeds, s.variants, s.ablation)
     todo = [r for r in rows if _row_key(arch, width, cfg, *r) not in done["rows"]]
     plan.append((arch, width, todo))
   # The data are loaded only when a row is left to train: a rerun with every row done
