@@ -9,7 +9,8 @@ with an affordable i*, GREEDY-SM(B/2) alone, tuned sequential posted prices):
   python launch/study.py --config=configs/bfmnet.py --workdir=/tmp/bfm_study
   python launch/study.py --config=configs/bfmnet.py:study=classical --workdir=/tmp/bfm_cl
   python launch/study.py --config=configs/bfmnet.py:study=singer_gap --workdir=/tmp/bfm_gap
-  python launch/study.py --config=configs/bfmnet.py:study=scale --workdir=/tmp/bfm_scale
+  python launch/study.py --config=configs/bfmnet.py:study=scale,ns=50 --workdir=/tmp/bfm_scale50
+  python launch/study.py --config=configs/bfmnet.py:study=scale,ns=100,scale_variants=offset0+penalty --workdir=/tmp/bfm_scale100
   python launch/study.py --config=configs/bfmnet.py:study=neural,ns=5 --workdir=/tmp/bfm_nn
   python launch/benchmark.py --config=configs/bfmnet.py:n=10 --workdir=/tmp/bfm_bench
 
@@ -21,9 +22,14 @@ in every cell (Singer on additive, tuned posted prices on submodular markets) an
 the corrected CGL in 13 of 16 cells. `study=classical` (no training) took 469 s,
 `study=singer_gap,gap_variants=base+long+wide` 489 s, `study=neural,ns=5` 183 s (commits
 7dd190d, 33f7434, 09ce6c9; at n = 5 the ex-post-constrained RegretNet with its lr chosen on
-validation collapses to buying nothing, BFMNet keeps 0.60-0.76); tables
-and commands in jaxpapers/papers/bfmnet/README.md. Smoke values are overridden by
-explicit args (`:smoke,steps=50`).
+validation collapses to buying nothing, BFMNet keeps 0.60-0.76). `study=scale,ns=50`
+took 200 s (commit 4f1c385): the default training collapses to value 0 on the submodular
+cell (raw prices run into an exactly flat region of the relaxation), a lower initial price
+scale (offset 2) does not help, the raw-overspend hinge (`penalty`) gives 0.580;
+`study=scale,ns=100,...` 153 s (dfbb2e8): 0.57-0.65, 16-21% below the best truthful
+baseline. `study=singer_gap,gap_variants=distill` 121 s (0818b4f): a Singer-distilled start
+ends where the random one does. Tables and commands in jaxpapers/papers/bfmnet/README.md.
+Smoke values are overridden by explicit args (`:smoke,steps=50`).
 """
 from ml_collections import ConfigDict
 
