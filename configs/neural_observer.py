@@ -23,7 +23,7 @@ numbers, see the README).
 Expected (measured results and runtimes in jaxpapers/papers/neural_observer/README.md):
 per-method learning rates from {1e-3, 3e-3, 1e-2} chosen on validation; tables
 lr_tuning / systems / widths / x29_ablations, rows.json and study.png in the workdir.
-Measured (14 units, 1358 s of unit wall-clock in total, each part under 6 minutes): the
+Measured (14 units, 1358 s of unit wall-clock in total, the longest part 369 s): the
 EKF is the most accurate observer on every plant; two-stage certifies 10/12 system runs
 and its certified models beat direct LMI's everywhere; direct LMI is certified first
 (at its first SDP); per run two-stage is 1.7-1.8x faster at widths 128-256.
