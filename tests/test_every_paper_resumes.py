@@ -30,8 +30,7 @@ RESUME_TESTS = {
                "test_pretraining_runs_on_the_core_loop_and_restores_its_checkpoint",
     "lpr": "tests/test_lpr.py::test_train_and_evaluate_resumes_exactly",
     "motor_adapters": "tests/test_motor_adapters.py::test_exact_resume",
-    "neural_observer": "no checkpoint: train_and_evaluate is several independent runs of "
-                       "well under a minute each",
+    "neural_observer": "tests/test_neural_observer.py::test_run_resumes_bit_for_bit_after_a_kill",
     "perturbed_eg": "tests/test_perturbed_eg.py::test_resume_is_bitwise_exact",
     "visitation_reward": "tests/test_visitation_reward.py::test_smoke_train_resumes_exactly",
     "stompp": "tests/test_stompp.py::"
