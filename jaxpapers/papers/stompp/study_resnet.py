@@ -322,9 +322,6 @@ def run(config, workdir: str):
   done_path = os.path.join(workdir, "resnet_rows.json")
   done = (json.load(open(done_path)) if os.path.exists(done_path)
           else {"rows": {}, "timing": {}, "parts": []})
-  done["parts"].append({"commit": commit, "started": started,
-                        "archs": list(s.archs), "variants": list(s.variants),
-                        "seeds": seeds, "lrs": list(s.lrs)})
 
   def save():
     with open(done_path + ".tmp", "w") as f:
@@ -341,6 +338,9 @@ def run(config, workdir: str):
   # just rebuilds the table and plot from the rows file (seconds).
   ds_name, num_classes = "fashion_mnist", 10
   if any(todo for _, _, todo in plan):
+    done["parts"].append({"commit": commit, "started": started,
+                          "archs": list(s.archs), "variants": list(s.variants),
+                          "ablation": list(s.ablation), "seeds": seeds, "lrs": list(s.lrs)})
     ds = load_fashion_mnist(config)
     data = split_validation(ds, s.val_size)
     ds_name, num_classes = ds.name, ds.num_classes
