@@ -76,7 +76,8 @@ def rows_for(arch_index: int, lrs, seeds, variants=(), ablation=()):
   for k in keys:
     if k not in VARIANTS:
       raise ValueError(f"unknown study variant {k!r}; use {'+'.join(VARIANTS)}")
-  return [(k, lr, s) for k in keys for lr in lrs for s in seeds]
+  # seed-major: a part cut by a time limit leaves every variant with the same seeds
+  return [(k, lr, s) for s in seeds for k in keys for lr in lrs]
 
 
 def split_validation(ds, val_size: int):
