@@ -382,8 +382,10 @@ def run(config, workdir: str):
     t["train s"] += res["train_s"]
     t["s per step per row"] = res["chunk_s"] / b["chunk"] / (1 if sequential else len(todo))
     t["compile s (last part)"] = res["compile_s"]
+    # XLA's cost analysis counts a scan's body once, not per step: the chunk's FLOPs
+    # are those of one step of the group (the benchmark reports GFLOP/s properly).
     t["XLA GFLOP per step per row"] = (None if res["xla_gflop_per_chunk"] is None else
-                                       res["xla_gflop_per_chunk"] / b["chunk"]
+                                       res["xla_gflop_per_chunk"]
                                        / (1 if sequential else len(todo)))
     save()
   pool.shutdown()
