@@ -41,7 +41,7 @@ def get_config(arg=None):
       bc_noise=0.5, tasks=_TASKS, methods=("sparse", "svm", "vice", "distance", "rnd"),
       lrs=(3e-4, 1e-3, 3e-3), val_seeds=2, test_seeds=6, tabular_mdps=30, chunk=10, algo="ppo",
       sac_updates=32, sac_tasks=(), sac_methods=("sparse", "svm"),
-      svm_scale=5.0, lane_group=6, critic_warmup=2, scale_factors=(1.0, 4.0))
+      svm_scale=5.0, lane_group=6, critic_warmup=2, demos="", scale_factors=(1.0, 4.0))
   config = ml_collections.ConfigDict()
   config.experiment = "jaxpapers.papers.visitation_reward.experiment"
   config.seed = arg.seed  # offset of every seed index (runs draw keys from task + seed)
@@ -56,6 +56,10 @@ def get_config(arg=None):
   config.bc.noise = arg.bc_noise  # std of the Gaussian noise on the demonstrator's actions
   config.bc.steps = arg.bc_steps  # Adam steps of the MSE fit (short: imperfect policy)
   config.bc.lr = 1e-3
+  # Recorded demonstrations for the initial policy (robomimic-style HDF5 or .npz, see
+  # bc.load_demonstrations) instead of the scripted demonstrator; train runs only (the
+  # study's tasks use their scripted demonstrators).
+  config.bc.demos = arg.demos
 
   config.ppo = ml_collections.ConfigDict()
   config.ppo.num_envs = arg.num_envs  # episodes per iteration (one full episode each)

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from jaxpapers.core import config as config_lib
-from jaxpapers.papers.visitation_reward import brax_tasks, envs, experiment, ppo, rewards
+from jaxpapers.papers.visitation_reward import bc, brax_tasks, envs, experiment, ppo, rewards
 from jaxpapers.papers.visitation_reward import tabular
 
 KEY = jax.random.key(0)
@@ -237,3 +237,35 @@ def test_buffer_sampling_is_uniform_over_the_mask():
   counts = np.bincount(idx, minlength=6)
   assert counts[[0, 2, 5]].sum() == 0
   np.testing.assert_allclose(counts[[1, 3, 4]] / 6000, 1 / 3, atol=0.03)
+
+
+def test_recorded_demonstrations_load_and_clone_like_the_scripted_ones(tmp_path):
+  h5py = pytest.importorskip("h5py")
+  task = envs.make("point_reach")
+  key = jax.random.fold_in(KEY, 3)
+  kd = jax.random.split(key, 3)[0]  # the key behaviour_clone gives the demonstrator
+  obs, act = (np.asarray(x) for x in bc.demonstrations(task, kd, 2, 0.5))
+  per = obs.shape[0] // 2
+  path = str(tmp_path / "demos.hdf5")
+  with h5py.File(path, "w") as f:  # robomimic layout; obs split into two low-dim keys
+    for i in range(2):
+      g = f.create_group(f"data/demo_{i}")
+      g["obs/a_pos"] = obs[i * per:(i + 1) * per, :2]
+      g["obs/b_rest"] = obs[i * per:(i + 1) * per, 2:]
+      g["actions"] = act[i * per:(i + 1) * per]
+  o, a = bc.load_demonstrations(path, task.obs_dim, task.act_dim)
+  np.testing.assert_array_equal(o, obs)
+  np.testing.assert_array_equal(a, act)
+  npz = str(tmp_path / "demos.npz")
+  np.savez(npz, obs=obs, actions=act)
+  o2, _ = bc.load_demonstrations(npz, task.obs_dim, task.act_dim)
+  np.testing.assert_array_equal(o2, obs)
+  # cloning the loaded file gives the policy cloned from the demonstrator's own episodes
+  from_file = bc.behaviour_clone(task, key, 16, 2, 0.5, 20, demos=(o, a))
+  scripted = bc.behaviour_clone(task, key, 16, 2, 0.5, 20)
+  for x, y in zip(jax.tree.leaves(from_file), jax.tree.leaves(scripted)):
+    np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
+  with pytest.raises(FileNotFoundError, match="missing.hdf5"):
+    bc.load_demonstrations(str(tmp_path / "missing.hdf5"), task.obs_dim, task.act_dim)
+  with pytest.raises(ValueError, match=r"the task needs \(N, 3\)"):
+    bc.load_demonstrations(npz, 3, task.act_dim)

@@ -83,9 +83,18 @@ def seed_key(task_name: str, seed):
   return jax.random.fold_in(jax.random.key(zlib.crc32(task_name.encode()) % (2**31)), seed)
 
 
-def initial_actor(task, rc: RunCfg, key):
+def initial_actor(task, rc: RunCfg, key, demos=None):
   return bc.behaviour_clone(task, jax.random.fold_in(key, 0), rc.hidden, rc.bc_episodes,
-                            rc.bc_noise, rc.bc_steps, rc.bc_lr)
+                            rc.bc_noise, rc.bc_steps, rc.bc_lr, demos=demos)
+
+
+def load_demos(config):
+  """Recorded demonstrations from `config.bc.demos` (None: the scripted demonstrator)."""
+  if not config.bc.get("demos", ""):
+    return None
+  task = envs.make(config.task.name)
+  obs, act = bc.load_demonstrations(config.bc.demos, task.obs_dim, task.act_dim)
+  return jnp.asarray(obs), jnp.asarray(act)
 
 
 def in_groups(fn, group: int, *lane_args):
@@ -110,12 +119,12 @@ def in_groups(fn, group: int, *lane_args):
 
 
 @functools.partial(jax.jit, static_argnames=("task_name", "rc"))
-def _population_group(task_name: str, rc: RunCfg, seeds, lrs, weights):
+def _population_group(task_name: str, rc: RunCfg, seeds, lrs, weights, demos=None):
   task = envs.make(task_name)
 
   def lane(seed, lr, w):
     key = seed_key(task_name, seed)
-    actor0 = initial_actor(task, rc, key)
+    actor0 = initial_actor(task, rc, key, demos)
     algo = sac if rc.algo == "sac" else ppo
     init_success, metrics, _ = algo.finetune(task, rc, jax.random.fold_in(key, 1), actor0,
                                              lr, w)
@@ -124,20 +133,20 @@ def _population_group(task_name: str, rc: RunCfg, seeds, lrs, weights):
   return jax.vmap(lane)(seeds, lrs, weights)
 
 
-def population(task_name: str, rc: RunCfg, seeds, lrs, weights, group: int):
+def population(task_name: str, rc: RunCfg, seeds, lrs, weights, group: int, demos=None):
   """Whole runs for lanes (seed, lr, weights): (initial success (L,), metrics (L, I)),
   in fixed groups of `group` lanes (see `in_groups`)."""
-  fn = functools.partial(_population_group, task_name, rc)
+  fn = functools.partial(_population_group, task_name, rc, demos=demos)
   return in_groups(fn, group, seeds, lrs, weights)
 
 
 @functools.partial(jax.jit, static_argnames=("task_name", "rc"))
-def _init_lanes(task_name, rc, seeds):
+def _init_lanes(task_name, rc, seeds, demos=None):
   task = envs.make(task_name)
 
   def lane(seed):
     key = seed_key(task_name, seed)
-    actor0 = initial_actor(task, rc, key)
+    actor0 = initial_actor(task, rc, key, demos)
     carry, s0 = ppo.init(task, rc, jax.random.fold_in(key, 1), actor0)
     return actor0, carry, s0
 
@@ -171,7 +180,8 @@ def train_and_evaluate(config, workdir: str, stop_after: int | None = None) -> d
   if rc.algo == "sac":
     return _train_sac(config, workdir, rc, task, seeds, lr, weights)
   group = config.train.lane_group
-  actor0, carry, s0 = in_groups(functools.partial(_init_lanes, task.name, rc), group, seeds)
+  init = functools.partial(_init_lanes, task.name, rc, demos=load_demos(config))
+  actor0, carry, s0 = in_groups(init, group, seeds)
   ckpt = checkpoint_lib.Checkpointer(workdir, keep=1)
   hist = jnp.zeros((rc.iterations, config.train.seeds))
   state, start = ckpt.restore_or({"carry": carry, "success": hist})
@@ -212,7 +222,7 @@ def _train_sac(config, workdir, rc, task, seeds, lr, weights) -> dict:
   n = seeds.shape[0]
   init, m = population(task.name, rc, seeds, jnp.full((n,), lr),
                        jnp.broadcast_to(weights, (n, weights.shape[0])),
-                       config.train.lane_group)
+                       config.train.lane_group, demos=load_demos(config))
   hist = np.asarray(m["success"]).T  # (iterations, seeds)
   steps_per_it = rc.num_envs * task.horizon
   writer = metrics_lib.MetricsWriter(workdir, total_steps=rc.iterations * steps_per_it)
