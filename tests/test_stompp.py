@@ -202,6 +202,39 @@ def test_few_step_resnet_learns_and_commits_on_schedule():
   assert res["final_progress"][0] == 1.0
 
 
+def test_validation_split_is_disjoint_and_lr_is_selected_on_shared_seeds():
+  """The study's validation images are held out of training (disjoint, together the
+  whole training split) and never test images; the lr is chosen on validation over the
+  seeds trained at EVERY lr, not over whatever extra seeds the chosen lr later got."""
+  from jaxpapers.papers.stompp import study_resnet
+  ids = lambda a, b: np.arange(a, b, dtype=np.float32)[:, None, None, None]  # image = id
+  ds = sources.Dataset("ids", sources.ArraySplit(ids(0, 100), np.arange(100) % 10),
+                       sources.ArraySplit(ids(1000, 1030), np.arange(30) % 10),
+                       (1, 1, 1), 10)
+  (trx, try_), (vax, vay), (tex, _) = study_resnet.split_validation(ds, 17)
+  tr, va = trx.ravel().astype(int), vax.ravel().astype(int)
+  assert len(va) == 17 and len(tr) == 83
+  assert not set(tr) & set(va) and set(tr) | set(va) == set(range(100))
+  np.testing.assert_array_equal(try_, tr % 10)  # labels follow their images
+  np.testing.assert_array_equal(vay, va % 10)
+  np.testing.assert_array_equal(tex.ravel(), np.arange(1000, 1030))
+  with pytest.raises(ValueError, match="val_size"):
+    study_resnet.split_validation(ds, 100)
+  row = lambda lr, seed, val, test: {"arch": "a", "variant": "v", "lr": lr, "seed": seed,
+                                     "val acc": val, "test acc": test, "final loss": 1.0,
+                                     "loss by tenth": [1.0] * 10,
+                                     "committed at last step": 1.0}
+  # Grid on seed 0: lr 3e-3 wins (0.75 vs 0.70). Seeds 1, 2 exist only at 1e-2 and are
+  # lucky: a mean over all seeds would pick 1e-2 (0.89); selection must not.
+  raw = [row(3e-3, 0, 0.75, 0.74), row(1e-2, 0, 0.70, 0.69), row(1e-2, 1, 0.99, 0.98),
+         row(1e-2, 2, 0.99, 0.98)]
+  lr, common, val = study_resnet.select_lr(raw)
+  assert lr == 3e-3 and common == [0] and val == {3e-3: 0.75, 1e-2: 0.70}
+  (t,) = study_resnet.summarize(raw + [row(3e-3, 3, 0.6, 0.5)])
+  assert t["lr (val-selected)"] == 3e-3 and t["seeds"] == 2
+  np.testing.assert_allclose(t["test acc"], 0.62)  # test at the chosen lr, both seeds
+
+
 def test_committed_fraction_of_masks_is_floor_pn_at_every_step():
   """The masks a layer uses at progress p commit exactly floor(p n) entries, also after
   soft refreshes (checked on the ranks the training run evolved)."""
@@ -263,6 +296,14 @@ def test_mobilenetv2_layout_and_depthwise_binary_conv():
       {"params": jax.random.PRNGKey(0), "ranks": jax.random.PRNGKey(1)}, x, p))
   assert v["params"]["bin0"]["kernel"].shape == (3, 3, 1, 8)  # depthwise, t=1 block
   assert v["params"]["bin2"]["kernel"].shape == (1, 1, 8, 48)  # expansion x6
+  # Stride 1 in the second stage for the small-image stems: the last binary conv's
+  # input map is 4x4 (cifar stem) or 2x2 (cifar_s2) on 28x28, as in the ResNets here.
+  last = f"bin{model.num_binary - 1}"
+  assert v["ranks"][last]["a"].shape == (4, 4, 80)
+  m2 = model_lib.build(load_config(CONFIG, "model=mobilenetv2,width=8,stem=cifar_s2"), 10)
+  v2 = jax.eval_shape(lambda: m2.init(
+      {"params": jax.random.PRNGKey(0), "ranks": jax.random.PRNGKey(1)}, x, p))
+  assert v2["ranks"][last]["a"].shape == (2, 2, 80)
   # A depthwise binary conv equals per-channel NumPy correlation with sign weights.
   conv = model_lib.BinaryConv(index=0, features=3, kernel_size=3, depthwise=True)
   xs = np.random.default_rng(0).normal(size=(1, 5, 5, 3)).astype(np.float32)

@@ -309,7 +309,9 @@ class BinaryMobileNetV2(_BinaryNet):
     x, i = _stem(self, x, progress, knobs, train, conv=True, width=_round_ch(32 * mult))
     for stage, (t, c, n, s) in enumerate(MOBILENETV2_LAYOUT):
       out_ch = _round_ch(c * mult)
-      if stage == 1 and self.stem == "cifar":
+      # CIFAR adaptation (stride 1 in the second stage) for both small-image stems, so
+      # the last map is 4x4 (cifar) or 2x2 (cifar_s2) on 28x28, as in the ResNets here.
+      if stage == 1 and self.stem in ("cifar", "cifar_s2"):
         s = 1
       for b in range(n):
         stride = s if b == 0 else 1

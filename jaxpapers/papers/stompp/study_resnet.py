@@ -409,18 +409,33 @@ def run(config, workdir: str):
   return table
 
 
+def select_lr(mine):
+  """The lr with the best mean validation accuracy over the SELECTION seeds: the seeds
+  trained at every lr of the grid (a grid may be run on one seed and the chosen lr then
+  on more; comparing means over different seed sets would favour whichever lr has the
+  luckier extra seeds). Returns (lr, selection seeds, {lr: mean val acc})."""
+  lrs = sorted({r["lr"] for r in mine})
+  common = sorted(set.intersection(*[{r["seed"] for r in mine if r["lr"] == lr}
+                                     for lr in lrs]))
+  val = {lr: float(np.mean([r["val acc"] for r in mine
+                            if r["lr"] == lr and r["seed"] in common])) for lr in lrs}
+  return max(lrs, key=lambda lr: val[lr]), common, val
+
+
 def summarize(raw):
-  """Per (arch, variant): the lr with the best mean validation accuracy, and the test
-  accuracy at that lr over seeds."""
+  """Per (arch, variant): the lr selected on validation (`select_lr`), and the test
+  accuracy at that lr over every seed trained at it."""
   out = []
   keys = list(dict.fromkeys((r["arch"], r["variant"]) for r in raw))
   for arch, v in keys:
     mine = [r for r in raw if r["arch"] == arch and r["variant"] == v]
-    lrs = sorted({r["lr"] for r in mine})
-    best = max(lrs, key=lambda lr: np.mean([r["val acc"] for r in mine if r["lr"] == lr]))
+    best, common, val = select_lr(mine)
     sel = [r for r in mine if r["lr"] == best]
     test = np.asarray([r["test acc"] for r in sel])
     out.append({"arch": arch, "variant": v, "lr (val-selected)": best,
+                "val acc by lr (selection seeds)": (
+                    " ".join(f"{lr:g}:{a:.3f}" for lr, a in val.items())
+                    + f" (seeds {','.join(map(str, common))})"),
                 "val acc": float(np.mean([r["val acc"] for r in sel])),
                 "test acc": float(test.mean()), "std": float(test.std()),
                 "min": float(test.min()), "seeds": len(sel),
@@ -454,7 +469,8 @@ def _write(workdir, cfg, done, seeds, table, raw, timing, curves, ds_name):
             f"{jax.devices()[0].device_kind} x{jax.device_count()}\n\n" + PAPER_CLAIMS)
   md = study_lib.write_table(
       workdir, "resnet", table,
-      ["arch", "variant", "lr (val-selected)", "val acc", "test acc", "std", "min",
+      ["arch", "variant", "lr (val-selected)", "val acc by lr (selection seeds)",
+       "val acc", "test acc", "std", "min",
        "seeds", "final loss", "loss drop, last tenth", "committed at last step"],
       header=header, digits=4)
   md += "\n" + study_lib.markdown_table(timing, digits=1)
