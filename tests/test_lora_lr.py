@@ -23,7 +23,8 @@ MERGE = jax.jit(adapters.merge, static_argnums=2)
 
 @functools.lru_cache(maxsize=None)
 def base():
-  return llama.init(jax.random.PRNGKey(0), CFG)
+  # jitted: one program instead of an eager compile per random op
+  return jax.jit(llama.init, static_argnums=1)(jax.random.PRNGKey(0), CFG)
 
 
 @functools.lru_cache(maxsize=None)
@@ -63,15 +64,16 @@ def perturb(ad, scale=0.05, key=3):
 
 
 def test_forward_shapes_and_rope_relative():
-  tokens = jnp.arange(12, dtype=jnp.int32).reshape(2, 6)
+  # (2, 12) tokens: the shape the causal and sharding tests use, so FWD compiles once.
+  tokens = jnp.arange(24, dtype=jnp.int32).reshape(2, 12)
   logits = FWD(base(), tokens)
-  assert logits.shape == (2, 6, CFG.vocab_size)
+  assert logits.shape == (2, 12, CFG.vocab_size)
   assert np.all(np.isfinite(logits))
   # RoPE makes q.k depend on relative position only.
-  q = jax.random.normal(jax.random.PRNGKey(0), (1, 1, 1, 16))
-  k = jax.random.normal(jax.random.PRNGKey(1), (1, 1, 1, 16))
-  dot = lambda a, b: jnp.sum(llama.rope(q, jnp.array([[a]]), 1e4)
-                             * llama.rope(k, jnp.array([[b]]), 1e4))
+  rng = np.random.default_rng(0)
+  q, k = (jnp.asarray(rng.normal(size=(1, 1, 1, 16)), jnp.float32) for _ in range(2))
+  dot = jax.jit(lambda a, b: jnp.sum(llama.rope(q, a[None, None], 1e4)
+                                     * llama.rope(k, b[None, None], 1e4)))
   np.testing.assert_allclose(dot(3, 1), dot(9, 7), rtol=1e-4)
 
 
@@ -391,6 +393,40 @@ def test_confidence_intervals():
   assert np.array_equal(selection.unbits(selection.bits([1, 0, 1])), [True, False, True])
 
 
+def test_paired_bootstrap_of_the_difference_from_lora():
+  # Hand case, one seed, 4 problems: a - b = (0, 1, 0, 0), mean 1/4. The mean of 4 draws
+  # is Binomial(4, 1/4) / 4: P(0) = 0.316, cdf(1/2) = 0.949, cdf(3/4) = 0.996, so the
+  # 95% percentile interval is [0, 3/4].
+  d, lo, hi = selection.paired_bootstrap_diff([[1, 1, 1, 0]], [[1, 0, 1, 0]], n_boot=20000)
+  assert (d, lo, hi) == (0.25, 0.0, 0.75)
+  # Two seeds: the pair differences (1, 0) and (0, 1) average to 1/2 on both problems, so
+  # every resample gives 1/2 (the marginal intervals of a and b are wide).
+  assert selection.paired_bootstrap_diff([[1, 0], [1, 1]], [[0, 0], [1, 0]]) == (0.5, 0.5, 0.5)
+  # Pairing: two methods that share every error but one on 500 problems have a paired
+  # interval narrower than either marginal one; its width is ~2 x 1.96 sd(d) / sqrt(n).
+  rng = np.random.default_rng(1)
+  a = rng.random((3, 500)) < 0.8
+  b = a.copy()
+  b[:, :10] = False                       # b misses 10 problems a solves (or both miss)
+  d, lo, hi = selection.paired_bootstrap_diff(a, b)
+  diff = (a.astype(float) - b).mean(0)
+  assert d == pytest.approx(diff.mean()) and lo <= d <= hi
+  assert hi - lo == pytest.approx(2 * 1.96 * diff.std() / np.sqrt(500), rel=0.2)
+  m_lo, m_hi = selection.bootstrap_ci(a)
+  assert hi - lo < 0.75 * (m_hi - m_lo)
+  with pytest.raises(ValueError, match="same"):
+    selection.paired_bootstrap_diff(a, b[:2])
+  # paired_vs_lora pairs each cell's chosen LR with LoRA's chosen LR at the same rank.
+  cell = lambda m, bits_per_lr: {
+      "method": m, "rank": 4, "lrs": [1e-3, 1e-2], "seeds": [0],
+      "val_acc": [[0.1, 0.9]] if m == "lora" else [[0.9, 0.1]], "val_loss": [[1.0, 1.0]],
+      "test_correct": [bits_per_lr]}
+  cells = [cell("lora", ["0000", "1110"]), cell("x", ["1010", "0000"])]
+  rows = selection.paired_vs_lora([{"method": "lora", "rank": 4}, {"method": "x", "rank": 4}],
+                                  cells)
+  assert rows[1]["diff_vs_lora"] == pytest.approx(-0.25) and rows[0]["diff_vs_lora"] == 0.0
+
+
 def test_randlora_gamma_init_and_parameter_parity():
   # k is (32, 16): non-square. gamma starts at 1/max(n_b, min) (the authors' and PEFT's
   # reset), or 1/max(in, out) under randlora_gamma="max_dim"; n_b = ceil(min / r_b).
@@ -466,13 +502,14 @@ def test_run_grid_structure_and_lambda_once_per_seed():
     assert grid.lam[i] == pytest.approx(top, rel=2e-2)
   # The memory-bounded path of the SmolLM2 leg (one model at a time, prompts in chunks)
   # gives the same per-example losses and generations.
-  two = jax.tree.map(lambda x: jnp.stack([x, 1.01 * x]), base())
+  # Four models (the grid's 2 seeds x 2 LRs), so the all-at-once programs are run_grid's own.
+  four = jax.tree.map(lambda x: jnp.stack([x, 1.01 * x, 0.99 * x, 1.02 * x]), base())
   np.testing.assert_allclose(
-      finetune.evaluator(CFG, 1, 2)(two, data.eval_tokens, data.eval_mask),
-      finetune.evaluator(CFG)(two, data.eval_tokens, data.eval_mask), rtol=1e-5)
+      finetune.evaluator(CFG, 1, 2)(four, data.eval_tokens, data.eval_mask),
+      finetune.evaluator(CFG, None, None)(four, data.eval_tokens, data.eval_mask), rtol=1e-5)
   np.testing.assert_array_equal(
-      finetune.decoder(CFG, 4, 1, 2)(two, data.prompts, data.prompt_lens),
-      finetune.decoder(CFG, 4)(two, data.prompts, data.prompt_lens))
+      finetune.decoder(CFG, 4, 1, 2)(four, data.prompts, data.prompt_lens),
+      finetune.decoder(CFG, 4, None, None)(four, data.prompts, data.prompt_lens))
   tc0 = finetune.TrainConfig(steps=2, batch=4, hessian_iters=0)
   assert np.all(np.isnan(finetune.lambda_max(base(), CFG, ac, tc0, data.train_tokens,
                                              data.train_mask, [0, 1])))

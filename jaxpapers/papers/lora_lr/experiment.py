@@ -168,21 +168,18 @@ def run_study(config, workdir):
       row = selection.summarize(res)
       writer.write(0, {k: v for k, v in row.items() if k not in ("method", "acc_by_lr")},
                    split=f"study/{method}")
-  results, rows = {}, []
+  results = {}
   for rank in s.table_ranks:
     for method in s.methods:
       path = os.path.join(workdir, "runs", f"{method}_r{rank}.json")
       if os.path.exists(path):
         with open(path) as f:
           results[(method, rank)] = json.load(f)
-        rows.append(selection.summarize(results[(method, rank)]))
-  selection.relative_to_lora(rows)
+  rows = selection.table_rows(list(results.values()))
   recall = pretrain_lib.knowledge_recall(params, cfg)
   header = _header(config, acc0, recall, results, commit, time.time() - t0, rows)
-  cols = ["method", "rank", "best_lr", "val_acc", "peak_acc", "ci_lo", "ci_hi",
-          "peak_acc_std", "best_at_edge", "best_lr_by_val_loss", "lambda_max",
-          "lambda_vs_lora", "best_lr_vs_lora", "trainable_params", "params_vs_lora"]
-  md = study_lib.write_table(workdir, "lora_lr_study", rows, cols, header, digits=4)
+  md = study_lib.write_table(workdir, "lora_lr_study", rows, selection.TABLE_COLUMNS, header,
+                             digits=4)
   # The raw cells (per seed x LR validation/test accuracy and loss, per-problem test
   # correctness, lambda_max per seed), so the table can be rebuilt without rerunning.
   with open(os.path.join(workdir, "lora_lr_cells.json"), "w") as f:
@@ -223,7 +220,9 @@ def _header(config, acc0, recall, results, commit, seconds, rows):
       f"Base model: {config.pretrain.steps} pretraining steps, {config.pretrain.knowledge:.0%} "
       f"stated facts; greedy fact-completion accuracy {recall:.2f}.",
       "Best LR chosen on validation (max exact match, ties by answer loss); peak_acc is "
-      "test exact match there, [ci_lo, ci_hi] its 95% bootstrap interval over test problems.",
+      "test exact match there, [ci_lo, ci_hi] its 95% bootstrap interval over test problems; "
+      "diff_vs_lora [diff_lo, diff_hi] is test exact match minus LoRA's (same rank, each at "
+      "its own chosen LR) with a 95% paired bootstrap interval (paired by seed and problem).",
       "Peak spread across methods (points): "
       + ", ".join(f"rank {k}: {v:.1f}" for k, v in spread.items())
       + "  (paper: within ~1-2 points once LR is tuned).",

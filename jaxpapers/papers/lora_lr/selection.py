@@ -38,6 +38,29 @@ def bootstrap_ci(correct_SxN, n_boot: int = 2000, level: float = 0.95, seed: int
   return float(lo), float(hi)
 
 
+def paired_bootstrap_diff(correct_a_SxN, correct_b_SxN, n_boot: int = 2000,
+                          level: float = 0.95, seed: int = 0):
+  """Mean accuracy of a minus b with a percentile bootstrap interval, paired.
+
+  Both arrays hold 0/1 per (seed, test problem) for the same seeds and the same test
+  problems (two methods at their own chosen LRs). The difference is taken per (seed,
+  problem) pair, averaged over seeds per problem, and problems are resampled with
+  replacement, so the problem-to-problem difficulty both methods share cancels: the
+  interval is that of the difference, not two marginal intervals side by side.
+  Returns (mean difference, lo, hi).
+  """
+  a, b = np.asarray(correct_a_SxN, np.float64), np.asarray(correct_b_SxN, np.float64)
+  if a.shape != b.shape:
+    raise ValueError(f"paired bootstrap needs the same (seeds, problems), got {a.shape} "
+                     f"and {b.shape}")
+  d = (a - b).reshape(-1, a.shape[-1]).mean(0)
+  n = d.shape[0]
+  rng = np.random.default_rng(seed)
+  means = d[rng.integers(0, n, size=(n_boot, n))].mean(1)
+  lo, hi = np.quantile(means, [(1 - level) / 2, (1 + level) / 2])
+  return float(d.mean()), float(lo), float(hi)
+
+
 def wilson_ci(k: int, n: int, z: float = 1.959964):
   """Wilson score interval of a binomial proportion k / n (one seed, n problems)."""
   if n <= 0:
@@ -80,8 +103,7 @@ def summarize(res: dict) -> dict:
   lrs = np.asarray(res["lrs"])
   best = best_lr_index(res["val_acc"], res["val_loss"])
   test_acc = np.asarray(res["test_acc"])            # (S, R)
-  correct = np.array([unbits(row[best]) for row in res["test_correct"]])
-  lo, hi = bootstrap_ci(correct)
+  lo, hi = bootstrap_ci(chosen_correct(res))
   val_loss = np.asarray(res["val_loss"]).mean(0)
   return {"method": res["method"], "rank": res["rank"], "best_lr": float(lrs[best]),
           "val_acc": float(np.mean(np.asarray(res["val_acc"])[:, best])),
@@ -96,6 +118,25 @@ def summarize(res: dict) -> dict:
           "acc_by_lr": " ".join(f"{a:.2f}" for a in test_acc.mean(0))}
 
 
+def chosen_correct(res: dict) -> np.ndarray:
+  """(seeds, test problems) 0/1 at the cell's validation-chosen LR."""
+  best = best_lr_index(res["val_acc"], res["val_loss"])
+  return np.array([unbits(row[best]) for row in res["test_correct"]])
+
+
+def paired_vs_lora(rows: list[dict], cells: list[dict]) -> list[dict]:
+  """Adds diff_vs_lora, diff_lo, diff_hi (test accuracy minus LoRA's at the same rank,
+  each at its own validation-chosen LR; paired bootstrap over seeds x test problems)."""
+  by = {(c["method"], c["rank"]): c for c in cells}
+  for r in rows:
+    ref, own = by.get(("lora", r["rank"])), by.get((r["method"], r["rank"]))
+    if ref is None or own is None or ref["seeds"] != own["seeds"]:
+      continue   # no LoRA cell at this rank, or seeds that cannot be paired
+    d, lo, hi = paired_bootstrap_diff(chosen_correct(own), chosen_correct(ref))
+    r["diff_vs_lora"], r["diff_lo"], r["diff_hi"] = d, lo, hi
+  return rows
+
+
 def relative_to_lora(rows: list[dict]) -> list[dict]:
   """Adds lambda_vs_lora, best_lr_vs_lora and params_vs_lora (same rank) to each row."""
   by = {(r["method"], r["rank"]): r for r in rows}
@@ -106,6 +147,19 @@ def relative_to_lora(rows: list[dict]) -> list[dict]:
       r["best_lr_vs_lora"] = r["best_lr"] / ref["best_lr"]
       r["params_vs_lora"] = r["trainable_params"] / ref["trainable_params"]
   return rows
+
+
+# Columns of the study table (both the study and the rebuild from committed cells).
+TABLE_COLUMNS = ["method", "rank", "best_lr", "val_acc", "peak_acc", "ci_lo", "ci_hi",
+                 "diff_vs_lora", "diff_lo", "diff_hi", "peak_acc_std", "best_at_edge",
+                 "best_lr_by_val_loss", "lambda_max", "lambda_vs_lora", "best_lr_vs_lora",
+                 "trainable_params", "params_vs_lora"]
+
+
+def table_rows(cells: list[dict]) -> list[dict]:
+  """The study table's rows from raw cells: selection, ratios to LoRA, paired differences."""
+  rows = relative_to_lora([summarize(c) for c in cells])
+  return paired_vs_lora(rows, cells)
 
 
 def by_lr_rows(cells: list[dict]) -> list[dict]:
@@ -122,3 +176,13 @@ def by_lr_rows(cells: list[dict]) -> list[dict]:
       row[key(x)] = f"{val[j]:.3f} / {test[j]:.3f}"
     rows.append(row)
   return rows
+
+
+if __name__ == "__main__":
+  # Rebuilds the table from a committed raw-cells json (no training):
+  #   python -m jaxpapers.papers.lora_lr.selection jaxpapers/papers/lora_lr/lora_lr_study_cells.json
+  import json
+  import sys
+  from jaxpapers.core import study as study_lib
+  with open(sys.argv[1]) as f:
+    print(study_lib.markdown_table(table_rows(json.load(f)["cells"]), TABLE_COLUMNS, 4))
