@@ -12,6 +12,7 @@ with an affordable i*, GREEDY-SM(B/2) alone, tuned sequential posted prices):
   python launch/study.py --config=configs/bfmnet.py:study=scale,ns=50 --workdir=/tmp/bfm_scale50
   python launch/study.py --config=configs/bfmnet.py:study=scale,ns=100,scale_variants=offset0+penalty --workdir=/tmp/bfm_scale100
   python launch/study.py --config=configs/bfmnet.py:study=neural,ns=5 --workdir=/tmp/bfm_nn
+  python launch/study.py --config=configs/bfmnet.py:study=grid,ns=5 --workdir=/tmp/bfm_grid
   python launch/benchmark.py --config=configs/bfmnet.py:n=10 --workdir=/tmp/bfm_bench
 
 Expected (2 shared CPU cores): the train run takes a few minutes, mostly XLA compilation,
@@ -63,7 +64,7 @@ def get_config(arg=None):
       eval_ascent_steps=25, expost_samples=256, val_instances=64,
       lrs=(1e-3, 3e-3, 1e-2), regretnet_lrs=(3e-4, 1e-3, 3e-3), penalty=0.0,
       scale_variants=("offset0", "offset2", "penalty"), scale_penalty=1.0,
-      scale_log_every=10)
+      scale_log_every=10, seeds=3, penalty_ns=(50,), penalties=(0.0, 1.0))
   config = ConfigDict()
   config.experiment = "jaxpapers.papers.bfmnet.experiment"
   config.seed = arg.seed
@@ -125,7 +126,8 @@ def get_config(arg=None):
   config.study = ConfigDict()
   # main (BFMNet + baselines over n) | classical (baselines only, no training) |
   # singer_gap (ablations on additive n=10) | scale (n = 50, 100) |
-  # neural (BFMNet and ascent/ex-post RegretNet, learning rates chosen on validation)
+  # neural (BFMNet and ascent/ex-post RegretNet, learning rates chosen on validation) |
+  # grid (the 16-cell grid, both networks tuned on validation, `seeds` seeds each)
   config.study.name = arg.study
   unknown = [n for n in arg.ns if n not in _STUDY_PER_N]
   if unknown and not arg.smoke:
@@ -155,4 +157,10 @@ def get_config(arg=None):
   config.study.scale_variants = tuple(arg.scale_variants)
   config.study.scale_penalty = arg.scale_penalty
   config.study.scale_log_every = arg.scale_log_every  # steps per logged training chunk
+  # grid: training seeds per (network, cell) at the setting chosen on validation, and the
+  # n at which BFMNet's sweep also covers the raw-overspend hinge weights `penalties`
+  # (the n = 50 collapse; elsewhere the hinge is off).
+  config.study.seeds = arg.seeds
+  config.study.penalty_ns = tuple(arg.penalty_ns)
+  config.study.penalties = tuple(float(x) for x in arg.penalties)
   return config_lib.lock(config)

@@ -35,21 +35,22 @@ def _check(cfg):
 
 
 def train(cfg, kind: str, ids_Cx2, workdir: str | None = None, writer=None, names=None,
-          stop_at: int | None = None, init_params=None, lrs=None):
+          stop_at: int | None = None, init_params=None, lrs=None, seeds=None,
+          penalties=None):
   """Trains 'bfmnet' or 'regretnet' for every cell at once (vmapped).
 
   Returns (model, params with a leading cell axis, info). Orbax checkpoints of the
   stacked states make a killed run resume to the same parameters; `stop_at` ends the
   run after that step as a kill would (tests of exact resume). `init_params` (stacked
   per cell) replaces the random initialisation (the Singer-distillation ablation);
-  `lrs` (one per cell) replaces cfg.optim.lr (learning-rate sweeps).
+  `lrs` (one per cell) replaces cfg.optim.lr (learning-rate sweeps); `seeds` and
+  `penalties` (one per cell) the training seed and the BFMNet hinge weight.
   """
   cells = ids_Cx2.shape[0]
   model, opt, states = train_lib.init_states(cfg, kind, jax.random.PRNGKey(cfg.seed), cells,
-                                             lrs)
+                                             lrs, seeds, penalties)
   if init_params is not None:
-    states = {"params": init_params, "opt": jax.vmap(opt.init)(init_params),
-              "lam": states["lam"], "lr": states["lr"]}
+    states = dict(states, params=init_params, opt=jax.vmap(opt.init)(init_params))
   length = min(cfg.optim.log_every, cfg.optim.steps)
   if cfg.optim.steps % length:
     raise ValueError(f"optim.steps={cfg.optim.steps} must be a multiple of "

@@ -42,11 +42,13 @@ from jaxpapers.papers.bfmnet import train_lib
 
 
 def run(config, workdir: str) -> str:
+  from jaxpapers.papers.bfmnet import grid_study
   fn = {"classical": classical_study, "singer_gap": singer_gap_study,
-        "scale": scale_study, "neural": neural_study}.get(config.study.name)
+        "scale": scale_study, "neural": neural_study,
+        "grid": grid_study.grid_study}.get(config.study.name)
   if fn is None:
     raise ValueError(f"unknown study {config.study.name!r}; known: main, classical, "
-                     "singer_gap, scale, neural")
+                     "singer_gap, scale, neural, grid")
   metrics_lib.write_config(workdir, config)
   return fn(config, workdir)
 

@@ -10,7 +10,11 @@ trained towards it). The discrete allocation is relaxed for gradients:
     and the ex-post budget violation (relaxed draws of the winner set), multipliers
     updated every step.
 The learning rate lives in the state (`lr`, one per vmapped cell), so one compiled
-program trains several learning rates side by side for validation-based selection.
+program trains several learning rates side by side for validation-based selection; with
+`init_states(..., seeds=, penalties=)` the training seed (initialisation and data
+stream) and the raw-overspend hinge weight are per-run state too, so one program also
+trains several seeds and hinge weights (the tuned grid study). A run with state seed s
+draws the same initialisation and data as a run with cfg.seed = s.
 A training step is a pure function (state, step) -> (state, metrics) with instances
 drawn from fold_in(rng, step) and vmapped over the batch; `run_chunk` scans it.
 """
@@ -128,17 +132,24 @@ def make_step(cfg, kind: str, model, opt):
   `ids` = markets.cell_ids(valuation, dist) picks the market distribution, so the same
   compiled step trains every (valuation, distribution) cell of one n under vmap.
   """
-  base = jax.random.PRNGKey(cfg.seed + (0 if kind == "bfmnet" else 7919))
+  offset = 0 if kind == "bfmnet" else 7919
+  base = jax.random.PRNGKey(cfg.seed + offset)
   grid = jnp.linspace(0.0, markets_lib.COST_MAX, cfg.baseline.train_grid)
 
   def step(state, i, ids):
-    rng = jax.random.fold_in(base, i)
+    # Per-run seed in the state (seed sweeps) -> that seed's data stream.
+    key = jax.random.PRNGKey(state["seed"] + offset) if "seed" in state else base
+    rng = jax.random.fold_in(key, i)
     r_data, r_mis = jax.random.split(rng)
     mk = _sample(cfg, r_data, ids)
     if kind == "bfmnet":
-      (loss, out), grads = jax.value_and_grad(bfm_loss, has_aux=True)(
-          state["params"], model, mk, cfg.model.tau,
-          cfg.optim.get("raw_overspend_penalty", 0.0))
+      def loss_fn(p):
+        loss, out = bfm_loss(p, model, mk, cfg.model.tau,
+                             cfg.optim.get("raw_overspend_penalty", 0.0))
+        if "penalty" in state:  # per-run hinge weight (traced; 0 adds exactly nothing)
+          loss = loss + state["penalty"] * out["raw_overspend"]
+        return loss, out
+      (loss, out), grads = jax.value_and_grad(loss_fn, has_aux=True)(state["params"])
       lam = state["lam"]
     else:
       (loss, out), grads = jax.value_and_grad(regretnet_loss, has_aux=True)(
@@ -150,7 +161,7 @@ def make_step(cfg, kind: str, model, opt):
     updates = jax.tree.map(lambda u: state["lr"] * u, updates)
     params = optax.apply_updates(state["params"], updates)
     metrics = dict(out, loss=loss, grad_norm=optax.tree.norm(grads))
-    return {"params": params, "opt": opt_state, "lam": lam, "lr": state["lr"]}, metrics
+    return dict(state, params=params, opt=opt_state, lam=lam), metrics
 
   return step
 
@@ -169,11 +180,22 @@ def make_chunk(step_fn, length: int):
   return chunk
 
 
-def init_states(cfg, kind: str, rng, cells: int, lrs=None):
+def init_states(cfg, kind: str, rng, cells: int, lrs=None, seeds=None, penalties=None):
   """The same initialisation replicated for every cell (independent copies); `lrs`
-  (one per cell) overrides cfg.optim.lr, e.g. for a learning-rate sweep."""
+  (one per cell) overrides cfg.optim.lr, e.g. for a learning-rate sweep. `seeds` (one
+  per cell) gives each run the initialisation PRNGKey(seed) and that seed's data stream
+  instead (rng is then unused); `penalties` (one per cell) a per-run hinge weight."""
   model, opt, state = init_state(cfg, kind, rng)
   states = jax.tree.map(lambda x: jnp.stack([x] * cells), state)
   if lrs is not None:
     states["lr"] = jnp.asarray(lrs, jnp.float32).reshape(cells)
+  if seeds is not None:
+    seeds = jnp.asarray(seeds, jnp.int32).reshape(cells)
+    init = menus.init_params if kind == "bfmnet" else regretnet_lib.init_params
+    params = jax.vmap(lambda s: init(jax.random.PRNGKey(s), model, cfg.market.n))(seeds)
+    states.update(params=params, opt=jax.vmap(opt.init)(params), seed=seeds)
+  if penalties is not None:
+    if kind != "bfmnet":
+      raise ValueError("penalties: the raw-overspend hinge is a BFMNet training term")
+    states["penalty"] = jnp.asarray(penalties, jnp.float32).reshape(cells)
   return model, opt, states
