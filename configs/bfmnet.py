@@ -64,7 +64,8 @@ def get_config(arg=None):
       eval_ascent_steps=25, expost_samples=256, val_instances=64,
       lrs=(1e-3, 3e-3, 1e-2), regretnet_lrs=(3e-4, 1e-3, 3e-3), penalty=0.0,
       scale_variants=("offset0", "offset2", "penalty"), scale_penalty=1.0,
-      scale_log_every=10, seeds=3, penalty_ns=(50,), penalties=(0.0, 1.0))
+      scale_log_every=10, seeds=3, penalty_ns=(50,), penalties=(0.0, 1.0),
+      map_runs=False, grid_kinds=("bfmnet", "regretnet"))
   config = ConfigDict()
   config.experiment = "jaxpapers.papers.bfmnet.experiment"
   config.seed = arg.seed
@@ -105,6 +106,9 @@ def get_config(arg=None):
   # setting); see train_lib.bfm_loss. The `scale` study's "penalty" variant sets it.
   config.optim.raw_overspend_penalty = arg.penalty
   config.optim.log_every = arg.log_every           # steps per jitted lax.scan chunk
+  # Train the vmapped runs of a sweep one after another (lax.map): bounded memory for the
+  # grid study's large sweeps at n >= 20.
+  config.optim.map_runs = arg.map_runs
 
   config.eval = ConfigDict()
   config.eval.instances = arg.eval_instances       # for value / violations
@@ -163,4 +167,5 @@ def get_config(arg=None):
   config.study.seeds = arg.seeds
   config.study.penalty_ns = tuple(arg.penalty_ns)
   config.study.penalties = tuple(float(x) for x in arg.penalties)
+  config.study.grid_kinds = tuple(arg.grid_kinds)  # grid: networks of this part
   return config_lib.lock(config)

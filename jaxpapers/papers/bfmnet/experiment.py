@@ -94,7 +94,8 @@ def _chunk(cfg, kind, model, opt, length):
   resumed or repeated run with the same config reuses the compiled program."""
   key = (cfg.to_json(), kind, length)
   if key not in _CHUNKS:
-    _CHUNKS[key] = train_lib.make_chunk(train_lib.make_step(cfg, kind, model, opt), length)
+    _CHUNKS[key] = train_lib.make_chunk(train_lib.make_step(cfg, kind, model, opt), length,
+                                         cfg.optim.get("map_runs", False))
   return _CHUNKS[key]
 
 

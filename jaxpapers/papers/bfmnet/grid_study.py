@@ -16,8 +16,10 @@ Protocol, per n and network:
   4. test: every (cell, seed) run audited on the test instances (value / optimum,
      budget / IR violations, exhaustive-grid regret; for RegretNet also ascent regret
      and hard ex-post lottery draws; for BFMNet the raw menus' overspends).
-Every part writes `grid_n{n}_rows.json` (test rows), `grid_n{n}_sweep.json` (validation
-rows) and a markdown table into the workdir; `table` rebuilds the summary from them.
+Every part writes `grid_n{n}[_{kind}]_rows.json` (test rows), `..._sweep.json`
+(validation rows), `..._meta.json` (commit, timings) and a markdown table into the
+workdir; `readme_table` rebuilds the README table from the rows of all parts.
+`grid_kinds` runs one network per part (short parts at large n).
 """
 from __future__ import annotations
 
@@ -36,6 +38,13 @@ from jaxpapers.papers.bfmnet import markets as markets_lib
 
 VAL_KEY_OFFSET = 30_011   # validation markets (the neural study's key)
 KINDS = ("bfmnet", "regretnet")
+
+
+def _kinds(config):
+  unknown = set(config.study.grid_kinds) - set(KINDS)
+  if unknown:
+    raise ValueError(f"grid_kinds: unknown {sorted(unknown)}; known: {KINDS}")
+  return [k for k in KINDS if k in config.study.grid_kinds]
 
 
 def settings(config, kind: str, n: int) -> list[tuple[float, float]]:
@@ -133,7 +142,7 @@ def run_n(config, n: int, k: int, workdir: str):
       cfg.market.budget_per_seller))(ids)
   sweep, chosen_params, models, timing = [], {}, {}, {}
   # 1-2. Sweep at seed cfg.seed and validation.
-  for kind in KINDS:
+  for kind in _kinds(config):
     grid = settings(config, kind, n)
     h = len(grid)
     run_cell = np.repeat(np.arange(n_c), h)                       # run r = c * h + s
@@ -161,7 +170,7 @@ def run_n(config, n: int, k: int, workdir: str):
   mk, opt, timeouts = experiment.eval_sets(cfg, ids)
   reg_mk = jax.tree.map(lambda x: x[:, :ev.regret_instances], mk)
   rows = []
-  for kind in KINDS:
+  for kind in _kinds(config):
     grid = settings(config, kind, n)
     params0, run_cell, run_set = chosen_params[kind]
     pick = [choice[(n, names[c], kind)] for c in range(n_c)]
@@ -245,18 +254,45 @@ def grid_study(config, workdir: str) -> str:
   for k, n in enumerate(config.study.ns):
     t1 = time.perf_counter()
     rows, sweep, timing = run_n(config, n, k, workdir)
-    meta = {"n": n, "commit": commit, "wall_s": time.perf_counter() - t1, **timing}
+    meta = {"n": n, "commit": commit, "wall_s": time.perf_counter() - t1,
+            "kinds": _kinds(config), "map_runs": config.optim.map_runs, **timing}
+    part = f"n{n}" if len(_kinds(config)) == len(KINDS) else f"n{n}_{_kinds(config)[0]}"
     for name, obj in (("rows", rows), ("sweep", sweep), ("meta", meta)):
-      with open(os.path.join(workdir, f"grid_n{n}_{name}.json"), "w") as f:
+      with open(os.path.join(workdir, f"grid_{part}_{name}.json"), "w") as f:
         json.dump(obj, f, indent=1)
-    print(f"[grid] n={n} done: {meta}", flush=True)
+    print(f"[grid] {part} done: {meta}", flush=True)
     header = (f"BFMNet study `grid` (`python launch/study.py --config=configs/bfmnet.py:"
-              f"study=grid,ns={n} --workdir=DIR`), commit {commit}, "
+              f"study=grid,ns={n},grid_kinds={'+'.join(_kinds(config))},map_runs="
+              f"{config.optim.map_runs} --workdir=DIR`), commit {commit}, "
               f"{meta['wall_s']:.0f} s wall. Value = buyer value / optimum; "
               "mean and std over training seeds at the setting chosen on validation.")
-    md += study_lib.write_table(workdir, f"bfmnet_grid_n{n}", summary(rows), header=header)
-    md += "\n" + study_lib.write_table(workdir, f"bfmnet_grid_n{n}_sweep", sweep,
+    md += study_lib.write_table(workdir, f"bfmnet_grid_{part}", summary(rows), header=header)
+    md += "\n" + study_lib.write_table(workdir, f"bfmnet_grid_{part}_sweep", sweep,
                                        header="Validation sweep (selection reads these "
                                               "rows only).")
   print(f"[grid] total {time.perf_counter() - t0:.0f} s", flush=True)
   return md
+
+
+def readme_table(rows: list[dict], classical_rows: list[dict]) -> str:
+  """The README's grid table: the summary joined with the classical study's values on the
+  same test instances (same key and counts), BFMNet's gap to the best proven-truthful."""
+  best = {(r["n"], r["valuation"], r["costs"]): (r["best_truthful"], r["best_value"])
+          for r in classical_rows}
+  head = ("| n | valuation | costs | BFMNet (mean +- std, 3 seeds) | lr, hinge | "
+          "regret max / budget, IR viol. | raw overspends (mean of 3) | RegretNet "
+          "(mean +- std) | lr | regret max (grid + ascent) | P(ex-post overspend) | "
+          "best proven truthful | BFMNet vs best |")
+  lines = [head, "|" + "---|" * head.count(" | ") + "---|"]
+  for s in summary(rows):
+    name, v = best.get((s["n"], s["valuation"], s["costs"]), ("-", float("nan")))
+    lines.append(
+        f"| {s['n']} | {s['valuation']} | {s['costs']} | {s['BFMNet_mean']:.3f} +- "
+        f"{s['BFMNet_std']:.3f} | {s['BFMNet_lr']:g}, {s['BFMNet_penalty']:g} | "
+        f"{s['BFMNet_regret_max']:.0e} / {s['BFMNet_budget_viol']}, {s['BFMNet_ir_viol']} | "
+        f"{s['BFMNet_raw_budget_viol_mean']:.1f} | {s['RegretNet_mean']:.3f} +- "
+        f"{s['RegretNet_std']:.3f} | {s['RegretNet_lr']:g} | "
+        f"{max(s['RegretNet_regret_max'], s['RegretNet_regret_ascent_max']):.3f} | "
+        f"{s['RegretNet_expost_overspend_prob']:.3f} | {name} {v:.3f} | "
+        f"{100 * (s['BFMNet_mean'] / v - 1):+.1f}% |")
+  return "\n".join(lines) + "\n"

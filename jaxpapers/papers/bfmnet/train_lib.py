@@ -166,9 +166,11 @@ def make_step(cfg, kind: str, model, opt):
   return step
 
 
-def make_chunk(step_fn, length: int):
+def make_chunk(step_fn, length: int, map_runs: bool = False):
   """Jitted scan of `length` steps from `start`, vmapped over cells (leading axis of the
-  state and of ids_Cx2); returns the new states and each cell's mean metrics."""
+  state and of ids_Cx2); returns the new states and each cell's mean metrics.
+  `map_runs` maps the cells one after another (lax.map) instead: one run's memory, for
+  large sweeps at large n (on one core the work is the same)."""
   def one_cell(state, start, ids):
     state, ms = jax.lax.scan(lambda s, i: step_fn(s, i, ids), state,
                              start + jnp.arange(length))
@@ -176,6 +178,8 @@ def make_chunk(step_fn, length: int):
 
   @functools.partial(jax.jit, donate_argnums=0)
   def chunk(states, start, ids_Cx2):
+    if map_runs:
+      return jax.lax.map(lambda a: one_cell(a[0], start, a[1]), (states, ids_Cx2))
     return jax.vmap(one_cell, in_axes=(0, None, 0))(states, start, ids_Cx2)
   return chunk
 
