@@ -222,7 +222,8 @@ def summary(rows: list[dict]) -> list[dict]:
     groups.setdefault((r["n"], r["valuation"], r["costs"]), {}).setdefault(
         r["method"], []).append(r)
   out = []
-  for (n, valuation, costs), by in sorted(groups.items()):
+  for (n, valuation, costs), by in sorted(groups.items(), key=lambda kv: (
+      kv[0][0], kv[0][1], kv[0][2] != "uniform", kv[0][2])):
     row = {"n": n, "valuation": valuation, "costs": costs}
     for kind, label in (("bfmnet", "BFMNet"), ("regretnet", "RegretNet")):
       rs = by.get(kind, [])
@@ -286,13 +287,22 @@ def readme_table(rows: list[dict], classical_rows: list[dict]) -> str:
   lines = [head, "|" + "---|" * head.count(" | ") + "---|"]
   for s in summary(rows):
     name, v = best.get((s["n"], s["valuation"], s["costs"]), ("-", float("nan")))
-    lines.append(
-        f"| {s['n']} | {s['valuation']} | {s['costs']} | {s['BFMNet_mean']:.3f} +- "
-        f"{s['BFMNet_std']:.3f} | {s['BFMNet_lr']:g}, {s['BFMNet_penalty']:g} | "
-        f"{s['BFMNet_regret_max']:.0e} / {s['BFMNet_budget_viol']}, {s['BFMNet_ir_viol']} | "
-        f"{s['BFMNet_raw_budget_viol_mean']:.1f} | {s['RegretNet_mean']:.3f} +- "
-        f"{s['RegretNet_std']:.3f} | {s['RegretNet_lr']:g} | "
-        f"{max(s['RegretNet_regret_max'], s['RegretNet_regret_ascent_max']):.3f} | "
-        f"{s['RegretNet_expost_overspend_prob']:.3f} | {name} {v:.3f} | "
-        f"{100 * (s['BFMNet_mean'] / v - 1):+.1f}% |")
+    cols = [str(s["n"]), s["valuation"], s["costs"]]
+    if "BFMNet_mean" in s:
+      cols += [f"{s['BFMNet_mean']:.3f} +- {s['BFMNet_std']:.3f}",
+               f"{s['BFMNet_lr']:g}, {s['BFMNet_penalty']:g}",
+               f"{s['BFMNet_regret_max']:.0e} / {s['BFMNet_budget_viol']}, "
+               f"{s['BFMNet_ir_viol']}", f"{s['BFMNet_raw_budget_viol_mean']:.1f}"]
+    else:
+      cols += ["not run"] + ["-"] * 3
+    if "RegretNet_mean" in s:
+      cols += [f"{s['RegretNet_mean']:.3f} +- {s['RegretNet_std']:.3f}",
+               f"{s['RegretNet_lr']:g}",
+               f"{max(s['RegretNet_regret_max'], s['RegretNet_regret_ascent_max']):.3f}",
+               f"{s['RegretNet_expost_overspend_prob']:.3f}"]
+    else:
+      cols += ["not run (cost)"] + ["-"] * 3
+    gap = (f"{100 * (s['BFMNet_mean'] / v - 1):+.1f}%" if "BFMNet_mean" in s else "-")
+    cols += [f"{name} {v:.3f}", gap]
+    lines.append("| " + " | ".join(cols) + " |")
   return "\n".join(lines) + "\n"
