@@ -58,7 +58,7 @@ def get_config(arg=None):
       # resnet study (sized for one GPU; see the docstring for the CPU-sized command)
       archs=("resnet18", "resnet34", "mobilenetv2"), resnet_width=32, mobilenet_width=16,
       resnet_steps=1500, chunk=250, lrs=(1e-3, 3e-3), val_size=5000, variants=("",),
-      ablation=("",), opt_level=-1, row_mode="auto")
+      ablation=("",), opt_level=-1, row_mode="auto", table_only=False)
   c = ml_collections.ConfigDict()
   c.experiment = "jaxpapers.papers.stompp.experiment"
   c.seed = arg.seed
@@ -129,5 +129,8 @@ def get_config(arg=None):
   # program trains the rows one after another (CPU: vmapped convs become slow grouped
   # convs) | auto: sequential on a CPU backend
   c.study.row_mode = arg.row_mode
+  # True: train nothing, rebuild the table and plot from the workdir's finished rows
+  # (rows of every arch in `archs`, whatever lr / seed / variant they were run with)
+  c.study.table_only = arg.table_only
 
   return config_lib.lock(c)

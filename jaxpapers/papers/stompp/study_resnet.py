@@ -332,7 +332,7 @@ def run(config, workdir: str):
   plan = []
   for a, arch in enumerate(s.archs):
     width = s.mobilenet_width if arch == "mobilenetv2" else s.resnet_width
-    rows = rows_for(a, s.lrs, seeds, s.variants, s.ablation)
+    rows = [] if s.table_only else rows_for(a, s.lrs, seeds, s.variants, s.ablation)
     todo = [r for r in rows if _row_key(arch, width, cfg, *r) not in done["rows"]]
     plan.append((arch, width, todo))
   # The data are loaded only when a row is left to train: a rerun with every row done
@@ -393,16 +393,20 @@ def run(config, workdir: str):
               for a in s.archs}
   raw = [r for r in done["rows"].values()
          if r["arch"] in width_of and r["width"] == width_of[r["arch"]]]
+  table = summarize(raw)
+  # Gradient-norm panels of the StoMPP rows at their selected lr (seeds whose file exists)
+  chosen = {(t["arch"], t["variant"]): t["lr (val-selected)"] for t in table}
   curves = {}
   for arch in s.archs:
     for v in ("stompp_fwd", "stompp_rev"):
+      if (arch, VARIANTS[v][0]) not in chosen:
+        continue
       gs = [np.load(p) for sd in seeds for p in
-            [os.path.join(workdir, "gnorm_" + _row_key(arch, width_of[arch], cfg, v,
-                                                        s.lrs[0], sd).replace("|", "_")
-                          + ".npy")] if os.path.exists(p)]
+            [os.path.join(workdir, "gnorm_" + _row_key(
+                arch, width_of[arch], cfg, v, chosen[(arch, VARIANTS[v][0])], sd
+            ).replace("|", "_") + ".npy")] if os.path.exists(p)]
       if gs:
         curves[(arch, VARIANTS[v][2])] = np.mean(gs, 0)
-  table = summarize(raw)
   _write(workdir, cfg, done, seeds, table, raw, list(done["timing"].values()), curves,
          ds_name)
   print(f"[study] total wall {time.perf_counter() - t_start:.0f}s", flush=True)
@@ -456,8 +460,10 @@ def _write(workdir, cfg, done, seeds, table, raw, timing, curves, ds_name):
   commit, started = ", ".join(commits), parts[0]["started"]
   header = (f"StoMPP architecture study on {ds_name} ({len(raw)} trained "
             f"networks): {s.resnet_steps} steps of batch {cfg.train.batch_size}, AdamW "
-            f"(warmup+cosine), lr grid {list(s.lrs)} selected per variant on a "
-            f"{s.val_size}-image validation split, {len(seeds)} seeds, crop_pad "
+            f"(warmup+cosine), lr selected per variant on a {s.val_size}-image validation "
+            f"split over the seeds trained at every lr of that variant's grid (the grid "
+            f"and its validation accuracies: column 'val acc by lr'), up to {len(seeds)} "
+            f"seeds, crop_pad "
             f"{cfg.data.crop_pad} flip {cfg.data.flip}, per-channel standardization, "
             f"width {s.resnet_width} (ResNets) / {s.mobilenet_width} (MobileNetV2 stem), "
             f"stem {cfg.model.stem}; "
