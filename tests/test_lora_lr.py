@@ -460,6 +460,21 @@ def test_paired_bootstrap_of_the_difference_from_lora():
   assert rows[1]["diff_vs_lora"] == pytest.approx(-0.25) and rows[0]["diff_vs_lora"] == 0.0
 
 
+def test_merge_cells_extends_the_lr_grid():
+  cell = lambda lrs, v: {"method": "m", "rank": 4, "seeds": [0], "n_val": 2, "n_test": 2,
+                         "trainable_params": 5, "lambda": [3.0], "seconds": 1.0, "lrs": lrs,
+                         **{k: [[v + j for j in range(len(lrs))]] for k in (
+                             "val_acc", "val_loss", "test_acc", "test_loss", "test_correct",
+                             "train_loss_final")}}
+  m = selection.merge_cells(cell([1e-2, 1e-1], 10), cell([1e-3], 0))
+  assert m["lrs"] == [1e-3, 1e-2, 1e-1] and m["val_acc"] == [[0, 10, 11]]
+  assert m["test_correct"] == [[0, 10, 11]] and m["seconds"] == 2.0
+  with pytest.raises(ValueError, match="share"):
+    selection.merge_cells(cell([1e-3], 0), cell([1e-3], 0))
+  with pytest.raises(ValueError, match="lambda"):
+    selection.merge_cells(cell([1e-2], 0), {**cell([1e-3], 0), "lambda": [4.0]})
+
+
 def test_randlora_gamma_init_and_parameter_parity():
   # k is (32, 16): non-square. gamma starts at 1/max(n_b, min) (the authors' and PEFT's
   # reset), or 1/max(in, out) under randlora_gamma="max_dim"; n_b = ceil(min / r_b).

@@ -97,6 +97,28 @@ def cell_result(method, rank, lrs, seeds, scores, grid, seconds, trainable) -> d
           "trainable_params": int(trainable)}
 
 
+def merge_cells(a: dict, b: dict) -> dict:
+  """One cell from two runs of the same (method, rank, seeds, splits) on disjoint LR grids
+  (a grid extended past its edge in a later call): per-(seed, LR) fields concatenated along
+  the LR axis, sorted by LR. Each (LR, seed) run is independent, and lambda_max depends
+  only on the seed's init, so both calls must agree on it."""
+  for k in ("method", "rank", "seeds", "n_val", "n_test", "trainable_params"):
+    if a[k] != b[k]:
+      raise ValueError(f"cells differ in {k}: {a[k]!r} vs {b[k]!r}")
+  if set(a["lrs"]) & set(b["lrs"]):
+    raise ValueError(f"cells share learning rates: {sorted(set(a['lrs']) & set(b['lrs']))}")
+  if not np.allclose(a["lambda"], b["lambda"], rtol=1e-4):
+    raise ValueError(f"cells disagree on lambda_max per seed: {a['lambda']} vs {b['lambda']}")
+  lrs = a["lrs"] + b["lrs"]
+  order = np.argsort(lrs)
+  out = dict(a)
+  out["lrs"] = [lrs[j] for j in order]
+  for k in ("val_acc", "val_loss", "test_acc", "test_loss", "test_correct", "train_loss_final"):
+    out[k] = [[(ra + rb)[j] for j in order] for ra, rb in zip(a[k], b[k])]
+  out["seconds"] = a["seconds"] + b["seconds"]
+  return out
+
+
 def summarize(res: dict) -> dict:
   """One table row from a cell: the LR chosen on validation and the test score there,
   with its 95% bootstrap interval over test problems."""
