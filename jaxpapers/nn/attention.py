@@ -72,20 +72,29 @@ def softmax_attention(q_BxTxHxD, k_BxSxKxD, v_BxSxKxD, mask=None, scale: float |
 
   Scores and the softmax run in float32; masked scores are -1e30, so a fully masked row
   gives the mean of the values instead of NaN (only padding rows can be fully masked).
+  The products run head-major, (B, K, G*T, D) x (B, K, S, D) with the batch axes leading
+  and contiguous: XLA's CPU backend ran the grouped (B, T, K, G, D) einsum 1.4x slower
+  (forward + backward, d=256, T=256), transposing inside the batched products; the
+  results are the same (max |diff| 0 on that probe).
   """
   B, T, H, D = q_BxTxHxD.shape
-  q = _group(q_BxTxHxD, k_BxSxKxD.shape[2])
-  s_BxKxGxTxS = jnp.einsum("btkgd,bskd->bkgts", q, k_BxSxKxD)
+  K, S = k_BxSxKxD.shape[2], k_BxSxKxD.shape[1]
+  q_BxTxKxGxD = _group(q_BxTxHxD, K)
+  G = q_BxTxKxGxD.shape[3]
+  q_BxKxQxD = q_BxTxKxGxD.transpose(0, 2, 3, 1, 4).reshape(B, K, G * T, D)
+  k_BxKxSxD = k_BxSxKxD.transpose(0, 2, 1, 3)
+  v_BxKxSxD = v_BxSxKxD.transpose(0, 2, 1, 3)
+  s_BxKxQxS = jnp.einsum("bkqd,bksd->bkqs", q_BxKxQxD, k_BxKxSxD)
   if scale is None:
-    s_BxKxGxTxS = s_BxKxGxTxS / jnp.sqrt(D).astype(q.dtype)
+    s_BxKxQxS = s_BxKxQxS / jnp.sqrt(D).astype(q_BxKxQxD.dtype)
   else:
-    s_BxKxGxTxS = s_BxKxGxTxS * jnp.asarray(scale, q.dtype)
-  s_BxKxGxTxS = s_BxKxGxTxS.astype(jnp.float32)
+    s_BxKxQxS = s_BxKxQxS * jnp.asarray(scale, q_BxKxQxD.dtype)
+  s_BxKxGxTxS = s_BxKxQxS.reshape(B, K, G, T, S).astype(jnp.float32)
   if mask is not None:
     s_BxKxGxTxS = jnp.where(mask[:, None, None], s_BxKxGxTxS, -1e30)
-  p = jax.nn.softmax(s_BxKxGxTxS, axis=-1).astype(v_BxSxKxD.dtype)
-  out = jnp.einsum("bkgts,bskd->btkgd", p, v_BxSxKxD)
-  return out.reshape(B, T, H, D)
+  p = jax.nn.softmax(s_BxKxGxTxS, axis=-1).astype(v_BxSxKxD.dtype).reshape(B, K, G * T, S)
+  out_BxKxQxD = jnp.einsum("bkqs,bksd->bkqd", p, v_BxKxSxD)
+  return out_BxKxQxD.reshape(B, K, G, T, D).transpose(0, 3, 1, 2, 4).reshape(B, T, H, D)
 
 
 def elu_plus_one(x):
