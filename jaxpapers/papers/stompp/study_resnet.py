@@ -13,10 +13,11 @@ launcher draws them. The host only touches the device between chunks (progress l
 Randomness of a row (init, batches, augmentation, refresh) comes from its seed alone, so
 a row alone equals the same row beside others, and variants of one seed are paired.
 
-Protocol: the last `val_size` training images are a validation split; every variant is
-trained at each learning rate of `lrs`, the learning rate with the best mean validation
-accuracy (committed network) is selected per variant, and the table reports the TEST
-accuracy of that learning rate (mean, std, min over seeds). Writes resnet.md, resnet.json
+Protocol: `val_size` training images (a fixed random permutation) are held out as a
+validation split; every variant is trained at each learning rate of `lrs`, the learning
+rate with the best mean validation accuracy (committed network) over the seeds trained
+at every rate is selected per variant (`select_lr`), and the table reports the TEST
+accuracy at that learning rate (mean, std, min over its seeds). Writes resnet.md, resnet.json
 (raw rows: every lr and seed), resnet.png and per-architecture partial results into the
 workdir as it goes, so a run cut short keeps its finished architectures.
 """
