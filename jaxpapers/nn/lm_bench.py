@@ -129,7 +129,17 @@ def run(config, workdir: str):
   _, step_unrolled = jitted(True)
   args = (state, batch, jax.random.PRNGKey(0), jnp.asarray(0, jnp.int32))
   flops = bench.xla_flops(step_unrolled, *args)
+  # The same step with the layers unrolled (no scan), and unrolled with XLA CPU's YNNPACK
+  # fusion restricted to dots (a per-program compiler option, not a process-wide flag):
+  # on 2 CPU cores the scan's backward fuses stacked-residual slices into transposing
+  # loops, and the default fusion choice was slower than dots alone (issue 12 probes).
+  fresh_state = lambda: jax.jit(task.init)(jax.random.PRNGKey(0))
+  variants = {"unrolled": step_unrolled}
+  if jax.default_backend() == "cpu":
+    variants["unrolled_ynn_dot"] = step_unrolled.lower(*args).compile(
+        compiler_options={"xla_cpu_experimental_ynn_fusion_type": "LIBRARY_FUSION_TYPE_DOT"})
   sec = _time(step, state, batch, b.min_time)
+  variant_ms = {k: 1e3 * _time(fn, fresh_state(), batch, b.min_time) for k, fn in variants.items()}
   n_matrix = sum(int(np.prod(s.shape)) for s in jax.tree.leaves(model.specs, is_leaf=params_lib.is_spec)
                  if s.cls in ("hidden", "output"))
   analytic = 6.0 * n_matrix * B * T + 3 * L * 4.0 * B * T * T * d  # scores + values, fwd x3
@@ -142,7 +152,10 @@ def run(config, workdir: str):
               "jax_gflops_xla": None if flops is None else flops / sec / 1e9,
               "jax_gflops_analytic": analytic / sec / 1e9,
               "matmul_peak_gflops": peak,
-              "fraction_of_peak_analytic": analytic / sec / 1e9 / peak})
+              "fraction_of_peak_analytic": analytic / sec / 1e9 / peak,
+              "variant_step_ms": variant_ms,
+              "variant_fraction_of_peak_analytic": {
+                  k: analytic / (ms / 1e3) / 1e9 / peak for k, ms in variant_ms.items()}})
   fresh = jax.jit(task.init)(jax.random.PRNGKey(0))["params"]  # `state` was donated
   comp = components(model, fresh, batch["tokens"], task_opt(run_cfg, model),
                     min_time=b.min_time / 5)
