@@ -12,6 +12,7 @@ from jaxpapers.core import metrics as metrics_lib
 from jaxpapers.papers.bfmnet import classical
 from jaxpapers.papers.bfmnet import evaluate
 from jaxpapers.papers.bfmnet import experiment
+from jaxpapers.papers.bfmnet import grid_study
 from jaxpapers.papers.bfmnet import markets
 from jaxpapers.papers.bfmnet import mechanism
 from jaxpapers.papers.bfmnet import menus
@@ -527,3 +528,63 @@ def test_resume_is_bitwise_exact(tmp_path):
              for a, b in zip(jax.tree.leaves(part), jax.tree.leaves(full)))
   for a, b in zip(jax.tree.leaves(resumed), jax.tree.leaves(full)):
     np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+
+
+def _sweep_rows(method, values, regrets=None, overspends=None, cell="additive_uniform"):
+  rows = []
+  for s, v in enumerate(values):
+    r = {"n": 5, "cell": cell, "method": method, "setting": s, "lr": 10.0 ** -(s + 2),
+         "val_value": v}
+    if regrets is not None:
+      r.update(val_regret=regrets[s], val_overspend=overspends[s])
+    rows.append(r)
+  return rows
+
+
+def test_grid_selection_reads_validation_rows_only():
+  # Hand-computed choices. BFMNet: best validation value (setting 1). RegretNet: settings
+  # 1 and 2 are admissible (regret <= 0.005, overspend <= 5%), 1 has the higher value;
+  # setting 0 has the highest value but violates.
+  bfm = _sweep_rows("bfmnet", [0.5, 0.7, 0.6])
+  rgn = _sweep_rows("regretnet", [0.9, 0.4, 0.1], [0.02, 0.004, 0.001], [0.3, 0.01, 0.0])
+  key_b, key_r = (5, "additive_uniform", "bfmnet"), (5, "additive_uniform", "regretnet")
+  choice = grid_study.choose(bfm + rgn, 0.005, 0.05)
+  assert choice == {key_b: 1, key_r: 1}
+  # Test-set numbers planted in the rows (favouring other settings) and a shuffled order
+  # change nothing: the selector reads the validation fields only.
+  planted = [dict(r, value_ratio=10.0 * r["setting"], test_value=-r["setting"],
+                  regret_max=0.0, budget_viol=0) for r in (bfm + rgn)[::-1]]
+  assert grid_study.choose(planted, 0.005, 0.05) == choice
+  # ... while the validation fields do drive it.
+  bfm[2]["val_value"] = 0.8
+  rgn[1]["val_overspend"] = 0.2                       # now only setting 2 is admissible
+  assert grid_study.choose(bfm + rgn, 0.005, 0.05) == {key_b: 2, key_r: 2}
+  # No admissible setting: the smallest regret + overspend (setting 1: 0.004 + 0.06).
+  rgn = _sweep_rows("regretnet", [0.9, 0.4, 0.1], [0.02, 0.004, 0.3], [0.3, 0.06, 0.0])
+  assert grid_study.choose(rgn, 0.005, 0.05) == {key_r: 1}
+
+
+def test_validation_markets_are_not_test_markets():
+  # The grid study's validation markets (own key) share no instance with the test set.
+  cfg = _config()
+  ids = markets.cell_ids("submodular", "uniform")
+  val = _sample(jax.random.PRNGKey(cfg.seed + grid_study.VAL_KEY_OFFSET), 64, N, ids, 0.1)
+  test = _sample(jax.random.PRNGKey(cfg.seed + 10_007), 128, N, ids, 0.1)
+  d = np.abs(np.asarray(val["costs"])[:, None] - np.asarray(test["costs"])[None]).sum(-1)
+  assert d.min() > 1e-6
+
+
+def test_per_run_seed_and_hinge_weight_match_a_plain_run():
+  # The grid study trains several seeds and hinge weights in one vmapped program: a run
+  # with state seed 1 and hinge weight 0 must be the run with cfg.seed = 1 (same
+  # initialisation, same data stream), whatever else shares the program.
+  ids = jnp.stack([markets.cell_ids("additive", "uniform")])
+  _, alone, _ = experiment.train(_config("smoke,steps=5,seed=1"), "bfmnet", ids)
+  other = jnp.stack([markets.cell_ids("submodular", "bimodal"), ids[0]])
+  _, both, _ = experiment.train(_config("smoke,steps=5"), "bfmnet", other, seeds=[2, 1],
+                                penalties=[1.0, 0.0])
+  differs = False
+  for a, b in zip(jax.tree.leaves(alone), jax.tree.leaves(both)):
+    np.testing.assert_allclose(np.asarray(b)[1], np.asarray(a)[0], rtol=1e-5, atol=1e-6)
+    differs |= bool(np.any(np.abs(np.asarray(b)[0] - np.asarray(a)[0]) > 1e-4))
+  assert differs   # the seed-2 run is a different run
