@@ -201,10 +201,20 @@ def by_lr_rows(cells: list[dict]) -> list[dict]:
 
 
 if __name__ == "__main__":
-  # Rebuilds the table from a committed raw-cells json (no training):
-  #   python -m jaxpapers.papers.lora_lr.selection jaxpapers/papers/lora_lr/lora_lr_study_cells.json
+  # Rebuilds the tables (and, given an output folder, the plot) from a committed raw-cells
+  # json, with no training:
+  #   python -m jaxpapers.papers.lora_lr.selection jaxpapers/papers/lora_lr/lora_lr_study_cells.json [OUT]
   import json
   import sys
   from jaxpapers.core import study as study_lib
   with open(sys.argv[1]) as f:
-    print(study_lib.markdown_table(table_rows(json.load(f)["cells"]), TABLE_COLUMNS, 4))
+    cells = json.load(f)["cells"]
+  rows = table_rows(cells)
+  print(study_lib.markdown_table(rows, TABLE_COLUMNS, 4))
+  print(study_lib.markdown_table(by_lr_rows(cells), None, 4))
+  if len(sys.argv) > 2:
+    from configs import lora_lr as config_module  # pylint: disable=g-import-not-at-top
+    from jaxpapers.papers.lora_lr import experiment  # pylint: disable=g-import-not-at-top
+    ranks = sorted({c["rank"] for c in cells})
+    config = config_module.get_config("table_ranks=" + "+".join(map(str, ranks)))
+    experiment._plots(sys.argv[2], {(c["method"], c["rank"]): c for c in cells}, rows, config)
