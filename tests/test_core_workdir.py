@@ -10,6 +10,7 @@ import pytest
 
 from jaxpapers.core import loop
 from jaxpapers.core import metrics
+from jaxpapers.core import study
 from jaxpapers.core import workdir as workdir_lib
 from tests import _runs
 from tests.test_core_loop import _config, _task
@@ -195,3 +196,21 @@ def test_own_loop_writer_replaces_rows_a_killed_run_wrote(tmp_path):
   evals = [(r["step"], r["cell"]) for r in rows if r["split"] == "eval"]
   assert sorted(train) == list(range(8))
   assert sorted(evals) == [(s, c) for s in range(8) for c in (0, 1)]
+
+
+def test_study_commit_stamp_is_dirty_for_code_not_for_markdown(tmp_path):
+  def git(*a):
+    subprocess.run(["git", *a], cwd=tmp_path, check=True, capture_output=True)
+  git("init", "-q")
+  (tmp_path / "paper").mkdir()
+  (tmp_path / "paper" / "model.py").write_text("x = 1\n")
+  (tmp_path / "paper" / "README.md").write_text("table\n")
+  git("add", "-A")
+  git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "c")
+  clean = study.git_commit(("paper",), cwd=str(tmp_path))
+  assert clean and not clean.endswith("-dirty") and clean != "unknown"
+  (tmp_path / "paper" / "README.md").write_text("new table\n")
+  (tmp_path / "paper" / "notes.md").write_text("untracked notes\n")
+  assert study.git_commit(("paper",), cwd=str(tmp_path)) == clean
+  (tmp_path / "paper" / "model.py").write_text("x = 2\n")
+  assert study.git_commit(("paper",), cwd=str(tmp_path)) == clean + "-dirty"

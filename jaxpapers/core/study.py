@@ -13,19 +13,20 @@ import subprocess
 from jaxpapers.core import metrics as metrics_lib
 
 
-def git_commit(paths=("jaxpapers", "configs", "launch")) -> str:
+def git_commit(paths=("jaxpapers", "configs", "launch"), cwd: str | None = None) -> str:
   """The commit that produced a table, '-dirty' if `paths` have uncommitted changes.
 
   Pass the paper's own paths so that unrelated work in progress elsewhere in the tree
-  does not mark a paper's table as dirty. 'unknown' outside a git checkout.
+  does not mark a paper's table as dirty. Markdown files (READMEs, tables) are not code:
+  an edit to them does not mark a run dirty. 'unknown' outside a git checkout.
   """
-  here = os.path.dirname(os.path.abspath(__file__))
+  here = cwd or os.path.dirname(os.path.abspath(__file__))
   try:
     out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
                          text=True, cwd=here, timeout=10)
     top = subprocess.run(["git", "rev-parse", "--show-toplevel"], capture_output=True,
                          text=True, cwd=here, timeout=10).stdout.strip()
-    dirty = subprocess.run(["git", "status", "--porcelain", "--", *paths],
+    dirty = subprocess.run(["git", "status", "--porcelain", "--", *paths, ":(exclude)*.md"],
                            capture_output=True, text=True, cwd=top or here, timeout=10)
     commit = out.stdout.strip() or "unknown"
     return commit + ("-dirty" if dirty.stdout.strip() else "")
