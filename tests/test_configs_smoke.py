@@ -1,11 +1,11 @@
 """A few steps of every config's smoke variant, through the same entry as the launcher."""
 import glob
-import importlib.util
 import json
 import os
 
 import pytest
 
+from jaxpapers.core import config as config_lib
 from jaxpapers.core import experiment
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -13,10 +13,8 @@ CONFIGS = sorted(glob.glob(os.path.join(ROOT, "configs", "*.py")))
 
 
 def load_config(path, arg):
-  spec = importlib.util.spec_from_file_location(os.path.basename(path)[:-3], path)
-  module = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(module)
-  return module.get_config(arg)
+  """The launcher's and the notebooks' loader (config_lib.load), with `arg` after ':'."""
+  return config_lib.load(f"{path}:{arg}")
 
 
 @pytest.mark.parametrize("path", CONFIGS, ids=[os.path.basename(p)[:-3] for p in CONFIGS])
