@@ -31,8 +31,8 @@ scale (offset 2) does not help, the raw-overspend hinge (`penalty`) gives 0.580;
 baseline. `study=singer_gap,gap_variants=distill` 121 s (0818b4f): a Singer-distilled start
 ends where the random one does. `study=grid` (the 16-cell table, each network's lr chosen
 per cell on validation, 3 seeds) runs one part per n (and network): ns=5 514 s, ns=10
-214 s (BFMNet) + 452 s (RegretNet), ns=20 191 s and ns=50 252 s (BFMNet, map_runs=True),
-one core each; BFMNet stays below the best truthful baseline in all 16 cells and the
+214 s (BFMNet) + 452 s (RegretNet), ns=20 191 s (BFMNet) + 564 s (RegretNet) and ns=50
+252 s (BFMNet only), map_runs=True at n >= 20, one core each; BFMNet stays below the best truthful baseline in all 16 cells and the
 admissible RegretNet buys nothing. Tables and commands in jaxpapers/papers/bfmnet/README.md.
 Smoke values are overridden by explicit args (`:smoke,steps=50`).
 """
