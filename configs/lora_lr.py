@@ -24,7 +24,9 @@ earlier, ~14 min wall on the loaded machine of the issue-14 run; cached in the w
 of 3 LRs x 3 seeds ~200-360 s (~4 CPU-minutes). The issue-14 table (README: rank 4, 3 seeds,
 3 LRs per method, five calls + a table call, commit b48da9f) gives LoRA 99.1% [98.5, 99.5],
 the nine variants 96.7-98.0%, every method but RandLoRA (3.2e-3) best at LR 1e-2;
-lambda_max OLoRA / PiSSA / LoRA-GA 18-23x LoRA's. The default grid (7 LRs x 2 ranks x 2
+lambda_max OLoRA / PiSSA / LoRA-GA 18-23x LoRA's. At rank 16 (five methods, same protocol)
+LoRA 99.8%, OLoRA / PiSSA / LoRA-GA / RandLoRA 97.3-98.7%, all four best at 3.2e-3 (0.32x
+LoRA's 1e-2); one cell ~4 single-core minutes. The default grid (7 LRs x 2 ranks x 2
 seeds) is ~2 CPU hours and not rerun with validation selection. The SmolLM2 leg (ten
 methods x 7 LRs x 2 seeds) ~1-2 CPU hours, resumable per method (not yet run; the 3-method
 pre-fix run: OLoRA / PiSSA 99x / 42x LoRA's lambda_max, best LR 10x lower). Smoke:

@@ -239,10 +239,12 @@ def _plots(workdir, results, rows, config):
   ranks = list(config.study.table_ranks)
   fig, axes = plt.subplots(1, len(ranks) + 1, figsize=(5 * (len(ranks) + 1), 4))
   for ax, rank in zip(axes, ranks):
-    for method in config.study.methods:
+    # One colour per method in every panel (a rank may lack some methods).
+    for i, method in enumerate(config.study.methods):
       if (method, rank) in results:
         res = results[(method, rank)]
-        ax.plot(res["lrs"], np.array(res["test_acc"]).mean(0), marker="o", ms=3, label=method)
+        ax.plot(res["lrs"], np.array(res["test_acc"]).mean(0), marker="o", ms=3, label=method,
+                color=f"C{i % 10}")
     ax.set_xscale("log")
     ax.set_xlabel("learning rate")
     ax.set_ylabel("test exact match")
