@@ -213,8 +213,10 @@ if __name__ == "__main__":
   print(study_lib.markdown_table(rows, TABLE_COLUMNS, 4))
   print(study_lib.markdown_table(by_lr_rows(cells), None, 4))
   if len(sys.argv) > 2:
-    from configs import lora_lr as config_module  # pylint: disable=g-import-not-at-top
+    from jaxpapers.core import config as config_lib  # pylint: disable=g-import-not-at-top
     from jaxpapers.papers.lora_lr import experiment  # pylint: disable=g-import-not-at-top
+    import os  # pylint: disable=g-import-not-at-top
+    os.makedirs(sys.argv[2], exist_ok=True)
     ranks = sorted({c["rank"] for c in cells})
-    config = config_module.get_config("table_ranks=" + "+".join(map(str, ranks)))
+    config = config_lib.load("configs/lora_lr.py:table_ranks=" + "+".join(map(str, ranks)))
     experiment._plots(sys.argv[2], {(c["method"], c["rank"]): c for c in cells}, rows, config)
