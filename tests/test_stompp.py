@@ -235,6 +235,27 @@ def test_validation_split_is_disjoint_and_lr_is_selected_on_shared_seeds():
   np.testing.assert_allclose(t["test acc"], 0.62)  # test at the chosen lr, both seeds
 
 
+def test_table_refuses_rows_of_another_stem_batch_or_step_count():
+  """The table averages rows of ONE protocol: rows of its architectures trained with
+  another step count, stem or batch size (e.g. a 600-step check left in the workdir)
+  raise an error naming them; other architectures and widths are simply not tabled."""
+  from jaxpapers.papers.stompp import study_resnet
+  cfg = load_config(CONFIG, "study=resnet,stem=cifar_s2,batch_size=64,resnet_steps=300")
+  cfg = config_lib.override(cfg, {"train.steps": 300})
+  key = lambda arch, w, stem, b, t, lr: f"{arch}|w{w}|{stem}|b{b}|T{t}|ste|lr{lr}|s0"
+  row = lambda arch, w: {"arch": arch, "width": w}
+  rows = {key("resnet18", 8, "cifar_s2", 64, 300, 0.03): row("resnet18", 8),
+          key("resnet18", 16, "cifar_s2", 64, 600, 0.03): row("resnet18", 16),  # other width
+          key("resnet50", 8, "cifar", 64, 600, 0.03): row("resnet50", 8)}  # other arch
+  width_of = {"resnet18": 8, "resnet34": 8}
+  assert study_resnet.table_rows(rows, width_of, cfg) == [row("resnet18", 8)]
+  for bad, what in [(("resnet18", 8, "cifar_s2", 64, 600), "steps 600"),
+                    (("resnet34", 8, "cifar", 64, 300), "stem cifar"),
+                    (("resnet18", 8, "cifar_s2", 128, 300), "batch 128")]:
+    with pytest.raises(ValueError, match=what):
+      study_resnet.table_rows({**rows, key(*bad, 0.01): row(*bad[:2])}, width_of, cfg)
+
+
 def test_committed_fraction_of_masks_is_floor_pn_at_every_step():
   """The masks a layer uses at progress p commit exactly floor(p n) entries, also after
   soft refreshes (checked on the ranks the training run evolved)."""

@@ -296,6 +296,31 @@ def _row_key(arch, width, cfg, v, lr, seed):
           f"{v}|lr{lr}|s{seed}")
 
 
+def table_rows(rows: dict, width_of: dict, cfg):
+  """The rows (key -> row) that enter the table: those of the table's architectures at
+  their width. A row of one of them trained with another stem, batch size or step count
+  is a different protocol; mixing it into the table would average across protocols, so
+  it is refused with an error naming it (run it in its own workdir)."""
+  want = {"stem": cfg.model.stem, "batch": cfg.train.batch_size, "steps": cfg.train.steps}
+  out, wrong = [], []
+  for key, r in rows.items():
+    if r["arch"] not in width_of or r["width"] != width_of[r["arch"]]:
+      continue
+    _, _, stem, b, t = key.split("|")[:5]
+    got = {"stem": stem, "batch": int(b[1:]), "steps": int(t[1:])}
+    if got != want:
+      wrong.append(f"{key} ({', '.join(f'{k} {got[k]}' for k in want if got[k] != want[k])})")
+    else:
+      out.append(r)
+  if wrong:
+    raise ValueError(
+        f"{len(wrong)} row(s) in the workdir differ from this table's protocol (stem "
+        f"{want['stem']}, batch {want['batch']}, {want['steps']} steps): "
+        f"{'; '.join(wrong[:3])}{' ...' if len(wrong) > 3 else ''}; keep each protocol "
+        f"in its own workdir")
+  return out
+
+
 def run(config, workdir: str):
   # Stamped before anything runs: the code that produced the table.
   commit = study_lib.git_commit(['jaxpapers/papers/stompp', 'configs/stompp.py',
@@ -330,6 +355,9 @@ def run(config, workdir: str):
       json.dump(done, f, indent=1)
     os.replace(done_path + ".tmp", done_path)
 
+  width_of = {a: (s.mobilenet_width if a == "mobilenetv2" else s.resnet_width)
+              for a in s.archs}
+  table_rows(done["rows"], width_of, cfg)  # refuse a mixed workdir before training
   plan = []
   for a, arch in enumerate(s.archs):
     width = s.mobilenet_width if arch == "mobilenetv2" else s.resnet_width
@@ -390,10 +418,7 @@ def run(config, workdir: str):
                                        / (1 if sequential else len(todo)))
     save()
   pool.shutdown()
-  width_of = {a: (s.mobilenet_width if a == "mobilenetv2" else s.resnet_width)
-              for a in s.archs}
-  raw = [r for r in done["rows"].values()
-         if r["arch"] in width_of and r["width"] == width_of[r["arch"]]]
+  raw = table_rows(done["rows"], width_of, cfg)
   table = summarize(raw)
   # Gradient-norm panels of the StoMPP rows at their selected lr (seeds whose file exists)
   chosen = {(t["arch"], t["variant"]): t["lr (val-selected)"] for t in table}
