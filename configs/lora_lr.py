@@ -60,7 +60,7 @@ def get_config(arg=None):
                "loft", "lora_ga", "gralora", "randlora"),
       lr_min=1e-4, lr_max=1e-1, n_lrs=7,
       bench_batch=4, bench_seq_len=128, bench_rank=16, bench_iters=2, bench_min_time=5.0,
-      smol_steps=20, smol_seeds=2, smol_n_lrs=7, smol_n_val=300, smol_n_test=300)
+      smol_steps=20, smol_seeds=2, smol_n_val=300, smol_n_test=300)
   if arg.study not in ("lr_grid", "smollm2"):
     raise ValueError(f"unknown study {arg.study!r}; expected 'lr_grid' or 'smollm2'")
   config = ml_collections.ConfigDict()
@@ -127,15 +127,22 @@ def get_config(arg=None):
       n_seeds=arg.study_seeds,
       hessian_examples=arg.hessian_examples, hessian_iters=arg.hessian_iters))
 
-  # The SmolLM2-135M leg (`study=smollm2`): a reduced grid that fits a CPU budget.
-  # All ten methods x 7 half-decade LRs (1e-5 .. 1e-2, which brackets every method's
-  # optimum in the 3-method run) x 2 seeds, 300 validation / 300 test problems; each
-  # method is one resumable cell (workdir/smol_cells). About 1-2 CPU hours on 2 cores.
+  # The SmolLM2-135M leg (`study=smollm2`, smol_study.py): per method 3 half-decade LRs
+  # centred on its anchor with seed 0, chosen on validation (extended past an edge while
+  # chosen there, at most max_extend times), then seed 1 at the choice; 300 validation /
+  # 300 test problems scored teacher-forced; each method one resumable cell
+  # (workdir/smol_cells).
   config.smol = ml_collections.ConfigDict(dict(
-      methods=arg.methods, rank=8, lr_min=1e-5, lr_max=1e-2, n_lrs=arg.smol_n_lrs,
-      n_seeds=arg.smol_seeds, steps=arg.smol_steps, batch=4, n_train=1000,
-      n_val=arg.smol_n_val, n_test=arg.smol_n_test, seq_len=32, n_new=10,
-      row_chunk=100,          # prompts decoded / scored per chunk (bounds memory)
+      methods=arg.methods, rank=8, n_seeds=arg.smol_seeds, steps=arg.smol_steps, batch=4,
+      n_train=1000, n_val=arg.smol_n_val, n_test=arg.smol_n_test,
+      seq_len=28,             # the longest prompt + answer + end is 28 SmolLM2 tokens
+      row_chunk=100,          # problems scored per chunk (bounds memory)
+      # Grid centres: the pre-fix 3-method run's optima (LoRA 1e-3, PiSSA / OLoRA 1e-4);
+      # LoRA-GA (high lambda_max like them) 1e-4; RandLoRA (lambda_max ~60x LoRA's, a
+      # half-decade below LoRA on the tiny model) 3.2e-4; the rest at LoRA's.
+      anchors=dict(lora=1e-3, olora=1e-4, pissa=1e-4, milora=1e-3, init_ab=1e-3, dora=1e-3,
+                   loft=1e-3, lora_ga=1e-4, gralora=1e-3, randlora=3.16e-4),
+      max_extend=2,
       hessian_examples=4, hessian_iters=6))
 
   # Benchmark: one LoRA step on SmolLM2-135M (tiny model if tiny_bench or not installed).

@@ -118,6 +118,85 @@ def test_causal_and_generation_ignores_padding():
   np.testing.assert_array_equal(out[:, 4], jnp.argmax(a[:, 3], -1))
 
 
+def test_teacher_forced_exact_match_equals_greedy_decoding():
+  # finetune.teacher_forced decides exact match from one forward pass over prompt + gold
+  # answer; it must agree with greedy decoding (KV cache) emitting exactly the gold tokens,
+  # on golds that match the greedy continuation, match it up to a changed token at each
+  # position, or are random. The summed answer loss equals the full-logit evaluator's.
+  params, rng = base(), np.random.default_rng(5)
+  B, T, K, n_new = 24, 20, 5, 5
+  lens = rng.integers(3, 10, size=B)
+  prompts = np.zeros((B, T), np.int32)
+  for b, l in enumerate(lens):
+    prompts[b, :l] = rng.integers(0, 256, size=l)
+  greedy = np.asarray(jax.jit(lambda p, t, l: llama.greedy_generate(p, CFG, t, l, n_new))(
+      params, jnp.asarray(prompts), jnp.asarray(lens)))
+  cont = np.stack([greedy[b, l:l + K] for b, l in enumerate(lens)])
+  golds = cont.copy()
+  for b in range(B):
+    kind = b % 3
+    if kind == 1:                          # first mismatch at position b // 3 % K
+      j = b // 3 % K
+      golds[b, j] = (golds[b, j] + 1 + rng.integers(255)) % 256
+    elif kind == 2:
+      golds[b] = rng.integers(0, 256, size=K)
+  tokens, mask = prompts.copy(), np.zeros((B, T), np.float32)
+  for b, l in enumerate(lens):
+    tokens[b, l:l + K] = golds[b]
+    mask[b, l - 1:l + K - 1] = 1.0         # mask[t] weights predicting token t+1
+  pos, valid = finetune.answer_positions(mask)
+  loss_sum, exact = finetune.teacher_forced(CFG, 8)(params, jnp.asarray(tokens),
+                                                    jnp.asarray(pos), jnp.asarray(valid))
+  want = (golds == cont).all(1)
+  assert want.any() and not want.all()
+  np.testing.assert_array_equal(np.asarray(exact), want)
+  ref = finetune.evaluator(CFG)(jax.tree.map(lambda x: x[None], params), jnp.asarray(tokens),
+                                jnp.asarray(mask))[0]
+  np.testing.assert_allclose(loss_sum, ref, rtol=1e-5)
+
+
+def test_smollm2_lr_grid_grows_past_an_edge_and_selects_on_validation():
+  # smol_study.grow_grid on known validation curves (no training): 3 half-decade LRs
+  # around the anchor; while the choice (the shared best-LR rule) is at an edge, one more
+  # LR past it, at most max_extend times; a peak inside the first grid adds nothing.
+  from jaxpapers.papers.lora_lr import smol_study
+  calls = []
+
+  def curve(peak):
+    def evaluate(lr):
+      calls.append(lr)
+      return {"acc": float(np.round(1 - abs(np.log10(lr / peak)) / 4, 6)), "loss": 1.0}
+    return evaluate
+
+  lrs, best, ext, val = smol_study.grow_grid(1e-3, curve(1e-3), 2)
+  np.testing.assert_allclose(lrs, [10 ** -3.5, 1e-3, 10 ** -2.5])
+  assert (best, ext, len(calls)) == (1, 0, 3)
+  calls.clear()
+  # Peak two half-decades below the anchor: grown down until the choice is inside.
+  lrs, best, ext, val = smol_study.grow_grid(1e-3, curve(1e-4), 2)
+  np.testing.assert_allclose(lrs, 10.0 ** np.array([-4.5, -4, -3.5, -3, -2.5]))
+  assert (best, ext, len(calls)) == (1, 2, 5)
+  # Peak beyond max_extend: it stops at the edge (summarize flags best_at_edge).
+  lrs, best, ext, _ = smol_study.grow_grid(1e-3, curve(1e-6), 2)
+  assert (best, ext, len(lrs)) == (0, 2, 5) and np.isclose(lrs[0], 10 ** -4.5)
+  lrs, best, ext, _ = smol_study.grow_grid(1e-3, curve(1e-1), 1)
+  assert (best, ext, len(lrs)) == (3, 1, 4) and np.isclose(lrs[-1], 1e-2)
+  # Ties in accuracy go to the lower validation loss (the test split is not looked at).
+  vloss = lambda lr: abs(np.log10(lr) + 3.0) + 0.1
+  lrs, best, ext, val = smol_study.grow_grid(1e-3, lambda lr: {"acc": 0.5, "loss": vloss(lr)},
+                                             2)
+  assert np.isclose(lrs[best], 1e-3) and ext == 0
+  cell = {"method": "lora", "rank": 8, "lrs": lrs, "val_acc": [0.5] * 3,
+          "val_loss": [vloss(x) for x in lrs], "chosen_lr": lrs[best],
+          "test_correct": ["0110", "1110"], "test_acc": [0.5, 0.75], "extended": 0,
+          "lambda": [1.0, 3.0], "trainable_params": 10, "seconds": 1.0}
+  row = smol_study.summarize(cell)
+  assert row["best_lr"] == lrs[best] and row["peak_acc"] == 0.625 and row["lambda_max"] == 2.0
+  assert not row["best_at_edge"]
+  with pytest.raises(ValueError, match="validation choice"):
+    smol_study.summarize({**cell, "chosen_lr": lrs[0]})
+
+
 def test_sharded_forward_matches():
   mesh = mesh_lib.make_mesh([("data", 2), ("model", 4)])
   specs = llama.param_specs(base())
@@ -269,21 +348,32 @@ def test_only_adapters_train_and_base_is_frozen():
 
 def test_loft_matches_full_adam_direction_at_first_b_step():
   # At the first step (B = 0 so only B moves) with a single module, the implied
-  # full-matrix step A dB equals A (A^T A)^-1 A^T sign-like Adam(G): LoFT's projection
-  # of the full Adam step onto the column space of A.
-  key = jax.random.PRNGKey(0)
-  A = jax.random.normal(key, (1, 6, 2))
+  # full-matrix step A dB equals A (A^T A)^-1 A^T Adam_1(P G), Adam_1(x) = x / (|x| + eps):
+  # LoFT's projection of the full Adam step onto the column space of A. Adam_1 has slope
+  # eps / (|x| + eps)^2, up to 1 / eps = 1e4 near x = 0, so an entry of P G near 0 lets
+  # float32 rounding of P G (~1e-6) move the step by ~1e-2 (an earlier draw with an entry
+  # of 3e-5 failed that way). The draw is therefore taken with min |P G| >= 0.05, where the
+  # slope is <= 0.04 and rounding moves the step by < 1e-7; a wrong projection or moment
+  # is off by O(1).
+  for seed in range(100):
+    rng = np.random.default_rng(seed)
+    A64, G = rng.normal(size=(6, 2)), rng.normal(size=(6, 5))   # G = dL/dK
+    P = A64 @ np.linalg.inv(A64.T @ A64) @ A64.T
+    if np.abs(P @ G).min() >= 0.05:
+      break
+  assert np.abs(P @ G).min() >= 0.05
+  eps = 1e-4                                                   # LoFT's default
+  A = jnp.asarray(A64[None], jnp.float32)
   B = jnp.zeros((1, 2, 5))
-  G = jax.random.normal(jax.random.PRNGKey(1), (6, 5))      # dL/dK
-  grads = {"m": {"A": jnp.zeros_like(A), "B": (A[0].T @ G)[None]}}
-  opt = loft.loft(eps=1e-12)
+  grads = {"m": {"A": jnp.zeros_like(A), "B": jnp.asarray((A64.T @ G)[None], jnp.float32)}}
+  opt = loft.loft(eps=eps)
   st = opt.init({"m": {"A": A, "B": B}})
   d, st = jax.jit(opt.update)(grads, st, {"m": {"A": A, "B": B}})
   np.testing.assert_array_equal(d["m"]["A"], 0.0)
-  P = A[0] @ np.linalg.inv(A[0].T @ A[0]) @ A[0].T
   full = P @ G
-  adam = full / (np.abs(full) + 1e-12)                      # first Adam step: m/sqrt(v)
-  np.testing.assert_allclose(A[0] @ d["m"]["B"][0], P @ adam, atol=1e-4)
+  adam = full / (np.abs(full) + eps)                        # first Adam step: m/sqrt(v)
+  np.testing.assert_allclose(A64 @ np.asarray(d["m"]["B"][0], np.float64), P @ adam,
+                             atol=1e-4)
 
 
 def test_hvp_matches_finite_differences_and_lanczos():

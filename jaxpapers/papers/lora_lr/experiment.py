@@ -154,7 +154,7 @@ def run_study(config, workdir):
   # Stamped before anything runs: the code that produced the table, not later edits.
   commit = study_lib.git_commit(PATHS)
   if config.study.name == "smollm2":
-    return smol_study.run(config, workdir, adapter_config, train_config, _trainable, zero_shot,
+    return smol_study.run(config, workdir, adapter_config, train_config, _trainable,
                           commit=commit)
   t0 = time.time()
   cfg, params = base_model(config, workdir)
