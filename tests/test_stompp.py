@@ -138,15 +138,17 @@ def test_hand_built_two_layer_net_matches_numpy_sign_network(rule, p):
                               first_real=False, last_real=True)
   x = np.random.default_rng(0).normal(size=(4, 6)).astype(np.float32)
   progress = jnp.full((model.num_binary,), p)
-  variables = model.init({"params": jax.random.PRNGKey(0), "ranks": jax.random.PRNGKey(1)},
-                         x, progress)
+  # jitted: one small compile each instead of hundreds of eager dispatches
+  variables = jax.jit(model.init)({"params": jax.random.PRNGKey(0),
+                                   "ranks": jax.random.PRNGKey(1)}, x, progress)
   rng = np.random.default_rng(1)
   rand = lambda t: jax.tree.map(lambda a: rng.normal(size=a.shape).astype(np.float32), t)
   params = rand(variables["params"])
   stats = jax.tree.map(lambda a: np.abs(a) + 0.5, rand(variables["batch_stats"]))
-  ranks = jax.tree.map(np.asarray, bz.init_ranks_tree(jax.random.PRNGKey(2),
-                                                      variables["ranks"]))
-  out = model.apply({"params": params, "batch_stats": stats, "ranks": ranks}, x, progress)
+  ranks = jax.tree.map(np.asarray, jax.jit(bz.init_ranks_tree)(jax.random.PRNGKey(2),
+                                                              variables["ranks"]))
+  out = jax.jit(model.apply)({"params": params, "batch_stats": stats, "ranks": ranks}, x,
+                             progress)
 
   sgn = lambda v: np.where(v >= 0, 1.0, -1.0)
   def b(v, rank):  # NumPy binarization: committed entries sign, the rest clipped
@@ -372,7 +374,8 @@ def test_stompp_step_gives_committed_weights_zero_gradient():
   ds = sources.load("digits")
   model = model_lib.build(config, ds.num_classes)
   opt = train_lib.make_optimizer(config)
-  state = train_lib.init_state(config, model, opt, ds.input_shape, jax.random.PRNGKey(0))
+  state = jax.jit(lambda r: train_lib.init_state(config, model, opt, ds.input_shape, r))(
+      jax.random.PRNGKey(0))
   batch = sources.train_batch(ds, 0, 0, 16)
   progress = jnp.array([0.5] * model.num_binary)
 
@@ -381,7 +384,7 @@ def test_stompp_step_gives_committed_weights_zero_gradient():
                              "ranks": state["ranks"]}, batch["image"], progress,
                             train=True, mutable=["batch_stats"])
     return logits.sum()
-  grads = jax.grad(loss)(state["params"])
+  grads = jax.jit(jax.grad(loss))(state["params"])
   for name in ("bin0", "bin1"):
     mask = bz.mask_from_ranks(state["ranks"][name]["w"], 0.5)
     g = grads[name]["kernel"]
