@@ -69,7 +69,8 @@ def get_config(arg=None):
       lrs=(1e-3, 3e-3, 1e-2), regretnet_lrs=(3e-4, 1e-3, 3e-3), penalty=0.0,
       scale_variants=("offset0", "offset2", "penalty"), scale_penalty=1.0,
       scale_log_every=10, seeds=3, penalty_ns=(50,), penalties=(0.0, 1.0),
-      map_runs=False, grid_kinds=("bfmnet", "regretnet"))
+      map_runs=False, grid_kinds=("bfmnet", "regretnet"), prior="none", shrink=0.0,
+      tag="")
   config = ConfigDict()
   config.experiment = "jaxpapers.papers.bfmnet.experiment"
   config.seed = arg.seed
@@ -86,6 +87,12 @@ def get_config(arg=None):
   config.model.monotone = arg.monotone             # monotone-MLP outputs mixed by gates
   config.model.offset = arg.offset                 # initial raw prices ~ softplus(O(1) - offset)
   config.model.tau = 0.05                          # sigmoid temperature of the relaxation
+  # Singer's prices as a monotone input (`feature`) or the base of a multiplicative
+  # residual (`residual`); menus.py. Additive markets (on coverage: an additive proxy).
+  config.model.prior = arg.prior
+  # The budget transformation's evaluation point (1 - shrink) t0_i (mechanism.py); 0 is
+  # the original map, 1e-4 lets Singer's own prices pass unchanged.
+  config.model.shrink = arg.shrink
 
   config.baseline = ConfigDict()
   config.baseline.train = arg.baseline             # also train the RegretNet baseline
@@ -172,4 +179,5 @@ def get_config(arg=None):
   config.study.penalty_ns = tuple(arg.penalty_ns)
   config.study.penalties = tuple(float(x) for x in arg.penalties)
   config.study.grid_kinds = tuple(arg.grid_kinds)  # grid: networks of this part
+  config.study.tag = arg.tag                       # grid: suffix of the output files
   return config_lib.lock(config)

@@ -151,3 +151,33 @@ def spp(market, bids_N, alpha):
           jnp.zeros((n,), bool), jnp.zeros((n,)))
   (_, _, _, win, pay), _ = jax.lax.scan(step, init, None, length=n)
   return win.astype(jnp.float32), pay
+
+
+def singer_prices_additive(market, bids_PxN):
+  """Singer's threshold prices t_i(b_{-i}) for every seller and profile, closed form.
+
+  For additive values, i wins Singer's rule at bid b iff (b / v_i)(v_i + V_<(b / v_i))
+  <= B with V_<(r) the value of the others whose ratio b_l / v_l is below r; the left side
+  increases in r, so the threshold ratio is the largest r with that property:
+      t_i / v_i = max( max_{j != i} min(r_j, B / (v_i + V_<(r_j))),  B / (v_i + v(N - i)) )
+  (a candidate per interval between consecutive ratios of the others; candidates of
+  intervals where the cap lies below the interval are dominated by the previous one).
+  b_i is never read (masked), so the result is self-bid-independent by construction; it
+  is non-decreasing in every other bid b_j: raising b_j can only remove j from the sets
+  V_<, which lowers the left side and enlarges i's winning set. On coverage markets
+  v_i = v({i}) gives an additive proxy with the same two properties. O(n^3) per profile
+  (tested against the greedy-trace `threshold`).
+  """
+  v = market["cover"] @ market["weights"]
+  n = v.shape[0]
+  others = ~jnp.eye(n, dtype=bool)                            # [i, l]: l != i
+
+  def one(bids_N):
+    r = bids_N / jnp.maximum(v, _TINY)
+    below = (r[None, :] < r[:, None]).astype(v.dtype)         # [j, l]: r_l < r_j
+    v_below = jnp.einsum("jl,l,il->ij", below, v, others.astype(v.dtype))
+    cand = jnp.minimum(r[None, :], market["budget"] / (v[:, None] + v_below))
+    cand = jnp.where(others, cand, -jnp.inf)
+    last = market["budget"] / (v + jnp.sum(v) - v)
+    return v * jnp.maximum(jnp.max(cand, axis=1), last)
+  return jax.vmap(one)(bids_PxN)

@@ -42,12 +42,14 @@ def bfmnet_mechanism(model, params) -> Mechanism:
   def raw(market):
     return menus.raw_price_fn(model, params, market)
 
+  shrink = model.shrink
+
   def full(market, bids):
-    x, pay = mechanism.outcome(raw(market), market["budget"], bids)
+    x, pay = mechanism.outcome(raw(market), market["budget"], bids, shrink)
     return x, pay, markets_lib.value(market, x), jnp.sum(pay)
 
   def seller(market, bids, i):
-    t, _, _ = mechanism.price_one(raw(market), market["budget"], bids, i)
+    t, _, _ = mechanism.price_one(raw(market), market["budget"], bids, i, shrink=shrink)
     x = (bids[i] <= t).astype(t.dtype)
     return x, t * x
   return Mechanism(full, seller)

@@ -258,6 +258,7 @@ def grid_study(config, workdir: str) -> str:
     meta = {"n": n, "commit": commit, "wall_s": time.perf_counter() - t1,
             "kinds": _kinds(config), "map_runs": config.optim.map_runs, **timing}
     part = f"n{n}" if len(_kinds(config)) == len(KINDS) else f"n{n}_{_kinds(config)[0]}"
+    part += f"_{config.study.tag}" if config.study.get("tag") else ""
     for name, obj in (("rows", rows), ("sweep", sweep), ("meta", meta)):
       with open(os.path.join(workdir, f"grid_{part}_{name}.json"), "w") as f:
         json.dump(obj, f, indent=1)

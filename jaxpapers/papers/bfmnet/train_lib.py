@@ -50,7 +50,7 @@ def bfm_instance(model, params, market, tau):
   """Relaxed value and diagnostics of BFMNet on one instance with truthful bids."""
   raw = menus.raw_price_fn(model, params, market)
   costs = market["costs"]
-  t, t0, cap = mechanism.prices(raw, market["budget"], costs, tau)
+  t, t0, cap = mechanism.prices(raw, market["budget"], costs, tau, model.shrink)
   q = jax.nn.sigmoid((t - costs) / tau)
   q0 = jax.nn.sigmoid((t0 - costs) / tau)
   return {"value": markets_lib.multilinear(market, q) / jnp.sum(market["weights"]),
@@ -115,7 +115,8 @@ def init_state(cfg, kind: str, rng):
   n = cfg.market.n
   if kind == "bfmnet":
     model = menus.MenuNet(cfg.model.hidden, cfg.model.channels, cfg.model.monotone,
-                          cfg.model.get("offset", 0.0))
+                          cfg.model.get("offset", 0.0), cfg.model.get("prior", "none"),
+                          cfg.model.get("shrink", 0.0))
     params = menus.init_params(rng, model, n)
   else:
     model = regretnet_lib.RegretNet(cfg.baseline.hidden)
