@@ -24,6 +24,7 @@ from jaxpapers.papers.bfmnet import markets as markets_lib
 from jaxpapers.papers.bfmnet import mechanism
 from jaxpapers.papers.bfmnet import menus
 from jaxpapers.papers.bfmnet import regretnet as regretnet_lib
+from jaxpapers.papers.bfmnet import rochetnet as rochetnet_lib
 
 
 class Mechanism(NamedTuple):
@@ -69,6 +70,25 @@ def regretnet_mechanism(model, params) -> Mechanism:
     x, p = model.apply({"params": params}, z, pair, bids[None])
     return x[0], p[0], markets_lib.multilinear(market, x[0]), jnp.sum(p[0])
   return _from_full(full)
+
+
+def rochetnet_mechanism(model, params) -> Mechanism:
+  """Bid-independent menus; spend = the largest realised total payment (every seller
+  whose chosen option has x > 0 selling at its price)."""
+  def menu(market):
+    z, pair = markets_lib.features(market)
+    return model.apply({"params": params}, z, pair, market["budget"])
+
+  def full(market, bids):
+    x_k, pi_k = menu(market)
+    x, pi = rochetnet_lib.choose(x_k, pi_k, bids)
+    return x, x * pi, markets_lib.multilinear(market, x), jnp.sum(pi * (x > 0))
+
+  def seller(market, bids, i):  # only seller i's own row of the menu and choice
+    x_k, pi_k = menu(market)
+    x, pi = rochetnet_lib.choose(x_k[i][None], pi_k[i][None], bids[i][None])
+    return x[0], x[0] * pi[0]
+  return Mechanism(full, seller)
 
 
 def singer_mechanism() -> Mechanism:

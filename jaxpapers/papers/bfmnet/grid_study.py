@@ -31,13 +31,15 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxpapers.core import metrics as metrics_lib
 from jaxpapers.core import study as study_lib
 from jaxpapers.papers.bfmnet import evaluate
 from jaxpapers.papers.bfmnet import experiment
 from jaxpapers.papers.bfmnet import markets as markets_lib
 
 VAL_KEY_OFFSET = 30_011   # validation markets (the neural study's key)
-KINDS = ("bfmnet", "regretnet")
+KINDS = ("bfmnet", "regretnet", "rochetnet")
+LABELS = {"bfmnet": "BFMNet", "regretnet": "RegretNet", "rochetnet": "RochetNet"}
 
 
 def _kinds(config):
@@ -51,6 +53,8 @@ def settings(config, kind: str, n: int) -> list[tuple[float, float]]:
   """The (lr, hinge weight) grid a network is tuned over at n."""
   if kind == "regretnet":
     return [(float(lr), 0.0) for lr in config.study.regretnet_lrs]
+  if kind == "rochetnet":
+    return [(float(lr), 0.0) for lr in config.study.lrs]
   pens = config.study.penalties if n in config.study.penalty_ns else (0.0,)
   return [(float(lr), float(p)) for p in pens for lr in config.study.lrs]
 
@@ -59,8 +63,8 @@ def choose(sweep_rows: list[dict], max_regret: float, max_overspend: float) -> d
   """(n, cell, method) -> index of the chosen setting, from validation rows only.
 
   Reads only `setting`, `val_value` and, for RegretNet, `val_regret` / `val_overspend`.
-  BFMNet (exactly DSIC and budget feasible at every setting): the highest validation
-  value. RegretNet: the highest validation value among the settings with validation
+  BFMNet and RochetNet (exactly DSIC and budget feasible at every setting): the highest
+  validation value. RegretNet: the highest validation value among the settings with validation
   regret <= max_regret and ex-post overspend probability <= max_overspend; where none
   qualifies, the smallest regret + overspend.
   """
@@ -71,7 +75,7 @@ def choose(sweep_rows: list[dict], max_regret: float, max_overspend: float) -> d
   for key, rows in groups.items():
     rows = sorted(rows, key=lambda r: r["setting"])
     v = np.array([r["val_value"] for r in rows], np.float64)
-    if key[2] == "bfmnet":
+    if key[2] in ("bfmnet", "rochetnet"):
       out[key] = rows[int(np.argmax(v))]["setting"]
       continue
     reg = np.array([r["val_regret"] for r in rows])
@@ -85,6 +89,8 @@ def choose(sweep_rows: list[dict], max_regret: float, max_overspend: float) -> d
 def _builder(kind, model):
   if kind == "bfmnet":
     return lambda p: evaluate.bfmnet_mechanism(model, p)
+  if kind == "rochetnet":
+    return lambda p: evaluate.rochetnet_mechanism(model, p)
   return lambda p: evaluate.regretnet_mechanism(model, p)
 
 
@@ -121,7 +127,7 @@ def test_audit(cfg, kind, model, params, mk, reg_mk, ev):
     raw = _per_run(lambda p, m: evaluate.outcomes(
         evaluate.raw_menu_mechanism(model, p), m))(params, mk)
     extra["raw_spend"] = np.asarray(raw[3])
-  else:
+  elif kind == "regretnet":
     extra["regret_ascent"] = np.asarray(_per_run(lambda p, r: evaluate.regrets_ascent(
         model, p, r, grid, ev.ascent_steps, ev.ascent_lr))(params, reg_mk))
     over, peak = _per_run(lambda p, m: evaluate.regretnet_expost(
@@ -148,8 +154,13 @@ def run_n(config, n: int, k: int, workdir: str):
     run_cell = np.repeat(np.arange(n_c), h)                       # run r = c * h + s
     run_set = np.tile(np.arange(h), n_c)
     t1 = time.perf_counter()
+    sweep_dir = os.path.join(workdir, f"n{n}", f"sweep_{kind}")
+    # Training curves of every sweep run (chunk means): metrics.jsonl in sweep_dir.
+    writer = metrics_lib.MetricsWriter(sweep_dir, cfg.optim.steps)
+    run_names = [f"{names[c]}_lr{grid[s][0]:g}_h{grid[s][1]:g}"
+                 for c, s in zip(run_cell, run_set)]
     model, params, _ = experiment.train(
-        cfg, kind, ids[run_cell], os.path.join(workdir, f"n{n}", f"sweep_{kind}"),
+        cfg, kind, ids[run_cell], sweep_dir, writer, run_names,
         lrs=[grid[s][0] for s in run_set], seeds=[cfg.seed] * len(run_cell),
         penalties=[grid[s][1] for s in run_set] if kind == "bfmnet" else None)
     timing[f"{kind}_sweep_train_s"] = time.perf_counter() - t1
@@ -206,7 +217,7 @@ def run_n(config, n: int, k: int, workdir: str):
       if kind == "bfmnet":
         row["raw_budget_viol"] = int((extra["raw_spend"][r] > cell_mk["budget"]
                                       * (1 + 1e-5) + 1e-5).sum())
-      else:
+      elif kind == "regretnet":
         row.update(regret_ascent_max=float(extra["regret_ascent"][r].max()),
                    regret_ascent_mean=float(extra["regret_ascent"][r].mean()),
                    expost_overspend_prob=float(extra["expost_overspend"][r].mean()),
@@ -225,7 +236,7 @@ def summary(rows: list[dict]) -> list[dict]:
   for (n, valuation, costs), by in sorted(groups.items(), key=lambda kv: (
       kv[0][0], kv[0][1], kv[0][2] != "uniform", kv[0][2])):
     row = {"n": n, "valuation": valuation, "costs": costs}
-    for kind, label in (("bfmnet", "BFMNet"), ("regretnet", "RegretNet")):
+    for kind, label in LABELS.items():
       rs = by.get(kind, [])
       if not rs:
         continue
@@ -240,7 +251,7 @@ def summary(rows: list[dict]) -> list[dict]:
         row["BFMNet_penalty"] = rs[0]["penalty"]
         row["BFMNet_raw_budget_viol_mean"] = float(np.mean([r["raw_budget_viol"]
                                                             for r in rs]))
-      else:
+      elif kind == "regretnet":
         row["RegretNet_regret_ascent_max"] = max(r["regret_ascent_max"] for r in rs)
         row["RegretNet_expost_overspend_prob"] = float(np.mean(
             [r["expost_overspend_prob"] for r in rs]))
@@ -257,7 +268,7 @@ def grid_study(config, workdir: str) -> str:
     rows, sweep, timing = run_n(config, n, k, workdir)
     meta = {"n": n, "commit": commit, "wall_s": time.perf_counter() - t1,
             "kinds": _kinds(config), "map_runs": config.optim.map_runs, **timing}
-    part = f"n{n}" if len(_kinds(config)) == len(KINDS) else f"n{n}_{_kinds(config)[0]}"
+    part = f"n{n}" if len(_kinds(config)) > 1 else f"n{n}_{_kinds(config)[0]}"
     part += f"_{config.study.tag}" if config.study.get("tag") else ""
     for name, obj in (("rows", rows), ("sweep", sweep), ("meta", meta)):
       with open(os.path.join(workdir, f"grid_{part}_{name}.json"), "w") as f:
@@ -274,6 +285,30 @@ def grid_study(config, workdir: str) -> str:
                                               "rows only).")
   print(f"[grid] total {time.perf_counter() - t0:.0f} s", flush=True)
   return md
+
+
+def rochet_table(rows: list[dict], classical_rows: list[dict], bfm_rows: list[dict]) -> str:
+  """README table of the RochetNet-style baseline beside BFMNet's tuned grid values."""
+  best = {(r["n"], r["valuation"], r["costs"]): (r["best_truthful"], r["best_value"])
+          for r in classical_rows}
+  bfm = {(s["n"], s["valuation"], s["costs"]): s for s in summary(bfm_rows)
+         if "BFMNet_mean" in s}
+  head = ("| n | valuation | costs | RochetNet (mean +- std) | lr | regret max / budget, "
+          "IR viol. | BFMNet (grid) | best proven truthful |")
+  lines = [head, "|" + "---|" * head.count(" | ") + "---|"]
+  for s in summary(rows):
+    if "RochetNet_mean" not in s:
+      continue
+    key = (s["n"], s["valuation"], s["costs"])
+    name, v = best.get(key, ("-", float("nan")))
+    b = bfm.get(key)
+    lines.append("| " + " | ".join([
+        str(s["n"]), s["valuation"], s["costs"],
+        f"{s['RochetNet_mean']:.3f} +- {s['RochetNet_std']:.3f}", f"{s['RochetNet_lr']:g}",
+        f"{s['RochetNet_regret_max']:.0e} / {s['RochetNet_budget_viol']}, "
+        f"{s['RochetNet_ir_viol']}",
+        f"{b['BFMNet_mean']:.3f}" if b else "-", f"{name} {v:.3f}"]) + " |")
+  return "\n".join(lines) + "\n"
 
 
 def readme_table(rows: list[dict], classical_rows: list[dict]) -> str:

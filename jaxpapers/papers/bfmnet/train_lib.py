@@ -30,6 +30,7 @@ from jaxpapers.papers.bfmnet import markets as markets_lib
 from jaxpapers.papers.bfmnet import mechanism
 from jaxpapers.papers.bfmnet import menus
 from jaxpapers.papers.bfmnet import regretnet as regretnet_lib
+from jaxpapers.papers.bfmnet import rochetnet as rochetnet_lib
 
 
 def make_optimizer(cfg):
@@ -75,6 +76,19 @@ def bfm_loss(params, model, markets, tau, raw_penalty=0.0):
   return loss, dict(out, raw_overspend=over)
 
 
+def rochet_loss(params, model, markets, tau):
+  """-(mean relaxed value) of the RochetNet-style menus: softmax choice per seller."""
+  def one(market):
+    z, pair = markets_lib.features(market)
+    x, pi = model.apply({"params": params}, z, pair, market["budget"])
+    q = rochetnet_lib.soft_choice(x, pi, market["costs"], tau)
+    return {"value": markets_lib.multilinear(market, q) / jnp.sum(market["weights"]),
+            "soft_spend": jnp.sum(q * rochetnet_lib.choose(x, pi, market["costs"])[1])
+                          / market["budget"]}
+  out = jax.tree.map(jnp.mean, jax.vmap(one)(markets))
+  return -out["value"], out
+
+
 def regretnet_instance(model, params, market, rng, grid_G, bcfg):
   z, pair = markets_lib.features(market)
   n = market["costs"].shape[0]
@@ -118,6 +132,9 @@ def init_state(cfg, kind: str, rng):
                           cfg.model.get("offset", 0.0), cfg.model.get("prior", "none"),
                           cfg.model.get("shrink", 0.0))
     params = menus.init_params(rng, model, n)
+  elif kind == "rochetnet":
+    model = rochetnet_lib.RochetMenu(cfg.model.hidden, cfg.model.get("options", 4))
+    params = rochetnet_lib.init_params(rng, model, n)
   else:
     model = regretnet_lib.RegretNet(cfg.baseline.hidden)
     params = regretnet_lib.init_params(rng, model, n)
@@ -151,6 +168,10 @@ def make_step(cfg, kind: str, model, opt):
           loss = loss + state["penalty"] * out["raw_overspend"]
         return loss, out
       (loss, out), grads = jax.value_and_grad(loss_fn, has_aux=True)(state["params"])
+      lam = state["lam"]
+    elif kind == "rochetnet":
+      (loss, out), grads = jax.value_and_grad(rochet_loss, has_aux=True)(
+          state["params"], model, mk, cfg.model.tau)
       lam = state["lam"]
     else:
       (loss, out), grads = jax.value_and_grad(regretnet_loss, has_aux=True)(
@@ -196,7 +217,8 @@ def init_states(cfg, kind: str, rng, cells: int, lrs=None, seeds=None, penalties
     states["lr"] = jnp.asarray(lrs, jnp.float32).reshape(cells)
   if seeds is not None:
     seeds = jnp.asarray(seeds, jnp.int32).reshape(cells)
-    init = menus.init_params if kind == "bfmnet" else regretnet_lib.init_params
+    init = {"bfmnet": menus.init_params, "rochetnet": rochetnet_lib.init_params,
+            "regretnet": regretnet_lib.init_params}[kind]
     params = jax.vmap(lambda s: init(jax.random.PRNGKey(s), model, cfg.market.n))(seeds)
     states.update(params=params, opt=jax.vmap(opt.init)(params), seed=seeds)
   if penalties is not None:
