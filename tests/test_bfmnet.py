@@ -588,3 +588,146 @@ def test_per_run_seed_and_hinge_weight_match_a_plain_run():
     np.testing.assert_allclose(np.asarray(b)[1], np.asarray(a)[0], rtol=1e-5, atol=1e-6)
     differs |= bool(np.any(np.abs(np.asarray(b)[0] - np.asarray(a)[0]) > 1e-4))
   assert differs   # the seed-2 run is a different run
+
+
+# ---- issue 17: Singer priors, the shrunk evaluation point, the RochetNet-style menus ----
+
+_singer_closed = jax.jit(jax.vmap(classical.singer_prices_additive))
+_singer_trace = jax.jit(jax.vmap(lambda m, b: jax.vmap(
+    lambda i: classical.threshold(m, b, m["budget"], i))(jnp.arange(b.shape[0]))))
+
+
+def test_singer_closed_form_prices_match_greedy_thresholds():
+  # Closed form (sorting-free candidates) vs the greedy-trace threshold of classical.py,
+  # on truthful, random and at-threshold (tie) bid profiles of additive markets.
+  mk = _markets(21, "additive", "bimodal")
+  for bids in (mk["costs"], jax.random.uniform(jax.random.PRNGKey(5), (BATCH, N)),
+               _singer_trace(mk, mk["costs"])):
+    got = np.asarray(_singer_closed(mk, bids[:, None])[:, 0])
+    np.testing.assert_allclose(got, np.asarray(_singer_trace(mk, bids)), atol=1e-6)
+
+
+def _prior_model(prior, shrink=0.0):
+  return menus.MenuNet(hidden=8, channels=4, monotone=4, prior=prior, shrink=shrink)
+
+
+@pytest.mark.parametrize("prior", ["feature", "residual"])
+def test_singer_prior_prices_monotone_and_ignore_own_bid(prior):
+  # The budget proof needs raw prices that never read the own bid and are non-decreasing
+  # in every other bid; with Singer's prices inside (as input or as the residual's base)
+  # both must still hold. The residual's gain is set to 0.5 so the correction is active.
+  model = _prior_model(prior)
+  params = menus.init_params(jax.random.PRNGKey(4), model, N)
+  if prior == "residual":
+    params = dict(params, residual_gain=jnp.asarray(0.5))
+  mk = jax.tree.map(lambda x: x[0], _markets(3, "additive"))
+  raw = jax.jit(menus.raw_price_fn(model, params, mk))
+  base = jax.random.uniform(jax.random.PRNGKey(1), (N,))
+  for j in range(N):
+    prof = jnp.stack([base.at[j].set(b) for b in GRID])       # vary seller j's bid
+    t0 = np.asarray(raw(prof))
+    others = [i for i in range(N) if i != j]
+    assert np.all(np.diff(t0[:, others], axis=0) >= -1e-7), f"not monotone in b_{j}"
+    assert np.all(t0[:, j] == t0[0, j]), "a raw price read the own bid"
+
+
+def test_residual_starts_at_singer_and_shrink_lets_singer_pass():
+  # At init (gain 0) the residual menus are Singer's prices. Through the transformation
+  # at the closed end (shrink 0) some Singer winner is cut on these markets; with the
+  # shrunk evaluation point every winner set equals Singer's and each payment is Singer's
+  # threshold times (1 - shrink).
+  mk = _sample(jax.random.PRNGKey(7), 32, 10, markets.cell_ids("additive", "uniform"), 0.1)
+  w0, p0 = map(np.asarray, jax.jit(jax.vmap(lambda m: classical.singer(m, m["costs"])))(mk))
+  outs = {}
+  for shrink in (0.0, 1e-4):
+    model = menus.MenuNet(hidden=8, channels=4, monotone=4, prior="residual", shrink=shrink)
+    params = menus.init_params(jax.random.PRNGKey(0), model, 10)
+    raw0 = jax.jit(jax.vmap(lambda m: menus.raw_price_fn(model, params, m)(m["costs"][None])[0]))
+    np.testing.assert_allclose(np.asarray(raw0(mk)), np.asarray(_singer_trace(mk, mk["costs"])),
+                               rtol=1e-5, atol=1e-7)
+    outs[shrink] = tuple(map(np.asarray, jax.jit(lambda m: evaluate.outcomes(
+        evaluate.bfmnet_mechanism(model, params), m))(mk)))
+  assert np.any(outs[0.0][0] != w0), "expected the closed-end map to cut a Singer winner"
+  x, pay = outs[1e-4][:2]
+  np.testing.assert_array_equal(x, w0)
+  np.testing.assert_allclose(pay, p0 * (1 - 1e-4), rtol=1e-5, atol=1e-7)
+
+
+def test_shrunk_map_budget_and_truthful_on_adversarial_profiles():
+  # A residual net far from Singer (gain 2: prices up to 2x Singer's, so raw menus
+  # overspend and the shrunk map binds), on adversarial profiles built against it.
+  model = _prior_model("residual", shrink=1e-4)
+  params = dict(menus.init_params(jax.random.PRNGKey(2), model, N),
+                residual_gain=jnp.asarray(2.0))
+  mech = evaluate.bfmnet_mechanism(model, params)
+  full = jax.jit(jax.vmap(mech.full))
+  prices = jax.jit(jax.vmap(_posted_prices(mech)))
+  mk = _markets(17, "additive", "bimodal")
+  profiles = _adversarial_profiles(prices, full, mk)
+  budget = np.asarray(mk["budget"])
+  raw = jax.jit(jax.vmap(evaluate.raw_menu_mechanism(model, params).full))
+  assert any(np.any(np.asarray(raw(mk, p)[3]) > budget) for p in profiles), \
+      "the raw menus should overspend somewhere, or the map is not exercised"
+  util_i = jax.jit(jax.vmap(lambda m, b, c, i: (lambda xp: xp[1] - c[i] * xp[0])(
+      mech.seller(m, b, i)), in_axes=(0, 0, 0, None)), static_argnums=3)
+  for prof in profiles[::4]:
+    x, pay, _, spend = map(np.asarray, full(mk, prof))
+    assert np.all(spend <= budget * (1 + 1e-6)), "budget violated"
+    assert np.all(pay[x == 1] >= np.asarray(prof)[x == 1] - 1e-7)
+    u_true = pay - np.asarray(prof) * x
+    t = prices(mk, prof)
+    for i in range(N):
+      for b in [*np.linspace(0, 1, 6), t[:, i], jnp.nextafter(t[:, i], -jnp.inf),
+                jnp.nextafter(t[:, i], jnp.inf)]:
+        bids = prof.at[:, i].set(jnp.broadcast_to(b, (BATCH,)))
+        gain = np.asarray(util_i(mk, bids, prof, i)) - u_true[:, i]
+        assert gain.max() <= 1e-6, f"seller {i} gained {gain.max()}"
+
+
+def test_rochetnet_choice_hand_example():
+  # Options (x, pi) = (1, .3), (.5, .5). Bid .1: utilities .2 and .2 -> tie, the lower
+  # index (the posted price); bid .2: .1 < .15 -> the lottery; bid .35: -.05 < .075 ->
+  # the lottery; bid .6: both negative -> null option (0, 0).
+  from jaxpapers.papers.bfmnet import rochetnet
+  x_k = jnp.asarray([[1.0, 0.5]] * 4)
+  pi_k = jnp.asarray([[0.3, 0.5]] * 4)
+  x, pi = map(np.asarray, rochetnet.choose(x_k, pi_k, jnp.asarray([0.1, 0.2, 0.35, 0.6])))
+  np.testing.assert_allclose(x, [1.0, 0.5, 0.5, 0.0])
+  np.testing.assert_allclose(pi, [0.3, 0.5, 0.5, 0.0])
+
+
+def test_rochetnet_truthful_and_budget_feasible_on_adversarial_profiles():
+  # Bid-independent menus: every seller at each of its option prices, one float step
+  # below, and coordinate ascent on the realised spend; the worst realisation (every
+  # seller with x > 0 selling at its option's price) never exceeds B, and no seller
+  # gains from any bid tried (grid, every option price and a float step either side).
+  from jaxpapers.papers.bfmnet import rochetnet
+  model = rochetnet.RochetMenu(hidden=8, options=3)
+  params = rochetnet.init_params(jax.random.PRNGKey(6), model, N)
+  mech = evaluate.rochetnet_mechanism(model, params)
+  full = jax.jit(jax.vmap(mech.full))
+  mk = _markets(19, "submodular")
+  menu = jax.jit(jax.vmap(lambda m: model.apply({"params": params}, *markets.features(m),
+                                                m["budget"])))
+  x_k, pi_k = map(np.asarray, menu(mk))
+  budget = np.asarray(mk["budget"])
+  assert np.all(pi_k.max(2).sum(1) <= budget * (1 + 1e-6))
+  top = lambda m, b: jnp.asarray(pi_k.max(2))
+  profiles = _adversarial_profiles(top, full, mk)
+  profiles += [jnp.asarray(pi_k[:, :, k]) for k in range(3)]
+  profiles += [jnp.nextafter(jnp.asarray(pi_k[:, :, k]), -jnp.inf) for k in range(3)]
+  seller = jax.jit(jax.vmap(mech.seller, in_axes=(0, 0, None)), static_argnums=2)
+  for prof in profiles[::3]:
+    x, pay, _, spend = map(np.asarray, full(mk, prof))
+    assert np.all(spend <= budget * (1 + 1e-6)), "realised spend above B"
+    assert np.all(pay >= np.asarray(prof) * x - 1e-7), "IR violated"
+    u_true = pay - np.asarray(prof) * x
+    for i in range(N):
+      cands = [*np.linspace(0, 1, 6)] + [f(jnp.asarray(pi_k[:, i, k]), s) for k in range(3)
+                                         for f, s in ((jnp.nextafter, -jnp.inf),
+                                                      (jnp.nextafter, jnp.inf))]
+      cands += [jnp.asarray(pi_k[:, i, k]) for k in range(3)]
+      for b in cands:
+        xm, pm = map(np.asarray, seller(mk, prof.at[:, i].set(jnp.broadcast_to(b, (BATCH,))), i))
+        gain = pm - np.asarray(prof)[:, i] * xm - u_true[:, i]
+        assert gain.max() <= 1e-6, f"seller {i} gained {gain.max()}"

@@ -342,3 +342,77 @@ def readme_table(rows: list[dict], classical_rows: list[dict]) -> str:
     cols += [f"{name} {v:.3f}", gap]
     lines.append("| " + " | ".join(cols) + " |")
   return "\n".join(lines) + "\n"
+
+
+def merge_rows(*row_lists) -> list[dict]:
+  """Rows of several parts; a later part's rows replace an earlier part's rows of the
+  same (n, valuation, costs, method) (e.g. cells rerun at a newly chosen setting)."""
+  out: dict = {}
+  for rows in row_lists:
+    later = {}
+    for r in rows:
+      later.setdefault((r["n"], r["valuation"], r["costs"], r["method"]), []).append(r)
+    out.update(later)
+  return [r for rs in out.values() for r in rs]
+
+
+def extend_choice(old_sweep: list[dict], new_sweep: list[dict]) -> dict:
+  """(n, cell, method) -> (old chosen lr, val value, new best lr, val value): the choice
+  over the union of two validation sweeps of the same seed (a grid extended past its
+  edge). Reads validation values only."""
+  out = {}
+  for key in {(r["n"], r["cell"], r["method"]) for r in new_sweep}:
+    old = [r for r in old_sweep if (r["n"], r["cell"], r["method"]) == key]
+    new = [r for r in new_sweep if (r["n"], r["cell"], r["method"]) == key]
+    best_old = next(r for r in old if r["chosen"])
+    best = max(old + new, key=lambda r: r["val_value"])
+    out[key] = (best_old["lr"], best_old["val_value"], best["lr"], best["val_value"],
+                best["penalty"])
+  return out
+
+
+def write_plot(rows: list[dict], classical_rows: list[dict], path: str) -> None:
+  """The grid study's plot: per cell, each network's mean +- std over seeds beside the
+  best proven-truthful baseline and the corrected CGL (classical study, same instances)."""
+  import matplotlib
+  matplotlib.use("Agg")
+  import matplotlib.pyplot as plt
+  cl = {(r["n"], r["valuation"], r["costs"]): r for r in classical_rows}
+  s = [r for r in summary(rows) if (r["n"], r["valuation"], r["costs"]) in cl]
+  xs = np.arange(len(s))
+  fig, ax = plt.subplots(figsize=(12, 4.2))
+  for k, (label, color) in enumerate((("BFMNet", "C0"), ("RochetNet", "C2"),
+                                      ("RegretNet", "C3"))):
+    pts = [(x, r[f"{label}_mean"], r[f"{label}_std"]) for x, r in zip(xs, s)
+           if f"{label}_mean" in r]
+    if pts:
+      px, m, sd = map(np.asarray, zip(*pts))
+      ax.errorbar(px + 0.12 * (k - 1), m, yerr=np.nan_to_num(sd), fmt="o", color=color,
+                  capsize=3, label=f"{label} (mean +- std, seeds)")
+  best = [cl[(r["n"], r["valuation"], r["costs"])] for r in s]
+  ax.plot(xs, [b["best_value"] for b in best], "k_", markersize=18, mew=2,
+          label="best proven-truthful (Singer / tuned SPP)")
+  ax.plot(xs, [b["CGL"] for b in best], "x", color="gray", label="CGL (affordable i*)")
+  ax.set_xticks(xs, [f"n={r['n']}\n{r['valuation'][:3]}\n{r['costs'][:3]}" for r in s],
+                fontsize=7)
+  ax.set_ylabel("buyer value / optimum")
+  ax.set_ylim(0, 1)
+  ax.legend(fontsize=7, loc="lower left", ncol=2)
+  ax.set_title("BFMNet 16-cell grid: lr chosen on validation, 3 seeds (test instances)")
+  fig.tight_layout()
+  fig.savefig(path, dpi=120)
+  plt.close(fig)
+
+
+def rebuild(results_dir: str, parts: list[str], out_dir: str | None = None) -> str:
+  """README table + plot from committed raw rows: `parts` are rows files (later ones
+  replace earlier rows of the same cell and method), joined with classical.json."""
+  rows = merge_rows(*[json.load(open(os.path.join(results_dir, p))) for p in parts])
+  classical_rows = json.load(open(os.path.join(results_dir, "classical.json")))
+  out_dir = out_dir or results_dir
+  os.makedirs(out_dir, exist_ok=True)
+  write_plot(rows, classical_rows, os.path.join(out_dir, "grid_plot.png"))
+  md = readme_table(rows, classical_rows)
+  with open(os.path.join(out_dir, "grid_table.md"), "w") as f:
+    f.write(md)
+  return md
