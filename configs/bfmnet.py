@@ -70,7 +70,7 @@ def get_config(arg=None):
       scale_variants=("offset0", "offset2", "penalty"), scale_penalty=1.0,
       scale_log_every=10, seeds=3, penalty_ns=(50,), penalties=(0.0, 1.0),
       map_runs=False, grid_kinds=("bfmnet", "regretnet"), prior="none", shrink=0.0,
-      tag="", options=4)
+      tag="", options=4, gain0=0.0)
   config = ConfigDict()
   config.experiment = "jaxpapers.papers.bfmnet.experiment"
   config.seed = arg.seed
@@ -93,6 +93,7 @@ def get_config(arg=None):
   # The budget transformation's evaluation point (1 - shrink) t0_i (mechanism.py); 0 is
   # the original map, 1e-4 lets Singer's own prices pass unchanged.
   config.model.shrink = arg.shrink
+  config.model.gain0 = arg.gain0                   # residual prior: initial gain (menus.py)
   config.model.options = arg.options               # RochetNet-style baseline: options per seller
 
   config.baseline = ConfigDict()

@@ -28,7 +28,8 @@ gradient of max is 1/2, so the gain can still move): a product of two non-negati
 functions that are non-decreasing in every other bid. (A first version with
 g = softplus(-4) ~ 0.02 at init started 1-3% above Singer's prices and kept only 72% of
 Singer's value: Singer's prices nearly exhaust the budget, and the transformation cuts
-any excess hard.) Both stay in the class the budget
+any excess hard.) `gain0` > 0 starts the correction live (the gain's gradient can push
+a zero gain below 0, where max(., 0) stops it for good). Both stay in the class the budget
 proof needs. `shrink` is the transformation's evaluation point (mechanism.py), carried
 by the model so that training and every evaluation use the same mechanism.
 """
@@ -79,6 +80,7 @@ class MenuNet(nn.Module):
   offset: float = 0.0  # initial prices ~ softplus(O(1) - offset) * price_scale
   prior: str = "none"  # none | feature | residual (Singer's prices, see above)
   shrink: float = 0.0  # the transformation's evaluation point (1 - shrink) t0_i
+  gain0: float = 0.0  # residual: initial gain gamma (0: start exactly at Singer's prices)
 
   @nn.compact
   def __call__(self, z_NxF, pair_NxNxQ, bids_PxN, price_scale=1.0, prior_PxN=None):
@@ -108,7 +110,8 @@ class MenuNet(nn.Module):
     logit_PxN = (head[None, :, 0] + jnp.mean(gate_NxM[None] * m_PxNxM, axis=-1)
                  - self.offset)
     if self.prior == "residual":
-      g = jnp.maximum(self.param("residual_gain", nn.initializers.zeros, ()), 0.0)
+      g = jnp.maximum(self.param("residual_gain", nn.initializers.constant(self.gain0), ()),
+                      0.0)
       return price_scale * prior_PxN * 2.0 * nn.sigmoid(g * logit_PxN)
     # Prices in units of the budget per seller (a positive, bid-independent factor, so
     # monotonicity is kept): the initial raw menus neither overspend nor starve.

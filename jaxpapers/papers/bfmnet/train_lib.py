@@ -130,7 +130,8 @@ def init_state(cfg, kind: str, rng):
   if kind == "bfmnet":
     model = menus.MenuNet(cfg.model.hidden, cfg.model.channels, cfg.model.monotone,
                           cfg.model.get("offset", 0.0), cfg.model.get("prior", "none"),
-                          cfg.model.get("shrink", 0.0))
+                          cfg.model.get("shrink", 0.0),
+                          cfg.model.get("gain0", 0.0))
     params = menus.init_params(rng, model, n)
   elif kind == "rochetnet":
     model = rochetnet_lib.RochetMenu(cfg.model.hidden, cfg.model.get("options", 4))
