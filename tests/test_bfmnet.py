@@ -668,8 +668,8 @@ def test_shrunk_map_budget_and_truthful_on_adversarial_profiles():
   raw = jax.jit(jax.vmap(evaluate.raw_menu_mechanism(model, params).full))
   assert any(np.any(np.asarray(raw(mk, p)[3]) > budget) for p in profiles), \
       "the raw menus should overspend somewhere, or the map is not exercised"
-  util_i = jax.jit(jax.vmap(lambda m, b, c, i: (lambda xp: xp[1] - c[i] * xp[0])(
-      mech.seller(m, b, i)), in_axes=(0, 0, 0, None)), static_argnums=3)
+  util_i = functools.cache(lambda i: jax.jit(jax.vmap(lambda m, b, c: (
+      lambda xp: xp[1] - c[i] * xp[0])(mech.seller(m, b, i)))))
   for prof in profiles[::4]:
     x, pay, _, spend = map(np.asarray, full(mk, prof))
     assert np.all(spend <= budget * (1 + 1e-6)), "budget violated"
@@ -680,7 +680,7 @@ def test_shrunk_map_budget_and_truthful_on_adversarial_profiles():
       for b in [*np.linspace(0, 1, 6), t[:, i], jnp.nextafter(t[:, i], -jnp.inf),
                 jnp.nextafter(t[:, i], jnp.inf)]:
         bids = prof.at[:, i].set(jnp.broadcast_to(b, (BATCH,)))
-        gain = np.asarray(util_i(mk, bids, prof, i)) - u_true[:, i]
+        gain = np.asarray(util_i(i)(mk, bids, prof)) - u_true[:, i]
         assert gain.max() <= 1e-6, f"seller {i} gained {gain.max()}"
 
 
@@ -716,7 +716,7 @@ def test_rochetnet_truthful_and_budget_feasible_on_adversarial_profiles():
   profiles = _adversarial_profiles(top, full, mk)
   profiles += [jnp.asarray(pi_k[:, :, k]) for k in range(3)]
   profiles += [jnp.nextafter(jnp.asarray(pi_k[:, :, k]), -jnp.inf) for k in range(3)]
-  seller = jax.jit(jax.vmap(mech.seller, in_axes=(0, 0, None)), static_argnums=2)
+  seller = functools.cache(lambda i: jax.jit(jax.vmap(lambda m, b: mech.seller(m, b, i))))
   for prof in profiles[::3]:
     x, pay, _, spend = map(np.asarray, full(mk, prof))
     assert np.all(spend <= budget * (1 + 1e-6)), "realised spend above B"
@@ -728,6 +728,6 @@ def test_rochetnet_truthful_and_budget_feasible_on_adversarial_profiles():
                                                       (jnp.nextafter, jnp.inf))]
       cands += [jnp.asarray(pi_k[:, i, k]) for k in range(3)]
       for b in cands:
-        xm, pm = map(np.asarray, seller(mk, prof.at[:, i].set(jnp.broadcast_to(b, (BATCH,))), i))
+        xm, pm = map(np.asarray, seller(i)(mk, prof.at[:, i].set(jnp.broadcast_to(b, (BATCH,)))))
         gain = pm - np.asarray(prof)[:, i] * xm - u_true[:, i]
         assert gain.max() <= 1e-6, f"seller {i} gained {gain.max()}"
