@@ -183,7 +183,17 @@ def run(config, workdir, adapter_config, train_config, trainable, commit=None):
   tok = tokenizer_lib.gguf_bpe(reader)
   data = finetune.prepare(d.task, tok, sm.n_train, sm.n_val, sm.n_test, sm.seq_len, 0)
   ev = eval_arrays(data)
-  acc0 = _scores(finetune.teacher_forced(cfg, sm.row_chunk), params, *ev["test"])["acc"]
+  # Zero-shot exact match of the base model on test, computed once per workdir (each
+  # resumed part would otherwise spend a full test pass on it again).
+  zs = os.path.join(workdir, "smol_cells", "zero_shot.json")
+  if os.path.exists(zs):
+    with open(zs) as f:
+      acc0 = json.load(f)["test_exact_match"]
+  else:
+    acc0 = _scores(finetune.teacher_forced(cfg, sm.row_chunk), params, *ev["test"])["acc"]
+    os.makedirs(os.path.dirname(zs), exist_ok=True)
+    with open(zs, "w") as f:
+      json.dump({"test_exact_match": acc0, "commit": commit}, f)
   writer = metrics_lib.MetricsWriter(workdir, None)
   writer.write(0, {"zero_shot_exact_match": acc0}, split="smollm2")
   seeds = [config.seed + i for i in range(sm.n_seeds)]
