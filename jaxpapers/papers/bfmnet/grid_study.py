@@ -416,3 +416,39 @@ def rebuild(results_dir: str, parts: list[str], out_dir: str | None = None) -> s
   with open(os.path.join(out_dir, "grid_table.md"), "w") as f:
     f.write(md)
   return md
+
+
+def training_curves(metrics_path: str, keys=("value", "regret", "budget_violation")) -> dict:
+  """run name -> {key: [(step, chunk mean), ...]} from a sweep's metrics.jsonl."""
+  out: dict = {}
+  for line in open(metrics_path):
+    row = json.loads(line)
+    if row.get("split") != "train":
+      continue
+    for name, v in row.items():
+      parts = name.split("/")
+      if len(parts) == 3 and parts[2] in keys:
+        out.setdefault(parts[0], {}).setdefault(parts[2], []).append((row["step"], v))
+  return out
+
+
+def write_curves(curves: dict, path: str, title: str) -> None:
+  """One panel per metric, one line per run (the training chunk means)."""
+  import matplotlib
+  matplotlib.use("Agg")
+  import matplotlib.pyplot as plt
+  keys = sorted({k for c in curves.values() for k in c})
+  fig, axes = plt.subplots(1, len(keys), figsize=(4.2 * len(keys), 3.4))
+  for ax, key in zip(np.atleast_1d(axes), keys):
+    for name, c in sorted(curves.items()):
+      if key in c:
+        s, v = zip(*c[key])
+        ax.plot(s, v, label=name)
+    ax.set_title(key)
+    ax.set_xlabel("step")
+    ax.set_yscale("symlog", linthresh=1e-3)
+  np.atleast_1d(axes)[0].legend(fontsize=6)
+  fig.suptitle(title, fontsize=9)
+  fig.tight_layout()
+  fig.savefig(path, dpi=110)
+  plt.close(fig)
