@@ -70,7 +70,7 @@ def get_config(arg=None):
       scale_variants=("offset0", "offset2", "penalty"), scale_penalty=1.0,
       scale_log_every=10, seeds=3, penalty_ns=(50,), penalties=(0.0, 1.0),
       map_runs=False, grid_kinds=("bfmnet", "regretnet"), prior="none", shrink=0.0,
-      tag="", options=4, gain0=0.0)
+      tag="", options=4, gain0=0.0, relax_priors=("feature",), relax_dirs=("",))
   config = ConfigDict()
   config.experiment = "jaxpapers.papers.bfmnet.experiment"
   config.seed = arg.seed
@@ -182,4 +182,8 @@ def get_config(arg=None):
   config.study.penalties = tuple(float(x) for x in arg.penalties)
   config.study.grid_kinds = tuple(arg.grid_kinds)  # grid: networks of this part
   config.study.tag = arg.tag                       # grid: suffix of the output files
+  # relax: grid workdirs (n = 10, additive) whose sweep checkpoints are re-evaluated, and
+  # the prior each was trained with
+  config.study.relax_priors = tuple(arg.relax_priors)
+  config.study.relax_dirs = tuple(arg.relax_dirs)
   return config_lib.lock(config)

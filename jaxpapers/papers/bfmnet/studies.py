@@ -45,10 +45,10 @@ def run(config, workdir: str) -> str:
   from jaxpapers.papers.bfmnet import grid_study
   fn = {"classical": classical_study, "singer_gap": singer_gap_study,
         "scale": scale_study, "neural": neural_study,
-        "grid": grid_study.grid_study}.get(config.study.name)
+        "grid": grid_study.grid_study, "relax": relax_study}.get(config.study.name)
   if fn is None:
     raise ValueError(f"unknown study {config.study.name!r}; known: main, classical, "
-                     "singer_gap, scale, neural, grid")
+                     "singer_gap, scale, neural, grid, relax")
   metrics_lib.write_config(workdir, config)
   return fn(config, workdir)
 
@@ -451,3 +451,61 @@ def neural_study(config, workdir):
                                        header="Validation sweep (selection on validation "
                                               "markets only).")
   return md
+
+
+def relax_study(config, workdir):
+  """Relaxed training objective vs the hard mechanism's value, for trained grid runs.
+
+  Restores the final sweep states of `grid` parts (n = 10, additive; one per entry of
+  `relax_dirs`, trained with `relax_priors`; nothing is retrained) and Singer's prices
+  (the residual prior at gain 0), and evaluates on the grid's validation markets both
+  the relaxed value the networks are trained on (sigmoid acceptance, tau) and the hard
+  value, each as mean of value / total weight. If a trained net scores above Singer on
+  the relaxed objective but below it on the hard one, training optimises the wrong
+  target; if below on both, it fails to find what the relaxation prefers.
+  """
+  from jaxpapers.papers.bfmnet import grid_study
+  commit = study_lib.git_commit(paths=experiment.PAPER_PATHS)
+  t0 = time.perf_counter()
+  n, k = 10, list(config.study.ns).index(10)
+  cells = [("additive", d) for d in config.study.cost_dists]
+  ids = jnp.stack([markets_lib.cell_ids(v, d) for v, d in cells])
+  rows = []
+  variants = [("singer prices (residual, gain 0)", "residual", None)]
+  variants += [(f"{p}, trained", p, d) for p, d in zip(config.study.relax_priors,
+                                                       config.study.relax_dirs)]
+  for name, prior, d in variants:
+    cfg = config_lib.override(experiment._variant(config, n, k), {"model.prior": prior})
+    grid = grid_study.settings(cfg, "bfmnet", n)
+    h = len(grid)
+    run_cell = np.repeat(np.arange(len(cells)), h)
+    run_set = np.tile(np.arange(h), len(cells))
+    kw = dict(lrs=[grid[s][0] for s in run_set], seeds=[cfg.seed] * len(run_cell),
+              penalties=[grid[s][1] for s in run_set])
+    if d is None:   # the initialisation: residual gain 0 = Singer's prices exactly
+      model, _, states = train_lib.init_states(cfg, "bfmnet", jax.random.PRNGKey(cfg.seed),
+                                               len(run_cell), **kw)
+      params = states["params"]
+    else:           # the sweep's final checkpoint (the run ended: nothing is trained)
+      model, params, _ = experiment.train(cfg, "bfmnet", ids[run_cell],
+                                          os.path.join(d, f"n{n}", "sweep_bfmnet"), **kw)
+    val = jax.vmap(lambda i: markets_lib.sample_markets(
+        jax.random.PRNGKey(cfg.seed + grid_study.VAL_KEY_OFFSET), cfg.eval.val_instances,
+        n, i, cfg.market.budget_per_seller))(ids)
+    val = jax.tree.map(lambda x: x[run_cell], val)
+
+    def both(p, mk):
+      relaxed = train_lib.bfm_loss(p, model, mk, cfg.model.tau)[1]["value"]
+      hard = evaluate.outcomes(evaluate.bfmnet_mechanism(model, p), mk)[2]
+      return relaxed, jnp.mean(hard / jnp.sum(mk["weights"], axis=1))
+    rel, hard = map(np.asarray, jax.jit(jax.vmap(both))(params, val))
+    for r in range(len(run_cell)):
+      rows.append({"variant": name, "cell": cells[run_cell[r]][1],
+                   "lr": grid[run_set[r]][0] if d else "-", "relaxed_value": float(rel[r]),
+                   "hard_value": float(hard[r])})
+      print(f"[relax] {rows[-1]}", flush=True)
+      if d is None and run_set[r] > 0:  # untrained: every lr is the same mechanism
+        rows.pop()
+  header = (_header("relax", config, t0, commit) + " n = 10, additive, validation "
+            "markets; values are mean value / total weight (not / optimum).")
+  return study_lib.write_table(workdir, "bfmnet_relax", rows, header=header)
