@@ -26,10 +26,12 @@ of 3 LRs x 3 seeds ~200-360 s (~4 CPU-minutes). The issue-14 table (README: rank
 the nine variants 96.7-98.0%, every method but RandLoRA (3.2e-3) best at LR 1e-2;
 lambda_max OLoRA / PiSSA / LoRA-GA 18-23x LoRA's. At rank 16 (five methods, same protocol)
 LoRA 99.8%, OLoRA / PiSSA / LoRA-GA / RandLoRA 97.3-98.7%, all four best at 3.2e-3 (0.32x
-LoRA's 1e-2); one cell ~4 single-core minutes. The default grid (7 LRs x 2 ranks x 2
-seeds) is ~2 CPU hours and not rerun with validation selection. The SmolLM2 leg (ten
-methods x 7 LRs x 2 seeds) ~1-2 CPU hours, resumable per method (not yet run; the 3-method
-pre-fix run: OLoRA / PiSSA 99x / 42x LoRA's lambda_max, best LR 10x lower). Smoke:
+LoRA's 1e-2), the other five at rank 16 96.7-99.9% (DoRA ties LoRA); one cell ~4-6
+single-core minutes. The default grid (7 LRs x 2 ranks x 2 seeds) is ~2 CPU hours and not
+rerun with validation selection. The SmolLM2 leg: ~6-7 single-core minutes per method
+(3-5 LRs x seed 0 + seed 1 at the choice, 20 steps, teacher-forced scoring), resumable per
+method; run for LoRA 93.3%, PiSSA 81.3, OLoRA 81.2, LoRA-GA 77.5 (best LR 0.1x LoRA's).
+Smoke:
 `:smoke=true`, seconds (its `smoke_args` apply first, explicit args after: `:smoke,steps=20`).
 """
 import ml_collections
