@@ -33,7 +33,10 @@ ends where the random one does. `study=grid` (the 16-cell table, each network's 
 per cell on validation, 3 seeds) runs one part per n (and network): ns=5 514 s, ns=10
 214 s (BFMNet) + 452 s (RegretNet), ns=20 191 s (BFMNet) + 564 s (RegretNet) and ns=50
 252 s (BFMNet only), map_runs=True at n >= 20, one core each; BFMNet stays below the best truthful baseline in all 16 cells and the
-admissible RegretNet buys nothing. Tables and commands in jaxpapers/papers/bfmnet/README.md.
+admissible RegretNet buys nothing. Issue 17 follow-up: `study=grid,grid_kinds=rochetnet`
+(the RochetNet-style menus, ~75-120 s per n), Singer priors `prior=feature|residual` with
+`shrink=1e-4` (~205-220 s per n = 10 additive part), `study=singer_gap,gap_variants=facts`
+(29 s), `study=relax` (69 s). Tables and commands in jaxpapers/papers/bfmnet/README.md.
 Smoke values are overridden by explicit args (`:smoke,steps=50`).
 """
 from ml_collections import ConfigDict
