@@ -30,7 +30,7 @@ LoRA's 1e-2), the other five at rank 16 96.7-99.9% (DoRA ties LoRA); one cell ~4
 single-core minutes. The default grid (7 LRs x 2 ranks x 2 seeds) is ~2 CPU hours and not
 rerun with validation selection. The SmolLM2 leg: ~6-7 single-core minutes per method
 (3-5 LRs x seed 0 + seed 1 at the choice, 20 steps, teacher-forced scoring), resumable per
-method; run for LoRA 93.3%, MiLoRA 84.2, PiSSA 81.3, OLoRA 81.2, LoRA-GA 77.5.
+method; run for LoRA 93.3%, MiLoRA 84.2, Init[AB] 82.5, PiSSA 81.3, OLoRA 81.2, LoRA-GA 77.5.
 Smoke:
 `:smoke=true`, seconds (its `smoke_args` apply first, explicit args after: `:smoke,steps=20`).
 """
