@@ -31,17 +31,8 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-
-class _MLP(nn.Module):
-  features: tuple[int, ...]
-
-  @nn.compact
-  def __call__(self, x):
-    for k, f in enumerate(self.features):
-      x = nn.Dense(f)(x)
-      if k < len(self.features) - 1:
-        x = nn.gelu(x)
-    return x
+# The menu network's context MLP (same class, so the parameter names match too).
+from jaxpapers.papers.bfmnet.menus import _MLP
 
 
 class RochetMenu(nn.Module):
