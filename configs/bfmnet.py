@@ -73,7 +73,13 @@ def get_config(arg=None):
       scale_variants=("offset0", "offset2", "penalty"), scale_penalty=1.0,
       scale_log_every=10, seeds=3, penalty_ns=(50,), penalties=(0.0, 1.0),
       map_runs=False, grid_kinds=("bfmnet", "regretnet"), prior="none", shrink=0.0,
-      tag="", options=4, gain0=0.0, relax_priors=("feature",), relax_dirs=("",))
+      tag="", options=4, gain0=0.0, relax_priors=("feature",), relax_dirs=("",),
+      tau=0.05, tau_end=0.0, objective="relaxed", es_pairs=8, es_sigma=0.02,
+      relax_taus=(0.05,))
+  if arg.objective not in ("relaxed", "es"):
+    raise ValueError(f"objective={arg.objective!r}; known: relaxed, es")
+  if not 0.0 < arg.tau or arg.tau_end < 0.0:
+    raise ValueError(f"tau={arg.tau}, tau_end={arg.tau_end}: need tau > 0, tau_end >= 0")
   config = ConfigDict()
   config.experiment = "jaxpapers.papers.bfmnet.experiment"
   config.seed = arg.seed
@@ -89,7 +95,9 @@ def get_config(arg=None):
   config.model.channels = arg.channels             # monotone bid channels
   config.model.monotone = arg.monotone             # monotone-MLP outputs mixed by gates
   config.model.offset = arg.offset                 # initial raw prices ~ softplus(O(1) - offset)
-  config.model.tau = 0.05                          # sigmoid temperature of the relaxation
+  config.model.tau = arg.tau                       # sigmoid temperature of the relaxation
+  # > 0: tau annealed geometrically from tau to tau_end over training (train_lib.tau_at)
+  config.model.tau_end = arg.tau_end
   # Singer's prices as a monotone input (`feature`) or the base of a multiplicative
   # residual (`residual`); menus.py. Additive markets (on coverage: an additive proxy).
   config.model.prior = arg.prior
@@ -125,6 +133,12 @@ def get_config(arg=None):
   # Train the vmapped runs of a sweep one after another (lax.map): bounded memory for the
   # grid study's large sweeps at n >= 20.
   config.optim.map_runs = arg.map_runs
+  # BFMNet's training gradient: `relaxed` (autodiff of the sigmoid-relaxed value) or `es`
+  # (score-function estimate of the hard mechanism's value under Gaussian parameter
+  # noise es_sigma, es_pairs antithetic pairs per step; train_lib.es_grad)
+  config.optim.objective = arg.objective
+  config.optim.es_pairs = arg.es_pairs
+  config.optim.es_sigma = arg.es_sigma
 
   config.eval = ConfigDict()
   config.eval.instances = arg.eval_instances       # for value / violations
@@ -189,4 +203,5 @@ def get_config(arg=None):
   # the prior each was trained with
   config.study.relax_priors = tuple(arg.relax_priors)
   config.study.relax_dirs = tuple(arg.relax_dirs)
+  config.study.relax_taus = tuple(float(t) for t in arg.relax_taus)  # relaxed value at each
   return config_lib.lock(config)

@@ -731,3 +731,41 @@ def test_rochetnet_truthful_and_budget_feasible_on_adversarial_profiles():
         xm, pm = map(np.asarray, seller(i)(mk, prof.at[:, i].set(jnp.broadcast_to(b, (BATCH,)))))
         gain = pm - np.asarray(prof)[:, i] * xm - u_true[:, i]
         assert gain.max() <= 1e-6, f"seller {i} gained {gain.max()}"
+
+
+def test_es_gradient_matches_the_analytic_gradient_of_a_quadratic():
+  # Antithetic differences are exact directional derivatives for a quadratic, so the
+  # estimate is M grad with M = mean(eps eps^T) -> I: with 4000 pairs in 3 dimensions
+  # it must be within a few percent of the closed-form gradient -2 (theta - a).
+  a = {"w": jnp.array([0.3, -1.0]), "b": jnp.array(2.0)}
+  theta = {"w": jnp.array([1.0, 0.5]), "b": jnp.array(-0.5)}
+  f = lambda p: -(jnp.sum((p["w"] - a["w"]) ** 2) + (p["b"] - a["b"]) ** 2)
+  g, mean_v = train_lib.es_grad(f, theta, jax.random.PRNGKey(0), 4000, 0.1)
+  want = {"w": 2 * (theta["w"] - a["w"]), "b": 2 * (theta["b"] - a["b"])}  # grad of -f
+  np.testing.assert_allclose(g["w"], want["w"], rtol=0.08, atol=0.08)
+  np.testing.assert_allclose(g["b"], want["b"], rtol=0.08, atol=0.08)
+  # mean perturbed value = f(theta) - sigma^2 d (Gaussian smoothing of a quadratic)
+  np.testing.assert_allclose(mean_v, f(theta) - 0.01 * 3, rtol=0.02)
+
+
+def test_tau_anneal_endpoints_and_hard_value_of_an_overpriced_net():
+  cfg = _config("smoke,tau=0.05,tau_end=0.005,steps=10")
+  np.testing.assert_allclose(train_lib.tau_at(cfg, 0), 0.05, rtol=1e-6)
+  np.testing.assert_allclose(train_lib.tau_at(cfg, 5), np.sqrt(0.05 * 0.005), rtol=1e-5)
+  np.testing.assert_allclose(train_lib.tau_at(cfg, 10), 0.005, rtol=1e-5)
+  assert train_lib.tau_at(_config("smoke"), 7) == 0.05   # no anneal: the constant
+  # The ES objective is the hard mechanism's value: a brute-force NumPy recomputation
+  # (posted prices from mechanism.prices, sale iff cost <= price, additive value).
+  mk = markets.sample_markets(jax.random.PRNGKey(3), BATCH, N,
+                              markets.cell_ids("additive", "uniform"), 0.1)
+  params = _net(0, 1.0)
+  got = float(train_lib.bfm_hard_value(params, MODEL, mk))
+  t_BxN = np.asarray(jax.jit(jax.vmap(lambda m: mechanism.prices(
+      menus.raw_price_fn(MODEL, params, m), m["budget"], m["costs"])[0]))(mk))
+  want = []
+  for b in range(BATCH):
+    m = jax.tree.map(np.asarray, jax.tree.map(lambda x: x[b], mk))
+    win = m["costs"] <= t_BxN[b]
+    covered = (m["cover"] * win[:, None]).max(0)
+    want.append((m["weights"] * covered).sum() / m["weights"].sum())
+  np.testing.assert_allclose(got, np.mean(want), rtol=1e-5)

@@ -472,7 +472,8 @@ def relax_study(config, workdir):
   ids = jnp.stack([markets_lib.cell_ids(v, d) for v, d in cells])
   rows = []
   variants = [("singer prices (residual, gain 0)", "residual", None)]
-  variants += [(f"{p}, trained", p, d) for p, d in zip(config.study.relax_priors,
+  variants += [(f"{p}, trained ({os.path.basename(d.rstrip('/'))})", p, d)
+               for p, d in zip(config.study.relax_priors,
                                                        config.study.relax_dirs)]
   for name, prior, d in variants:
     cfg = config_lib.override(experiment._variant(config, n, k), {"model.prior": prior})
@@ -494,14 +495,19 @@ def relax_study(config, workdir):
         n, i, cfg.market.budget_per_seller))(ids)
     val = jax.tree.map(lambda x: x[run_cell], val)
 
+    taus = config.study.get("relax_taus", (cfg.model.tau,))
+
     def both(p, mk):
-      relaxed = train_lib.bfm_loss(p, model, mk, cfg.model.tau)[1]["value"]
+      # The relaxed value at every tau asked for (the nets of a smaller-tau run are
+      # compared with Singer's prices on their own training objective).
+      relaxed = jnp.stack([train_lib.bfm_loss(p, model, mk, t)[1]["value"] for t in taus])
       hard = evaluate.outcomes(evaluate.bfmnet_mechanism(model, p), mk)[2]
       return relaxed, jnp.mean(hard / jnp.sum(mk["weights"], axis=1))
     rel, hard = map(np.asarray, jax.jit(jax.vmap(both))(params, val))
     for r in range(len(run_cell)):
       rows.append({"variant": name, "cell": cells[run_cell[r]][1],
-                   "lr": grid[run_set[r]][0] if d else "-", "relaxed_value": float(rel[r]),
+                   "lr": grid[run_set[r]][0] if d else "-", "relaxed_value": float(rel[r, 0]),
+                   **{f"relaxed_tau{t:g}": float(rel[r, k]) for k, t in enumerate(taus)},
                    "hard_value": float(hard[r])})
       print(f"[relax] {rows[-1]}", flush=True)
       if d is None and run_set[r] > 0:  # untrained: every lr is the same mechanism

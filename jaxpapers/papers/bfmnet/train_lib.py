@@ -23,6 +23,7 @@ from __future__ import annotations
 import functools
 
 import jax
+import jax.flatten_util
 import jax.numpy as jnp
 import optax
 
@@ -74,6 +75,43 @@ def bfm_loss(params, model, markets, tau, raw_penalty=0.0):
   if raw_penalty:  # Python-level: the default program is the one the earlier tables ran
     loss = loss + raw_penalty * over
   return loss, dict(out, raw_overspend=over)
+
+
+def tau_at(cfg, i):
+  """The relaxation temperature at step i: cfg.model.tau, or with model.tau_end > 0 a
+  geometric anneal from tau to tau_end over the run (issue 17: does the relaxation's
+  bias, which vanishes as tau -> 0, explain the gap to Singer?)."""
+  tau, end = cfg.model.tau, cfg.model.get("tau_end", 0.0)
+  if not end:
+    return tau
+  return tau * (end / tau) ** (jnp.asarray(i, jnp.float32) / cfg.optim.steps)
+
+
+def bfm_hard_value(params, model, markets):
+  """Mean value / total weight of the *hard* mechanism (no relaxation) with truthful bids."""
+  def one(market):
+    raw = menus.raw_price_fn(model, params, market)
+    win, _ = mechanism.outcome(raw, market["budget"], market["costs"], model.shrink)
+    return markets_lib.value(market, win) / jnp.sum(market["weights"])
+  return jnp.mean(jax.vmap(one)(markets))
+
+
+def es_grad(value_fn, params, rng, pairs: int, sigma: float):
+  """Score-function (Gaussian-smoothing) estimate of the gradient of -value_fn (the hard
+  mechanism's value, `bfm_hard_value`, in training) and the mean perturbed value.
+
+  With theta' = theta + sigma eps, eps ~ N(0, I), the score of the search distribution
+  gives grad E[V(theta')] = E[V(theta') eps] / sigma; antithetic pairs and common
+  markets (every perturbation sees the same batch) cancel most of the variance. Every
+  perturbed theta' is itself a menu network, so each evaluated mechanism is the exact
+  hard one: no sigmoid acceptance, no softplus floor.
+  """
+  flat, unravel = jax.flatten_util.ravel_pytree(params)
+  eps = jax.random.normal(rng, (pairs, flat.shape[0]), flat.dtype)
+  hv = jax.vmap(lambda f: value_fn(unravel(f)))
+  v_plus, v_minus = hv(flat[None] + sigma * eps), hv(flat[None] - sigma * eps)
+  g = jnp.mean((v_plus - v_minus)[:, None] * eps, axis=0) / (2.0 * sigma)
+  return unravel(-g), jnp.mean(0.5 * (v_plus + v_minus))
 
 
 def rochet_loss(params, model, markets, tau):
@@ -162,13 +200,24 @@ def make_step(cfg, kind: str, model, opt):
     r_data, r_mis = jax.random.split(rng)
     mk = _sample(cfg, r_data, ids)
     if kind == "bfmnet":
+      tau = tau_at(cfg, i)
+
       def loss_fn(p):
-        loss, out = bfm_loss(p, model, mk, cfg.model.tau,
+        loss, out = bfm_loss(p, model, mk, tau,
                              cfg.optim.get("raw_overspend_penalty", 0.0))
         if "penalty" in state:  # per-run hinge weight (traced; 0 adds exactly nothing)
           loss = loss + state["penalty"] * out["raw_overspend"]
         return loss, out
-      (loss, out), grads = jax.value_and_grad(loss_fn, has_aux=True)(state["params"])
+      if cfg.optim.get("objective", "relaxed") == "es":
+        # Relaxation-free: the gradient comes from the hard mechanism's value only; the
+        # relaxed loss is computed for the logged diagnostics, its gradient is unused.
+        loss, out = loss_fn(state["params"])
+        grads, hard = es_grad(lambda p: bfm_hard_value(p, model, mk), state["params"],
+                              jax.random.fold_in(r_mis, 1), cfg.optim.es_pairs,
+                              cfg.optim.es_sigma)
+        out = dict(out, hard_value=hard)
+      else:
+        (loss, out), grads = jax.value_and_grad(loss_fn, has_aux=True)(state["params"])
       lam = state["lam"]
     elif kind == "rochetnet":
       (loss, out), grads = jax.value_and_grad(rochet_loss, has_aux=True)(
