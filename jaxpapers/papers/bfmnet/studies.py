@@ -508,7 +508,10 @@ def relax_study(config, workdir):
       rows.append({"variant": name, "cell": cells[run_cell[r]][1],
                    "lr": grid[run_set[r]][0] if d else "-", "relaxed_value": float(rel[r, 0]),
                    **{f"relaxed_tau{t:g}": float(rel[r, k]) for k, t in enumerate(taus)},
-                   "hard_value": float(hard[r])})
+                   "hard_value": float(hard[r]),
+                   # residual prior: the learned gain (<= 0 means exactly Singer's prices)
+                   "residual_gain": (float(params["residual_gain"][r])
+                                     if "residual_gain" in params else "-")})
       print(f"[relax] {rows[-1]}", flush=True)
       if d is None and run_set[r] > 0:  # untrained: every lr is the same mechanism
         rows.pop()
