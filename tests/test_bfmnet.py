@@ -769,3 +769,21 @@ def test_tau_anneal_endpoints_and_hard_value_of_an_overpriced_net():
     covered = (m["cover"] * win[:, None]).max(0)
     want.append((m["weights"] * covered).sum() / m["weights"].sum())
   np.testing.assert_allclose(got, np.mean(want), rtol=1e-5)
+
+
+def test_extension_rows_keep_only_cells_where_the_union_choice_is_new():
+  # Cell a: the new setting wins on validation -> its rows replace the old ones; cell b:
+  # the old choice stays -> no new rows. A planted test value must not matter.
+  old = [{"n": 5, "cell": "additive_uniform", "method": "bfmnet", "setting": 0, "lr": 0.01,
+          "penalty": 0.0, "val_value": 1.0, "chosen": True},
+         {"n": 5, "cell": "additive_bimodal", "method": "bfmnet", "setting": 0, "lr": 0.01,
+          "penalty": 0.0, "val_value": 2.0, "chosen": True}]
+  new = [{"n": 5, "cell": "additive_uniform", "method": "bfmnet", "setting": 0,
+          "lr": 0.003, "penalty": 1.0, "val_value": 1.5, "chosen": True},
+         {"n": 5, "cell": "additive_bimodal", "method": "bfmnet", "setting": 0,
+          "lr": 0.003, "penalty": 1.0, "val_value": 1.9, "chosen": True}]
+  rows = [{"n": 5, "valuation": "additive", "costs": c, "method": "bfmnet", "seed": s,
+           "lr": 0.003, "penalty": 1.0, "value_ratio": 9.0 if c == "bimodal" else 0.1}
+          for c in ("uniform", "bimodal") for s in range(3)]
+  got = grid_study.extension_rows(old, new, rows)
+  assert [(r["costs"], r["seed"]) for r in got] == [("uniform", s) for s in range(3)]

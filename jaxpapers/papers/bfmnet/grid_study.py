@@ -371,6 +371,17 @@ def extend_choice(old_sweep: list[dict], new_sweep: list[dict]) -> dict:
   return out
 
 
+def extension_rows(old_sweep: list[dict], new_sweep: list[dict], new_rows: list[dict]):
+  """The test rows of an extension part (a grid extended by new settings, e.g. the hinge
+  at n < 50) for the cells where the choice over the union of both validation sweeps
+  picks the new part's setting; other cells keep the old rows. Validation rows decide."""
+  pick = {key: (lr, pen) for key, (_, _, lr, _, pen) in
+          extend_choice(old_sweep, new_sweep).items()}
+  return [r for r in new_rows
+          if pick.get((r["n"], f"{r['valuation']}_{r['costs']}", r["method"]))
+          == (r["lr"], r["penalty"])]
+
+
 def write_plot(rows: list[dict], classical_rows: list[dict], path: str) -> None:
   """The grid study's plot: per cell, each network's mean +- std over seeds beside the
   best proven-truthful baseline and the corrected CGL (classical study, same instances)."""
@@ -404,10 +415,17 @@ def write_plot(rows: list[dict], classical_rows: list[dict], path: str) -> None:
   plt.close(fig)
 
 
-def rebuild(results_dir: str, parts: list[str], out_dir: str | None = None) -> str:
+def rebuild(results_dir: str, parts: list[str], out_dir: str | None = None,
+            extensions=()) -> str:
   """README table + plot from committed raw rows: `parts` are rows files (later ones
-  replace earlier rows of the same cell and method), joined with classical.json."""
-  rows = merge_rows(*[json.load(open(os.path.join(results_dir, p))) for p in parts])
+  replace earlier rows of the same cell and method), joined with classical.json.
+  `extensions`: (old sweep files, new sweep file, new rows file) triples, applied after
+  `parts` through `extension_rows` (only the cells whose union choice is the new one)."""
+  load = lambda p: json.load(open(os.path.join(results_dir, p)))
+  rows = merge_rows(*[load(p) for p in parts])
+  for old, new, new_rows in extensions:
+    old_sweep = [r for f in old for r in load(f)]
+    rows = merge_rows(rows, extension_rows(old_sweep, load(new), load(new_rows)))
   classical_rows = json.load(open(os.path.join(results_dir, "classical.json")))
   out_dir = out_dir or results_dir
   os.makedirs(out_dir, exist_ok=True)
