@@ -36,7 +36,12 @@ per cell on validation, 3 seeds) runs one part per n (and network): ns=5 514 s, 
 admissible RegretNet buys nothing. Issue 17 follow-up: `study=grid,grid_kinds=rochetnet`
 (the RochetNet-style menus, ~75-120 s per n), Singer priors `prior=feature|residual` with
 `shrink=1e-4` (~205-220 s per n = 10 additive part), `study=singer_gap,gap_variants=facts`
-(29 s), `study=relax` (69 s). Tables and commands in jaxpapers/papers/bfmnet/README.md.
+(29 s), `study=relax` (69 s). Issue 17, relaxation tests: `tau=0.02|0.01`, `tau_end=0.005`
+(anneal) and `objective=es` (score-function gradient of the hard value) on the n = 10
+additive grid part (130-150 s; ES 275-310 s); the hinge tuned at n < 50
+(`penalties=1.0,penalty_ns=N`, 150-170 s per n); tuned n = 100 (`ns=100,penalty_ns=100,
+cost_dists=uniform,map_runs=True,log_every=25`, 231 s). Tables and commands in
+jaxpapers/papers/bfmnet/README.md.
 Smoke values are overridden by explicit args (`:smoke,steps=50`).
 """
 from ml_collections import ConfigDict
