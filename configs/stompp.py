@@ -10,8 +10,8 @@ steps on scikit-learn's bundled digits; measured 101 s on 2 shared CPU cores, te
 Variants: --config=configs/stompp.py:model=resnet50,rule=ste,order=reverse,data=fashion_mnist
 Smoke (seconds): --config=configs/stompp.py:smoke
 Depth study on the binary MLP (rule x order x depth, 3 seeds vmapped, Fashion-MNIST where
-installed; 24 cells, about 15 min on a shared 2-core CPU; at depth 8: STE 0.842, StoMPP
-forward 0.686, reverse 0.461, StoMPP+STE-on-frozen 0.817, see the paper README):
+installed; 24 cells, about 11 min on one core; at depth 8: STE 0.841, StoMPP forward
+0.690, reverse 0.446, StoMPP+STE-on-frozen 0.814 at commit f41f9ad, see the paper README):
   python launch/study.py --config=configs/stompp.py:study=depth --workdir=/tmp/stompp_study
 Architecture study, CPU size (what this README reports; binary ResNet-18 / ResNet-34 at
 width 8 with a 3x3 stride-2 stem on Fashion-MNIST 28x28, 300 steps of batch 64, lr 3e-3,
