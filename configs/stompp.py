@@ -23,7 +23,7 @@ ResNet-34 STE 0.736, StoMPP forward 0.624; at the validation-selected lr on ResN
 (3e-2): STE 0.809, StoMPP forward 0.768, StoMPP+STE-on-frozen 0.782; on ResNet-34: STE
 0.784 (3e-2), StoMPP forward 0.714 (1e-1), and at ResNet-18's rates StoMPP+STE-on-frozen
 0.749 (3e-2), full precision 0.804 and StoMPP reverse 0.353 (3e-3); ResNet-34 rows
-~140-160 s each; at 1200 steps (ResNet-18, seed 0) STE 0.856, StoMPP forward 0.831;
+~140-160 s each; at 1200 steps (ResNet-18, 3 seeds) STE 0.856, StoMPP forward 0.830;
 MobileNetV2 x0.5 both binary rules at chance; see the paper README for the commands):
   python launch/study.py --config=configs/stompp.py:study=resnet,data_path=/usr/share/datasets/fashion-mnist,resnet_width=8,stem=cifar_s2,batch_size=64,resnet_steps=300,chunk=50,lrs=0.003,seeds=3,archs=resnet18+resnet34,variants=ste+stompp_fwd+stompp_ste_fwd+fp+stompp_rev --workdir=DIR
 Architecture study, accelerator size (ResNet-18 / ResNet-34 width 32, MobileNetV2 x0.5;
