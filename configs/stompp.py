@@ -20,7 +20,7 @@ row on the loaded 2-core machine, so it runs in parts of <= 12 min: rerun the sa
 command, or name archs / variants per part; measured at lr 3e-3: ResNet-18 STE 0.764,
 StoMPP forward 0.691, reverse 0.451, StoMPP+STE-on-frozen 0.716, full precision 0.834;
 ResNet-34 STE 0.736, StoMPP forward 0.624; at the validation-selected lr on ResNet-18
-(3e-2): STE 0.809, StoMPP forward 0.768, StoMPP+STE-on-frozen 0.782; on ResNet-34: STE
+(3e-2): STE 0.809, StoMPP forward 0.767, StoMPP+STE-on-frozen 0.782; on ResNet-34: STE
 0.784 (3e-2), StoMPP forward 0.714 (1e-1), and at ResNet-18's rates StoMPP+STE-on-frozen
 0.749 (3e-2), full precision 0.804 and StoMPP reverse 0.353 (3e-3); ResNet-34 rows
 ~140-160 s each; at 1200 steps (ResNet-18, 3 seeds) STE 0.856, StoMPP forward 0.830;
