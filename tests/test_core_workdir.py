@@ -198,7 +198,7 @@ def test_own_loop_writer_replaces_rows_a_killed_run_wrote(tmp_path):
   assert sorted(evals) == [(s, c) for s in range(8) for c in (0, 1)]
 
 
-def test_study_commit_stamp_is_dirty_for_code_not_for_markdown(tmp_path):
+def test_study_commit_stamp_is_dirty_for_code_not_for_outputs(tmp_path):
   def git(*a):
     subprocess.run(["git", *a], cwd=tmp_path, check=True, capture_output=True)
   git("init", "-q")
@@ -211,6 +211,13 @@ def test_study_commit_stamp_is_dirty_for_code_not_for_markdown(tmp_path):
   assert clean and not clean.endswith("-dirty") and clean != "unknown"
   (tmp_path / "paper" / "README.md").write_text("new table\n")
   (tmp_path / "paper" / "notes.md").write_text("untracked notes\n")
+  (tmp_path / "paper" / "results").mkdir()
+  (tmp_path / "paper" / "results" / "part1.json").write_text("{}\n")  # an earlier part's output
+  (tmp_path / "paper" / "plot.png").write_bytes(b"png")
+  (tmp_path / "paper" / "study_rows.json").write_text("[]\n")
   assert study.git_commit(("paper",), cwd=str(tmp_path)) == clean
+  (tmp_path / "paper" / "inputs.json").write_text("{}\n")  # other JSON may be an input
+  assert study.git_commit(("paper",), cwd=str(tmp_path)) == clean + "-dirty"
+  (tmp_path / "paper" / "inputs.json").unlink()
   (tmp_path / "paper" / "model.py").write_text("x = 2\n")
   assert study.git_commit(("paper",), cwd=str(tmp_path)) == clean + "-dirty"

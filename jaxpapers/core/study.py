@@ -13,12 +13,19 @@ import subprocess
 from jaxpapers.core import metrics as metrics_lib
 
 
+# Study outputs, not code: they never mark a run dirty (see git_commit).
+_OUTPUTS = (":(exclude)*.md", ":(exclude)*.png", ":(exclude)*_rows.json",
+            ":(exclude,glob)**/results/**")
+
+
 def git_commit(paths=("jaxpapers", "configs", "launch"), cwd: str | None = None) -> str:
   """The commit that produced a table, '-dirty' if `paths` have uncommitted changes.
 
   Pass the paper's own paths so that unrelated work in progress elsewhere in the tree
-  does not mark a paper's table as dirty. Markdown files (READMEs, tables) are not code:
-  an edit to them does not mark a run dirty. 'unknown' outside a git checkout.
+  does not mark a paper's table as dirty. Only code marks a run dirty: markdown (READMEs,
+  tables), plots (*.png), raw rows (*_rows.json) and anything under a `results/` folder are
+  a study's outputs, and an earlier part's uncommitted outputs must not mark the next part
+  dirty. 'unknown' outside a git checkout.
   """
   here = cwd or os.path.dirname(os.path.abspath(__file__))
   try:
@@ -26,7 +33,7 @@ def git_commit(paths=("jaxpapers", "configs", "launch"), cwd: str | None = None)
                          text=True, cwd=here, timeout=10)
     top = subprocess.run(["git", "rev-parse", "--show-toplevel"], capture_output=True,
                          text=True, cwd=here, timeout=10).stdout.strip()
-    dirty = subprocess.run(["git", "status", "--porcelain", "--", *paths, ":(exclude)*.md"],
+    dirty = subprocess.run(["git", "status", "--porcelain", "--", *paths, *_OUTPUTS],
                            capture_output=True, text=True, cwd=top or here, timeout=10)
     commit = out.stdout.strip() or "unknown"
     return commit + ("-dirty" if dirty.stdout.strip() else "")
