@@ -260,7 +260,9 @@ def test_stiefel_cayley_finds_the_eigenvectors_of_a_small_operator():
                                     jnp.asarray([0.1]), jnp.asarray(h[None], jnp.float32),
                                     coef, kind="operator", n=3000)
   x = np.asarray(x[0, 0])
-  np.testing.assert_allclose(x.T @ x, np.eye(3), atol=1e-5)
+  # float32 round-off accumulates over the chunk (1.4e-5 seen in one CI run); a step that
+  # leaves the manifold would be off by O(lr) = 1e-1, far above this bound.
+  np.testing.assert_allclose(x.T @ x, np.eye(3), atol=1e-4)
   assert np.all(np.diff(np.asarray(losses[0, 0])[:50]) <= 1e-6)
   np.testing.assert_allclose(np.abs(np.sum(x * q[:, :3], 0)), 1.0, atol=1e-3)
 
