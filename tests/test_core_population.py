@@ -1,4 +1,5 @@
 """core.population: member i equals its run alone; a killed population resumes bitwise."""
+import dataclasses
 import importlib.util
 import os
 import time
@@ -68,7 +69,8 @@ def test_member_equals_its_run_alone_and_a_diverging_member_is_frozen(setup, tmp
   assert not np.allclose(p0["['params']['unembed']"], p1["['params']['unembed']"])
   # lr=1e9 diverges: frozen at its last finite state, flagged, its eval NaN; the others
   # were unaffected (they matched their runs alone above).
-  assert list(np.asarray(state["diverged"])) == [False, False, True]
+  # Padded to the 8 devices with copies of the last member; the real ones lead.
+  assert list(np.asarray(state["diverged"])[:3]) == [False, False, True]
   assert np.isnan(final["bpb/2"])
   for v in jax.tree.leaves(population.member(state, 2)["params"]):
     assert np.isfinite(np.asarray(v)).all()
@@ -92,7 +94,7 @@ def test_killed_population_resumes_bitwise(setup, tmp_path, capsys):
       raise Killed(step)
     return task.train_batch(step, rows)
 
-  dying = loop.Task(task.init, task.train_step, task.eval_step, dying_batch, task.eval_batches)
+  dying = dataclasses.replace(task, train_batch=dying_batch)  # same placement on the mesh
   with pytest.raises(Killed):
     loop.train(config, str(tmp_path / "run"), dying)
   ckpt = checkpoint.Checkpointer(str(tmp_path / "run"))

@@ -49,8 +49,9 @@ class Checkpointer:
   def restore_or(self, state):
     """Returns (state, step): the newest checkpoint that restores, or (state, 0).
 
-    A checkpoint that fails to restore (a truncated file, damaged metadata, another
-    model's shapes) is moved to `checkpoints_unreadable/` with one line saying why, and
+    A checkpoint whose arrays have other shapes than the state (another layout) is
+    refused with one line and left in place. One that fails to restore (a truncated
+    file, damaged metadata) is moved to `checkpoints_unreadable/` with one line saying why, and
     the next older one is tried; if none restores, the run refuses with one line rather
     than silently starting over.
     """
@@ -58,6 +59,12 @@ class Checkpointer:
     abstract = _abstract(state)
     reasons = []
     for step in steps:
+      mismatch = self._shape_mismatch(step, abstract)
+      if mismatch:  # a whole checkpoint of another layout: refuse, never quarantine it
+        raise CheckpointError(
+            f"checkpoint {step} in {self.directory} holds arrays of other shapes than "
+            f"this run builds ({mismatch}); a population resumes on the device count it "
+            "was padded for, any other change needs a new --workdir")
       try:
         restored = self.manager.restore(step, args=ocp.args.StandardRestore(abstract))
       except Exception as e:  # orbax raises many types; each means "unreadable"
@@ -72,6 +79,25 @@ class Checkpointer:
           f"no checkpoint in {self.directory} restores ({'; '.join(reasons)}); "
           "move the directory away to start over")
     return state, 0
+
+  def _shape_mismatch(self, step: int, abstract) -> str | None:
+    """'saved ... vs built ...' when the checkpoint's array shapes differ from the state's.
+
+    Compares the multisets of leaf shapes (the metadata's tree may order or name
+    containers differently from the live state). Unreadable metadata returns None and is
+    left to the restore to diagnose.
+    """
+    try:
+      saved = [tuple(x.shape) for x in jax.tree.leaves(self.manager.item_metadata(step).tree)
+               if hasattr(x, "shape")]
+    except Exception:  # damaged metadata: the restore below quarantines it
+      return None
+    built = [tuple(x.shape) for x in jax.tree.leaves(abstract) if hasattr(x, "shape")]
+    if not saved or sorted(saved) == sorted(built):
+      return None
+    diff_saved = sorted(set(saved) - set(built))[:3]
+    diff_built = sorted(set(built) - set(saved))[:3]
+    return f"saved {diff_saved or 'other counts'} vs built {diff_built or 'other counts'}"
 
   def _quarantine(self, step: int) -> None:
     """Moves an unreadable checkpoint aside so the resumed run can save that step anew."""

@@ -121,3 +121,21 @@ def load(spec: str) -> ml_collections.ConfigDict:
   module = importlib.util.module_from_spec(module_spec)
   module_spec.loader.exec_module(module)
   return module.get_config(arg or None)
+
+
+def mesh_axes(items) -> list:
+  """[('data', -1), ('fsdp', 4)] from the arg form ('data:-1', 'fsdp:4').
+
+  Written `mesh=data:-1+fsdp:4` on the command line; a bad item names itself.
+  """
+  out = []
+  for item in items:
+    name, sep, size = str(item).partition(":")
+    try:
+      out.append((name.strip(), int(size) if sep else -1))
+    except ValueError:
+      raise ValueError(f"config arg 'mesh': item {item!r} is not name:size "
+                       "(e.g. mesh=data:-1+fsdp:4)") from None
+    if not out[-1][0]:
+      raise ValueError(f"config arg 'mesh': item {item!r} has no axis name")
+  return out

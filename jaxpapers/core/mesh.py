@@ -2,8 +2,9 @@
 
 One code path for 1 CPU, 8 forced CPU devices, a GPU, a TPU slice or several hosts: the
 mesh is built from `config.mesh` (e.g. `[("data", -1)]`, -1 = all remaining devices),
-batches are split along the `data` axis with `NamedSharding`, and parameters are
-replicated unless a sharding rule says otherwise. In a multi-process run each process
+batches are split along the `data` axis (data x fsdp when the mesh has an 'fsdp' axis)
+with `NamedSharding`, and parameters are placed by `core/sharding.py` (replicated unless
+the mesh has an 'fsdp' or 'model' axis). In a multi-process run each process
 builds only its own slice of the global batch; `jax.make_array_from_process_local_data`
 assembles the global array without any host ever holding all of it.
 """
@@ -69,9 +70,22 @@ def replicated(mesh: Mesh) -> NamedSharding:
   return NamedSharding(mesh, P())
 
 
-def batch_sharding(mesh: Mesh, axis: str = "data") -> NamedSharding:
-  """Leading dimension split over `axis`, the rest replicated."""
-  return NamedSharding(mesh, P(axis))
+def batch_axes(mesh: Mesh) -> tuple:
+  """The mesh axes batch rows are split over: every axis but 'model' (tensor parallel).
+
+  With an 'fsdp' axis the batch is split over data x fsdp, as FSDP (ZeRO-3) does.
+  """
+  return tuple(a for a in mesh.axis_names if a != "model")
+
+
+def batch_shards(mesh: Mesh) -> int:
+  """How many pieces the batch rows are split into."""
+  return int(np.prod([mesh.shape[a] for a in batch_axes(mesh)]))
+
+
+def batch_sharding(mesh: Mesh, axis=None) -> NamedSharding:
+  """Leading dimension split over `axis` (default: `batch_axes`), the rest replicated."""
+  return NamedSharding(mesh, P(batch_axes(mesh) if axis is None else axis))
 
 
 def local_batch_slice(global_batch: int) -> slice:
@@ -84,17 +98,19 @@ def local_batch_slice(global_batch: int) -> slice:
   return slice(i * per, (i + 1) * per)
 
 
-def shard_batch(mesh: Mesh, local_batch, axis: str = "data"):
+def shard_batch(mesh: Mesh, local_batch, axis=None):
   """Turns this process's numpy slice of the batch into global sharded arrays."""
   sharding = batch_sharding(mesh, axis)
-  n_shards = mesh.shape[axis]
+  names = sharding.spec[0] if isinstance(sharding.spec[0], tuple) else (sharding.spec[0],)
+  n_shards = int(np.prod([mesh.shape[a] for a in names]))
 
   def put(x):
     x = np.asarray(x)
     global_rows = x.shape[0] * jax.process_count()
     if global_rows % n_shards:
       raise ValueError(
-          f"global batch {global_rows} not divisible by the {n_shards} '{axis}' shards")
+          f"global batch {global_rows} not divisible by the {n_shards} shards of mesh "
+          f"axes {names}")
     return jax.make_array_from_process_local_data(sharding, x)
 
   return jax.tree.map(put, local_batch)

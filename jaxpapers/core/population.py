@@ -20,6 +20,13 @@ frozen at its last finite state and flagged in the `diverged` metric, instead of
 stopping the population through the loop's NaN guard; its train metrics read 0 from then
 on and its eval metrics NaN, so a selection by `np.nanargmin` skips it.
 
+On the mesh: the member axis is split over every device (`core/sharding.py`), padded to
+a multiple of the device count with copies of the last member, so P members on D
+devices cost about P / D members' time; the padding never shows: train metrics are
+vectors over the real members, eval metrics name only real members, and `unstack` /
+`member` index real members. The padded size is part of the checkpoint's shapes, so a
+population resumes on the same device count (or any count its size divides into).
+
 Restrictions: `make_task`'s step functions may depend on the seed only through batches
 and the rng (they are built once, with the first member's seed, and vmapped); every
 member is evaluated on the first member's `eval_batches` (a held-out set that does not
@@ -35,6 +42,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxpapers.core import loop
+from jaxpapers.core import sharding as sharding_lib
 
 
 def grid(seeds: Sequence[int], **values) -> list[dict]:
@@ -66,9 +74,16 @@ def _where_rows(ok_P, new, old):
 
 
 def population_task(make_task: Callable[[int, dict], loop.Task], members: Sequence[dict],
-                    *, freeze_diverged: bool = True) -> loop.Task:
-  """One Task training every member of `members` ([{'seed': int, name: float, ...}])."""
+                    *, freeze_diverged: bool = True, pad_to: int | None = None) -> loop.Task:
+  """One Task training every member of `members` ([{'seed': int, name: float, ...}]).
+
+  `pad_to` (default: the device count) is what the member count is padded to a multiple
+  of, so the member axis splits evenly over the devices.
+  """
   names = _check(members)
+  n_real = len(members)
+  n_pad = sharding_lib.padded_size(n_real, pad_to or jax.device_count())
+  members = list(members) + [members[-1]] * (n_pad - n_real)
   seeds = [int(m["seed"]) for m in members]
   uniq = sorted(set(seeds))
   seed_idx = np.asarray([uniq.index(s) for s in seeds], np.int32)
@@ -110,6 +125,7 @@ def population_task(make_task: Callable[[int, dict], loop.Task], members: Sequen
       m = {k: jnp.where(diverged, jnp.zeros_like(v), v)
            if jnp.issubdtype(v.dtype, jnp.floating) else v for k, v in m.items()}
     m["diverged"] = diverged.astype(jnp.int32)
+    m = {k: v[:n_real] for k, v in m.items()}
     return {**state, "members": new, "diverged": diverged}, m
 
   def eval_step(state, batch):
@@ -118,16 +134,23 @@ def population_task(make_task: Callable[[int, dict], loop.Task], members: Sequen
     out = {"count": sums.pop("count")[0]}
     for k, v in sums.items():
       v = jnp.where(state["diverged"], jnp.nan, v.astype(jnp.float32))
-      for i in range(n_members):
+      for i in range(n_real):
         out[f"{k}/{i}"] = v[i]
     return out
+
+  def state_specs(mesh, abstract):
+    # Every leaf leads with the (padded) member axis: split it over all devices.
+    spec = sharding_lib.spread_spec(mesh)
+    return jax.tree.map(lambda x: spec if n_pad % mesh.size == 0 else jax.sharding.PartitionSpec(),
+                        abstract)
 
   def train_batch(step, rows):
     parts = [t.train_batch(step, rows) for t in data_tasks]
     return jax.tree.map(lambda *xs: np.stack(xs, axis=1), *parts)
 
   return loop.Task(init=init, train_step=train_step, eval_step=eval_step,
-                   train_batch=train_batch, eval_batches=data_tasks[0].eval_batches)
+                   train_batch=train_batch, eval_batches=data_tasks[0].eval_batches,
+                   state_specs=state_specs)
 
 
 def unstack(metrics: dict, n_members: int) -> list[dict]:

@@ -23,7 +23,10 @@ import time
 # Leaf names whose value never changes the computation of a run.
 _BOOKKEEPING_LEAVES = frozenset({
     "log_every", "eval_every", "checkpoint_every", "keep_checkpoints", "verbose",
-    "print_every", "plot", "progress_every", "resume_may_grow"})
+    "print_every", "plot", "progress_every", "resume_may_grow",
+    # Where arrays live, not what is computed: a run checkpointed on one mesh resumes on
+    # another (orbax restores onto the new shardings; sums may reorder in the last bits).
+    "mesh", "fsdp_min_size"})
 # Top-level groups that configure studies and benchmarks, not the run.
 _BOOKKEEPING_GROUPS = frozenset({"study", "bench"})
 # Leaves that may grow on resume (training continues further).

@@ -16,7 +16,12 @@ progress lines, NaN guard, checkpoints, exact resume), and its hyper-parameters
 (`hparams`, e.g. the peak LR) may be traced arrays, which is how
 `core.population` trains many of them in one vmapped program.
 
-Config fields read: seed, train.{steps, batch_size}, data.seq_len,
+Mixed precision: `config.compute_dtype='bfloat16'` runs the forward and backward pass in
+bf16 on float32 master weights (core/precision.py); the objective's nats are float32.
+With a 'model' mesh axis, the stack's tensor-parallel rules place q/k/v/gate/up by
+column and o/down by row (`stack.TENSOR_PARALLEL_RULES`).
+
+Config fields read: seed, compute_dtype, train.{steps, batch_size}, data.seq_len,
 optim.{lr, warmup_frac, schedule, min_lr_frac, b1, b2, eps, weight_decay, clip_norm},
 eval.max_windows.
 """
@@ -32,6 +37,7 @@ import numpy as np
 import optax
 
 from jaxpapers.core import loop
+from jaxpapers.core import precision
 from jaxpapers.data import text as text_lib
 from jaxpapers.nn import params as params_lib
 
@@ -48,16 +54,19 @@ class LMModel:
   apply: Callable[..., jax.Array]
   lr_mults: Any = None
   decay_mask: Any = None
+  sharding_rules: tuple = ()
 
 
 def from_stack(model, parametrization: params_lib.Parametrization | None = None,
                decayed=("hidden", "output"), **apply_kw) -> LMModel:
   """An LMModel for a `stack.Model` under a parametrization (default: standard)."""
   par = parametrization or params_lib.standard()
+  from jaxpapers.nn import stack  # pylint: disable=g-import-not-at-top
   return LMModel(init=lambda rng: model.init(rng, par),
                  apply=lambda p, t: model.apply(p, t, **apply_kw),
                  lr_mults=params_lib.lr_multipliers(model.specs, par),
-                 decay_mask=params_lib.decay_mask(model.specs, decayed))
+                 decay_mask=params_lib.decay_mask(model.specs, decayed),
+                 sharding_rules=stack.TENSOR_PARALLEL_RULES)
 
 
 def next_token_nats(apply, params, tokens_BxT1, rng):
@@ -117,6 +126,10 @@ def make_task(config, data: text_lib.TokenData, model: LMModel, *, seed: int | N
   # bpb over exactly the scored targets: every row's nats are divided by the mean bytes
   # of a row, so the loop's average over rows is sum(nats) / (ln 2 * sum(bytes)).
   bytes_per_row = float(data.token_bytes[val[:, 1:]].sum()) / len(val)
+  dtype = precision.compute_dtype(config)
+
+  def apply(p, tokens):  # float32 master weights, the forward pass in `dtype`
+    return model.apply(precision.cast(p, dtype), tokens)
 
   def init(rng):
     params = model.init(rng)
@@ -124,7 +137,7 @@ def make_task(config, data: text_lib.TokenData, model: LMModel, *, seed: int | N
 
   def train_step(state, batch, rng, step):
     def loss_fn(p):
-      return jnp.mean(objective(model.apply, p, batch["tokens"], rng))
+      return jnp.mean(objective(apply, p, batch["tokens"], rng).astype(jnp.float32))
     loss, grads = jax.value_and_grad(loss_fn)(state["params"])
     updates, opt_state = opt.update(grads, state["opt"], state["params"])
     params = optax.apply_updates(state["params"], updates)
@@ -132,8 +145,8 @@ def make_task(config, data: text_lib.TokenData, model: LMModel, *, seed: int | N
             {"loss": loss, "grad_norm": optax.tree.norm(grads), "lr": sched(step)})
 
   def eval_step(state, batch):
-    nats_B = jnp.sum(objective(model.apply, state["params"], batch["tokens"],
-                               jax.random.PRNGKey(0)), axis=-1)
+    nats_B = jnp.sum(objective(apply, state["params"], batch["tokens"],
+                               jax.random.PRNGKey(0)).astype(jnp.float32), axis=-1)
     m = batch["mask"].astype(jnp.float32)
     return {"count": jnp.sum(m), "loss": jnp.sum(m * nats_B) / T,
             "bpb": jnp.sum(m * nats_B) / (math.log(2) * bytes_per_row)}
@@ -151,5 +164,6 @@ def make_task(config, data: text_lib.TokenData, model: LMModel, *, seed: int | N
       yield {"tokens": chunk[rows], "mask": mask[rows]}
 
   return loop.Task(init=init, train_step=train_step, eval_step=eval_step,
-                   train_batch=train_batch, eval_batches=eval_batches)
+                   train_batch=train_batch, eval_batches=eval_batches,
+                   sharding_rules=model.sharding_rules)
 

@@ -16,6 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxpapers.core import loop
+from jaxpapers.core import planner
 from jaxpapers.core import population
 from jaxpapers.core import study as study_lib
 from jaxpapers.data import text as text_lib
@@ -30,8 +31,9 @@ def load_data(config) -> text_lib.TokenData:
                           d.holdout, d.path)
 
 
-def build_model(config, vocab_size: int, blocks=None):
-  """(stack.Model, lm.LMModel) from config.model; `blocks` extends the block letters."""
+def build_model(config, vocab_size: int, blocks=None, **apply_kw):
+  """(stack.Model, lm.LMModel) from config.model; `blocks` extends the block letters;
+  `apply_kw` reaches the stack's apply (e.g. unroll=True for exact FLOP counts)."""
   m = config.model
   cfg = stack.StackConfig(
       vocab_size=vocab_size, dim=m.dim, pattern=m.pattern, n_heads=m.n_heads,
@@ -45,7 +47,7 @@ def build_model(config, vocab_size: int, blocks=None):
     par = params_lib.mup(m.dim, m.base_width, m.init_std)
   else:
     raise ValueError(f"unknown parametrization {m.parametrization!r}; expected 'standard' or 'mup'")
-  return model, lm.from_stack(model, par)
+  return model, lm.from_stack(model, par, **apply_kw)
 
 
 def members(config) -> list[dict]:
@@ -74,6 +76,21 @@ def train_and_evaluate(config, workdir: str):
   for m, e in zip(pop, population.unstack(final, len(pop))):
     print(f"member seed={m['seed']} lr={m['lr']:.3g}: held-out bpb {e['bpb']:.4f}", flush=True)
   return state, final
+
+
+def plan(config) -> planner.Plan:
+  """The LM train step (one run, layers unrolled so XLA counts every layer's FLOPs)."""
+  data = load_data(config)
+  model, lm_model = build_model(config, data.vocab_size, unroll=True)
+  fn, args = loop.plan_step(config, lm.make_task(config, data, lm_model))
+  n_params = sum(int(np.prod(s.shape)) for s in jax.tree.leaves(
+      model.specs, is_leaf=params_lib.is_spec))
+  m = config.model
+  label = (f"LM pattern={m.pattern} d={m.dim} params={n_params:,} batch "
+           f"{config.train.batch_size} x {config.data.seq_len} mesh={config.mesh} "
+           f"compute_dtype={config.compute_dtype}")
+  return planner.Plan(fn, args, steps=config.train.steps, label=label,
+                      bf16=config.compute_dtype == "bfloat16")
 
 
 def nats_fn(model: stack.Model):

@@ -153,6 +153,17 @@ MLP = BlockType(_mlp_specs, mlp_sublayer, residuals=1)
 DEFAULT_BLOCKS: Mapping[str, BlockType] = {"A": TRANSFORMER, "*": ATTENTION, "-": MLP}
 
 
+# Tensor parallelism (Megatron-LM, Shoeybi et al. 2019): the first matrix of each pair
+# split by output column over the mesh's 'model' axis, the second by input row, so the
+# pair needs one all-reduce; attention splits whole heads (q/k/v columns are head-major).
+# Specs name the trailing dims; a stacked layer axis or an optimizer copy matches too.
+TENSOR_PARALLEL_RULES = (
+    (r"(^|/)(q|k|v|gate|up)$", (None, "model")),
+    (r"(^|/)up_b$", ("model",)),
+    (r"(^|/)(o|down)$", ("model", None)),
+)
+
+
 # --- the stack ------------------------------------------------------------------------
 
 def period(pattern: str) -> str:

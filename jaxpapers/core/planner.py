@@ -1,0 +1,119 @@
+"""What a config's training step costs on N devices, from XLA, before paying for it.
+
+A paper's `plan(config)` returns a `Plan`: its jitted step and abstract arguments
+(`jax.ShapeDtypeStruct`s carrying the shardings training would use, so nothing is
+allocated). `estimate` lowers and compiles that step for the mesh and reads, per step:
+
+  flops     XLA's cost analysis of the partitioned program: FLOPs per device (the whole
+            step is that times the device count)
+  memory    the compiled program's memory analysis per device: arguments (state and
+            batch), outputs, temporaries, minus the donated buffers outputs reuse
+  time      flops per device / (platform peak x MFU), and that times the run's steps
+
+Peaks are the vendors' published dense rates: bf16 for `compute_dtype='bfloat16'` steps,
+TF32 (GPUs) for float32 ones. MFU 0.4 is a typical achieved fraction for a well-sharded
+transformer step; small or communication-bound steps reach less, so the time is a
+lower bound of what the hardware allows, not a promise. The program is compiled by
+XLA's CPU backend over forced host devices: FLOPs are the same HLO a GPU or TPU would
+run; the memory figures are the CPU compiler's buffer assignment, a close but not exact
+stand-in for the accelerator's.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable
+
+# name: (bf16 dense FLOP/s, float32-path dense FLOP/s, device memory bytes, source)
+PLATFORMS = {
+    "h100": (989e12, 494.7e12, 80e9, "H100 SXM: 989 TFLOP/s bf16, 495 TF32 (dense), 80 GB"),
+    "a100": (312e12, 156e12, 80e9, "A100 SXM 80GB: 312 TFLOP/s bf16, 156 TF32 (dense)"),
+    "v5e": (197e12, 197e12, 16e9, "TPU v5e: 197 TFLOP/s bf16 (float32 matmuls also run "
+                                  "on the bf16 MXU), 16 GB HBM"),
+    "cpu": (None, None, None, "this machine: the matmul rate measured now, host memory"),
+}
+
+
+@dataclasses.dataclass
+class Plan:
+  """fn: the jitted step; args: its abstract arguments; steps: training steps of the run."""
+  fn: Callable
+  args: tuple
+  steps: int
+  label: str = ""
+  bf16: bool = False
+
+
+def _first(x):
+  if isinstance(x, (list, tuple)):
+    return x[0] if x else None
+  return x
+
+
+def compiled_costs(fn, args) -> dict:
+  """FLOPs and per-device bytes of `fn` compiled for `args` (abstract or concrete)."""
+  compiled = fn.lower(*args).compile()
+  cost = _first(compiled.cost_analysis()) or {}
+  mem = compiled.memory_analysis()
+  out = {"flops_per_device": float(cost.get("flops", float("nan")))}
+  if mem is not None:
+    arg_b = int(mem.argument_size_in_bytes)
+    out_b = int(mem.output_size_in_bytes)
+    tmp_b = int(mem.temp_size_in_bytes)
+    alias_b = int(mem.alias_size_in_bytes)
+    out.update(argument_bytes=arg_b, output_bytes=out_b, temp_bytes=tmp_b,
+               alias_bytes=alias_b, bytes_per_device=arg_b + out_b + tmp_b - alias_b)
+  return out
+
+
+def estimate(plan: Plan, *, devices: int, platform: str = "h100", mfu: float = 0.4) -> dict:
+  if platform not in PLATFORMS:
+    raise ValueError(f"--platform={platform!r}; expected one of {sorted(PLATFORMS)}")
+  if not 0 < mfu <= 1:
+    raise ValueError(f"--mfu={mfu} must be in (0, 1]")
+  bf16_peak, f32_peak, mem_cap, source = PLATFORMS[platform]
+  if platform == "cpu":
+    from jaxpapers.core import bench  # pylint: disable=g-import-not-at-top
+    # The forced host devices share this machine's cores: each gets 1/devices of it.
+    bf16_peak = f32_peak = bench.matmul_peak_gflops(512) * 1e9 / devices
+    import os  # pylint: disable=g-import-not-at-top
+    mem_cap = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / devices
+  peak = bf16_peak if plan.bf16 else f32_peak
+  r = compiled_costs(plan.fn, plan.args)
+  step_s = r["flops_per_device"] / (peak * mfu)
+  r.update(label=plan.label, devices=devices, platform=platform, platform_source=source,
+           peak_flops=peak, precision="bf16" if plan.bf16 else "float32", mfu=mfu,
+           flops_per_step=r["flops_per_device"] * devices, step_seconds=step_s,
+           steps=plan.steps, run_hours=step_s * plan.steps / 3600,
+           device_memory_bytes=mem_cap,
+           fits=(r.get("bytes_per_device", 0) <= mem_cap) if mem_cap else None)
+  return r
+
+
+def _si(x: float, unit: str) -> str:
+  for scale, prefix in ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+    if abs(x) >= scale:
+      return f"{x / scale:.3g} {prefix}{unit}"
+  return f"{x:.3g} {unit}"
+
+
+def format_report(r: dict) -> str:
+  gb = lambda b: _si(b, "B")
+  lines = [
+      f"plan: {r['label']}",
+      f"  mesh: {r['devices']} devices, platform {r['platform']} ({r['platform_source']})",
+      f"  FLOPs per step: {_si(r['flops_per_step'], 'FLOP')} "
+      f"({_si(r['flops_per_device'], 'FLOP')} per device)",
+  ]
+  if "bytes_per_device" in r:
+    lines.append(
+        f"  memory per device: {gb(r['bytes_per_device'])} = arguments "
+        f"{gb(r['argument_bytes'])} + outputs {gb(r['output_bytes'])} + temporaries "
+        f"{gb(r['temp_bytes'])} - donated {gb(r['alias_bytes'])}")
+  if r["device_memory_bytes"]:
+    lines.append(f"  fits in {gb(r['device_memory_bytes'])} per device: "
+                 f"{'yes' if r['fits'] else 'NO'}")
+  lines.append(
+      f"  step time at {r['mfu']:.0%} MFU of {_si(r['peak_flops'], 'FLOP/s')} "
+      f"({r['precision']}): {r['step_seconds'] * 1e3:.4g} ms; {r['steps']} steps: "
+      f"{r['run_hours']:.4g} h ({r['run_hours'] * r['devices']:.4g} device-hours)")
+  return "\n".join(lines)

@@ -1,0 +1,159 @@
+"""Where each array of a run lives on the mesh: parameter rules, FSDP, spread vmapped axes.
+
+The mesh's axis names decide the layout, so one config field (`config.mesh`) turns each
+scheme on or off:
+
+  data   batch rows (and the members of a population) split over it
+  fsdp   fully sharded data parallel (ZeRO-3 style): every large state leaf (parameters
+         and the optimizer moments that mirror them) is split along its largest dimension
+         that divides evenly, and the batch rows over data x fsdp; XLA gathers a weight
+         where a step needs it whole and reduce-scatters its gradient
+  model  tensor parallel (Megatron-style) for leaves a rule names: an MLP's up/gate and
+         attention's q/k/v split by output column, down/o by input row, so each pair needs
+         one all-reduce
+
+e.g. `mesh=[("data", -1), ("fsdp", 4)]`. A rule is `(regex, spec)`: the regex is searched
+in the leaf's path ('params/layers/0/q', 'opt/0/mu/layers/0/q', ...) and `spec` names the
+mesh axes of the leaf's *trailing* dimensions, so the same rule covers a stacked layer
+axis and the optimizer's copies of the leaf. A rule whose axes the mesh lacks, or whose
+dimension does not divide, is skipped for that leaf (it stays replicated along that axis).
+
+`spread` runs a function vmapped over a leading axis (seeds x hyper-parameters, problem
+instances, markets) with that axis split over every device, padding it to a multiple of
+the device count and dropping the padding from the results.
+"""
+from __future__ import annotations
+
+import math
+import re
+from typing import Callable, Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+
+from jaxpapers.core import mesh as mesh_lib
+
+# Leaves smaller than this stay replicated under FSDP: gathering a norm's gain costs more
+# than keeping a copy. `config.fsdp_min_size` overrides it.
+FSDP_MIN_SIZE = 2 ** 14
+
+Rule = tuple[str, tuple]
+
+
+def path_str(path) -> str:
+  """'params/layers/0/q' for a jax key path."""
+  parts = []
+  for k in path:
+    for attr in ("key", "idx", "name"):
+      if hasattr(k, attr):
+        parts.append(str(getattr(k, attr)))
+        break
+    else:
+      parts.append(str(k))
+  return "/".join(parts)
+
+
+def leaf_spec(path: str, shape: Sequence[int], mesh: Mesh, rules: Sequence[Rule] = (),
+              fsdp_min_size: int = FSDP_MIN_SIZE) -> P:
+  """The PartitionSpec of one leaf: the first matching rule, then FSDP on the rest."""
+  axes: list = [None] * len(shape)
+  for pattern, spec in rules:
+    if not re.search(pattern, path) or len(spec) > len(shape):
+      continue
+    offset = len(shape) - len(spec)
+    for i, name in enumerate(spec):
+      if name in mesh.shape and shape[offset + i] % mesh.shape[name] == 0:
+        axes[offset + i] = name
+    break
+  n_fsdp = mesh.shape.get("fsdp", 1)
+  if n_fsdp > 1 and math.prod(shape) >= fsdp_min_size:
+    free = [i for i in range(len(shape)) if axes[i] is None and shape[i] % n_fsdp == 0]
+    if free:
+      axes[max(free, key=lambda i: (shape[i], -i))] = "fsdp"
+  while axes and axes[-1] is None:
+    axes.pop()
+  return P(*axes)
+
+
+def tree_specs(abstract, mesh: Mesh, rules: Sequence[Rule] = (),
+               fsdp_min_size: int = FSDP_MIN_SIZE):
+  """PartitionSpecs for every leaf of an abstract tree (`jax.eval_shape` output)."""
+  return jax.tree_util.tree_map_with_path(
+      lambda p, x: leaf_spec(path_str(p), tuple(x.shape), mesh, rules, fsdp_min_size),
+      abstract)
+
+
+def named(mesh: Mesh, specs):
+  """NamedShardings from a tree of PartitionSpecs."""
+  return jax.tree.map(lambda s: NamedSharding(mesh, s), specs,
+                      is_leaf=lambda x: isinstance(x, P))
+
+
+def spread_spec(mesh: Mesh) -> P:
+  """A leading axis split over every device of the mesh."""
+  return P(tuple(mesh.axis_names))
+
+
+def padded_size(n: int, multiple: int) -> int:
+  return -(-n // multiple) * multiple
+
+
+def pad_leading(tree, n_to: int):
+  """Pads every leaf's leading axis to n_to rows by repeating its last row."""
+  def pad(x):
+    x = jnp.asarray(x)
+    extra = n_to - x.shape[0]
+    if extra == 0:
+      return x
+    return jnp.concatenate([x, jnp.repeat(x[-1:], extra, axis=0)], axis=0)
+  return jax.tree.map(pad, tree)
+
+
+def spread(fn: Callable, mesh: Mesh | None = None, *, in_axes=0, static_argnums=()):
+  """`fn` vmapped over the leading axis of its arguments, that axis split over the mesh.
+
+  Returns a callable with fn's arguments; arguments with in_axes None are replicated.
+  The leading axis (length n) is padded to a multiple of the device count by repeating
+  its last row, so any n runs; the padding is dropped from every output, which therefore
+  has leading axis n, as `jax.vmap(fn)` would give. Each device computes n / devices
+  rows, so a grid of 8k points on 8 devices takes about the time of k on one.
+  """
+  vmapped = jax.vmap(fn, in_axes=in_axes)
+  cache = {}
+
+  def call(*args):
+    m = mesh or mesh_lib.make_mesh()
+    axes = in_axes if isinstance(in_axes, (tuple, list)) else (in_axes,) * len(args)
+    sizes = {jax.tree.leaves(a)[0].shape[0] for a, ax in zip(args, axes)
+             if ax is not None and jax.tree.leaves(a)}
+    if len(sizes) != 1:
+      raise ValueError(f"spread: mapped arguments disagree on the leading axis: {sizes}")
+    n = sizes.pop()
+    n_pad = padded_size(n, m.size)
+    split = NamedSharding(m, spread_spec(m))
+    repl = NamedSharding(m, P())
+    args = [jax.device_put(pad_leading(a, n_pad), split) if ax is not None
+            else jax.device_put(a, repl) for a, ax in zip(args, axes)]
+    key = (n_pad, id(m))
+    if key not in cache:
+      shardings = tuple(split if ax is not None else repl for ax in axes)
+      cache[key] = jax.jit(vmapped, in_shardings=shardings, out_shardings=split)
+    out = cache[key](*args)
+    return jax.tree.map(lambda x: x[:n], out)
+
+  return call
+
+
+def assert_sharded_like(tree, shardings) -> None:
+  """Raises if a state's leaves do not carry the given shardings (for tests)."""
+  for x, s in zip(jax.tree.leaves(tree), jax.tree.leaves(
+      shardings, is_leaf=lambda v: isinstance(v, NamedSharding))):
+    if not x.sharding.is_equivalent_to(s, x.ndim):
+      raise AssertionError(f"leaf {x.shape} has {x.sharding}, expected {s}")
+
+
+def gathered(tree):
+  """Host copies of a (possibly sharded) state."""
+  return jax.tree.map(np.asarray, jax.device_get(tree))
