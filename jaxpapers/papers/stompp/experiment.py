@@ -13,6 +13,7 @@ import jax
 import jax.numpy as jnp
 
 from jaxpapers.core import loop
+from jaxpapers.core import planner
 from jaxpapers.data import sources
 from jaxpapers.papers.stompp import model as model_lib
 from jaxpapers.papers.stompp import train_lib
@@ -65,6 +66,17 @@ def train_and_evaluate(config, workdir: str):
   print(f"final test accuracy (fully committed binary network, hard signs only): "
         f"{final['accuracy']:.4f}  [committed fraction {frac:.3f}]", flush=True)
   return state, final
+
+
+def plan(config) -> planner.Plan:
+  """The configured network's train step, for `launch/plan.py` (nothing allocated)."""
+  ds = load_data(config)
+  model, task = make_task(config, ds)
+  fn, args = loop.plan_step(config, task)
+  label = (f"StoMPP {config.model.name} width={config.model.width} "
+           f"rule={config.binarize.rule} data={ds.name} {ds.input_shape} batch "
+           f"{config.train.batch_size} mesh={config.mesh}")
+  return planner.Plan(fn, args, steps=config.train.steps, label=label)
 
 
 def run_study(config, workdir: str):
