@@ -51,7 +51,7 @@ def get_config(arg=None):
                       study_width=16, study_data="digits", archs=("resnet18",),
                       resnet_width=4, mobilenet_width=8, resnet_steps=4, chunk=2,
                       lrs=(3e-3,), val_size=200, opt_level=0),
-      smoke=False, seed=0, study="depth",
+      smoke=False, seed=0, study="depth", compute_dtype="float32",
       model="resnet18", depth=4, width=16, first_real=True, last_real=True,
       rule="stompp", order="forward", binary_acts=True,
       refresh_every=50, refresh_frac=0.1, start=0.0, end=0.8, ramp="linear",
@@ -68,6 +68,7 @@ def get_config(arg=None):
   c.experiment = "jaxpapers.papers.stompp.experiment"
   c.seed = arg.seed
   c.mesh = [("data", -1)]  # data parallel over every device
+  c.compute_dtype = arg.compute_dtype  # float32 | bfloat16 (train step; eval stays float32)
 
   c.model = ml_collections.ConfigDict()
   c.model.name = arg.model  # mlp | cnn | resnet18 | resnet34 | resnet50

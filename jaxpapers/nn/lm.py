@@ -165,5 +165,5 @@ def make_task(config, data: text_lib.TokenData, model: LMModel, *, seed: int | N
 
   return loop.Task(init=init, train_step=train_step, eval_step=eval_step,
                    train_batch=train_batch, eval_batches=eval_batches,
-                   sharding_rules=model.sharding_rules)
+                   sharding_rules=getattr(model, "sharding_rules", ()))
 

@@ -19,6 +19,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
+from jaxpapers.core import precision
 from jaxpapers.data import sources
 from jaxpapers.papers.stompp import binarize as bz
 from jaxpapers.papers.stompp import model as model_lib
@@ -115,10 +116,17 @@ def train_step(config, model, optimizer, state, batch, rng, step, var=None):
   aug_rng, refresh_rng = jax.random.split(rng)
   images = augment(config, batch["image"], aug_rng)
 
+  dtype = precision.compute_dtype(config)
+
   def loss_fn(params):
+    # compute_dtype: the forward/backward pass (convolutions, matmuls) in that dtype on
+    # float32 master weights; BatchNorm statistics, running averages and the loss float32.
     logits, updates = model.apply(
-        {"params": params, "batch_stats": state["batch_stats"], "ranks": state["ranks"]},
-        images, progress, train=True, knobs=var["knobs"], mutable=["batch_stats"])
+        {"params": precision.cast(params, dtype), "batch_stats": state["batch_stats"],
+         "ranks": state["ranks"]},
+        images.astype(dtype), progress, train=True,
+        knobs=precision.cast(var["knobs"], dtype), mutable=["batch_stats"])
+    logits = logits.astype(jnp.float32)
     loss = optax.softmax_cross_entropy_with_integer_labels(logits, batch["label"]).mean()
     acc = (logits.argmax(-1) == batch["label"]).mean()
     return loss, (updates["batch_stats"], acc)
