@@ -4,15 +4,23 @@ The shallow unsupervised detectors of the comparison, with library defaults as i
 Isolation Forest, LOF and One-class SVM from scikit-learn, KNN (distance to the k-th
 nearest training point, Ramaswamy et al. 2000) with scikit-learn's NearestNeighbors, and
 from PyOD (3.6.7): ECOD, COPOD, HBOS, PCA (sum of weighted projections on the minor
-components), CBLOF and LODA; `available()` drops the PyOD ones if PyOD is absent. All are fit on the (unlabeled, contaminated) training split and
-score the test split; higher = more anomalous.
+components), CBLOF and LODA; `available()` drops the PyOD ones if PyOD is absent; and
+PCA reconstruction error (`pca_recon`: squared residual of the test row after projecting
+onto the top-k principal directions of the training rows), the linear autoencoder with a
+k-dimensional code that a deep AE must at least match. All are fit on the (unlabeled,
+contaminated) training split and score the test split; higher = more anomalous. Columns
+that are constant or collinear on the training rows are dropped first
+(`datasets.independent_columns`).
 """
 from __future__ import annotations
 
 import numpy as np
 from sklearn import ensemble, neighbors, svm
 
-NAMES = ("iforest", "lof", "ocsvm", "knn", "ecod", "copod", "hbos", "pca", "cblof", "loda")
+from jaxpapers.papers.lpr import datasets as data_lib
+
+NAMES = ("iforest", "lof", "ocsvm", "knn", "ecod", "copod", "hbos", "pca", "cblof", "loda",
+         "pca_recon")
 PYOD = ("ecod", "copod", "hbos", "pca", "cblof", "loda")
 
 
@@ -21,12 +29,27 @@ def _knn(x_tr, x_te, k=5):
   return nn.kneighbors(x_te)[0][:, -1]
 
 
-def score(name: str, x_tr: np.ndarray, x_te: np.ndarray, seed: int = 0) -> np.ndarray:
-  """Test-split anomaly scores of one classical detector."""
-  # Columns constant on the training rows carry no information and give PCA zero
-  # eigenvalues (PyOD's PCA then divides by 0, e.g. on optdigits): drop them for all.
-  keep = np.ptp(x_tr, axis=0) > 0
+def pca_recon(x_tr: np.ndarray, x_te: np.ndarray, k: int = 8) -> np.ndarray:
+  """Squared reconstruction error of the test rows from the top-k training PCs."""
+  mu = x_tr.mean(0)
+  _, _, vt = np.linalg.svd(x_tr - mu, full_matrices=False)
+  v = vt[:min(k, vt.shape[0])].T
+  z = x_te - mu
+  return np.sum(np.square(z - (z @ v) @ v.T), axis=1)
+
+
+def score(name: str, x_tr: np.ndarray, x_te: np.ndarray, seed: int = 0,
+          keep: np.ndarray | None = None, pca_k: int = 8) -> np.ndarray:
+  """Test-split anomaly scores of one classical detector.
+
+  `keep` (a column mask, default `datasets.independent_columns(x_tr)`) drops columns
+  that are constant or collinear on the training rows: they carry no information and
+  give PCA zero eigenvalues, which PyOD's PCA divides by (optdigits, ODDS cardio).
+  """
+  keep = data_lib.independent_columns(x_tr) if keep is None else keep
   x_tr, x_te = x_tr[:, keep], x_te[:, keep]
+  if name == "pca_recon":
+    return pca_recon(np.asarray(x_tr, np.float64), np.asarray(x_te, np.float64), pca_k)
   if name == "iforest":  # random: seeded by `seed`
     m = ensemble.IsolationForest(n_estimators=100, random_state=seed).fit(x_tr)
     return -m.score_samples(x_te)

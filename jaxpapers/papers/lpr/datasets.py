@@ -374,6 +374,49 @@ def load(name: str, seed: int = 0, test_frac: float = 0.3, scaling: str = "zscor
   return split(display_name(name), x, y, test_frac, seed, scaling)
 
 
+def independent_columns(x_train: np.ndarray, rtol: float = 1e-6) -> np.ndarray:
+  """Mask of a maximal set of linearly independent columns of the centered training rows.
+
+  Greedy in column order (a later duplicate or linear combination is the one dropped):
+  column j is kept when its residual after projecting onto the kept columns (and the
+  constant) exceeds `rtol` times its centered norm, so constant columns go too. This is
+  the "drop collinear columns" fix of rank-deficient tables such as ODDS cardio (rank
+  20 of 21), on which PyOD's PCA divides by a zero eigenvalue.
+  """
+  xc = np.asarray(x_train, np.float64)
+  xc = xc - xc.mean(0)
+  keep = np.zeros(xc.shape[1], bool)
+  basis = np.zeros((xc.shape[0], 0))
+  for j in range(xc.shape[1]):
+    v = xc[:, j]
+    norm = np.linalg.norm(v)
+    if norm == 0:
+      continue
+    r = v - basis @ (basis.T @ v)
+    r = r - basis @ (basis.T @ r)  # second Gram-Schmidt pass for stability
+    if np.linalg.norm(r) > rtol * norm:
+      keep[j] = True
+      basis = np.concatenate([basis, (r / np.linalg.norm(r))[:, None]], axis=1)
+  return keep
+
+
+def rank_note(name: str, x_train: np.ndarray, keep: np.ndarray) -> str | None:
+  """One run-log line saying which columns were dropped and why (None if none)."""
+  if keep.all():
+    return None
+  dropped = np.flatnonzero(~keep).tolist()
+  const = [j for j in dropped if np.ptp(x_train[:, j]) == 0]
+  coll = [j for j in dropped if j not in const]
+  parts = []
+  if const:
+    parts.append(f"{len(const)} constant {const[:10]}")
+  if coll:
+    parts.append(f"{len(coll)} collinear (linear combinations of earlier ones) {coll[:10]}")
+  return (f"lpr data: {name}: training rows have rank {int(keep.sum())} of "
+          f"{len(keep)} columns; the classical detectors drop " + " and ".join(parts)
+          + " column(s)")
+
+
 def semi_labels(y_train, frac: float, seed: int = 0, min_labeled: int = 1):
   """Deep SAD's view of the labels: a random `frac` of the training anomalies labeled."""
   rng = np.random.default_rng(seed + 1)

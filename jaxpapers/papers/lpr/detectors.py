@@ -275,8 +275,6 @@ def pad_stack(datasets, y_visible=None):
     return out
 
   return {
-      # Folded into every run's key: randomness is a function of (dataset, seed, kind).
-      "ds_id": np.array([name_id(d.name) for d in datasets], np.int32),
       "x_train": np.stack([pad(d.x_train, n, dim) for d in datasets]),
       "y_train": np.stack([pad(y, n) for y in y_visible]),
       "n_train": np.array([d.x_train.shape[0] for d in datasets], np.int32),
@@ -294,9 +292,10 @@ def _compiled(cfg: DetectorConfig, dim: int, opt_level: int):
   def run(rngs, bits, ds_idx, stacked):
     def one(r, b, i):
       data = jax.tree.map(lambda a: a[i], stacked)
-      # Every random draw of a run descends from (seed, dataset name, detector kind),
-      # never from its position in the batch or from the padded shapes.
-      r = jax.random.fold_in(jax.random.fold_in(r, data["ds_id"]), name_id(cfg.kind))
+      # Every random draw of a run descends from (study seed, detector kind) only: not
+      # from the dataset's name (issue 50: renaming cardio.mat to 6_cardio.npz changed
+      # its numbers), its position in the batch or the padded shapes.
+      r = jax.random.fold_in(r, name_id(cfg.kind))
       return train_one(det, r, b, data)
     return jax.vmap(one)(rngs, bits, ds_idx)
 

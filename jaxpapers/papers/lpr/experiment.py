@@ -11,6 +11,7 @@ program with and without the LPR transform.
 """
 from __future__ import annotations
 
+import os
 import time
 
 import jax
@@ -118,6 +119,7 @@ def compare(config, workdir, writer=None, data=None, stop_after: int | None = No
   if ckpt is not None:
     state, done = ckpt.restore_or(state)
     state = {k: np.array(v) for k, v in state.items()}
+  keeps = column_masks(data, workdir) if classical_names else []
   units = [("deep", i, k) for i, k in enumerate(kinds)] + [
       ("classical", i, c) for i, c in enumerate(classical_names)]
   for u, (group, i, name) in enumerate(units):
@@ -145,11 +147,13 @@ def compare(config, workdir, writer=None, data=None, stop_after: int | None = No
                             f"{name}/seconds": time.perf_counter() - t0}, split="eval")
     else:
       for j, d in enumerate(data):
+        keep = keeps[j]
         for s, seed in enumerate(seeds):
           # Only IForest and CBLOF are random; the others give the same AUROC per seed.
           random_method = name in ("iforest", "cblof")
           state["classical"][i, j, s] = (
-              _roc(d.y_test, classical.score(name, d.x_train, d.x_test, seed))
+              _roc(d.y_test, classical.score(name, d.x_train, d.x_test, seed, keep,
+                                             config.classical.pca_k))
               if random_method or s == 0 else state["classical"][i, j, 0])
       if writer is not None:
         writer.write(step, {f"{name}/auroc": float(state["classical"][i].mean()),
@@ -166,6 +170,28 @@ def compare(config, workdir, writer=None, data=None, stop_after: int | None = No
     results[c] = {n: state["classical"][i, j] for j, n in enumerate(names)}
   cols = report.column_names(kinds, classical_names)
   return results, report.auroc_table(results, names, cols)
+
+
+def column_masks(data: list, workdir: str | None = None) -> list:
+  """Per dataset, the training rows' independent columns the classical detectors use.
+
+  Rank-deficient tables (constant or collinear columns, e.g. ODDS cardio: rank 20 of 21)
+  get one line each in the run log (stdout and `workdir/data_notes.txt`), checked before
+  any detector runs rather than failing inside PyOD's PCA minutes later.
+  """
+  keeps, notes = [], []
+  for d in data:
+    keep = data_lib.independent_columns(d.x_train)
+    note = data_lib.rank_note(d.name, d.x_train, keep)
+    if note:
+      print(note, flush=True)
+      notes.append(note)
+    keeps.append(keep)
+  if workdir and notes:
+    os.makedirs(workdir, exist_ok=True)
+    with open(f"{workdir}/data_notes.txt", "w") as f:
+      f.write("\n".join(notes) + "\n")
+  return keeps
 
 
 def _roc(y, s):
@@ -192,12 +218,19 @@ def _main_tables(config, workdir, writer, data=None, stop_after=None) -> str | N
   out = compare(config, workdir, writer, data, stop_after)
   if out is None:
     return None
-  _, rows = out
+  results, rows = out
   cols = ["dataset"] + report.column_names(config.model.kinds, config.classical.names)
   md = study_lib.write_table(workdir, "auroc", rows, cols,
                              _header(config, "AUROC", time.perf_counter() - t0, commit), digits=1)
+  names = [r["dataset"] for r in rows[:-1]]
+  if config.model.kinds:
+    md += "\n" + study_lib.write_table(
+        workdir, "paired_gains", report.paired_gains(results, names, config.model.kinds),
+        ["dataset"] + list(config.model.kinds),
+        f"### LPR - no LPR, AUROC points, paired by seed: mean +- s.d. over "
+        f"{config.train.seeds} seeds")
   claim_rows = report.claims(rows, config.model.kinds, config.classical.names,
-                             data_lib.SYNTHETIC_SETS)
+                             data_lib.SYNTHETIC_SETS, results)
   return md + "\n" + study_lib.write_table(workdir, "claims", claim_rows,
                                            ["claim", "measured", "paper", "holds"])
 
