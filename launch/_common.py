@@ -59,8 +59,9 @@ def run_entry(entry: str):
 # its traceback.
 def _expected_errors():
   from jaxpapers.core import checkpoint
-  return (ValueError, KeyError, FileNotFoundError, FloatingPointError, ImportError,
-          checkpoint.CheckpointError)
+  # FileExistsError / NotADirectoryError: a --workdir (or a path inside it) that is a file.
+  return (ValueError, KeyError, FileNotFoundError, FileExistsError, NotADirectoryError,
+          FloatingPointError, ImportError, checkpoint.CheckpointError)
 
 
 def _one_line(e: BaseException) -> str:

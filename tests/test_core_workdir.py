@@ -154,6 +154,12 @@ def test_launcher_errors_are_one_line_with_exit_1(tmp_path):
   out = _launch(_runs.train_cmd("stompp.py:smoke,no_such_arg=1", tmp_path / "w"), env)
   assert out.returncode == 1 and "unknown config arg 'no_such_arg'" in out.stderr
   assert len(out.stderr.strip().splitlines()) == 1
+  # A --workdir that is a file (issue 36): one line naming it, not a traceback.
+  (tmp_path / "afile").write_text("x")
+  out = _launch(_runs.train_cmd("stompp.py:smoke", tmp_path / "afile"), env)
+  lines = out.stderr.strip().splitlines()
+  assert out.returncode == 1 and len(lines) == 1, out.stderr[-2000:]
+  assert "afile" in lines[0] and lines[0].startswith("error: "), lines
 
 
 def test_launcher_refuses_a_live_workdir(tmp_path):

@@ -1,6 +1,7 @@
 """Tests for visitation_reward: dynamics and success detection, the discriminator's
 reward sign, the tabular invariance check (and its counter-example), GAE against a
 NumPy loop, exact resume, and bad input."""
+import json
 import os
 
 import jax
@@ -202,6 +203,15 @@ def test_smoke_train_resumes_exactly(tmp_path):
   np.testing.assert_array_equal(full["success"], resumed["success"])
   assert np.all(np.isfinite(full["success"]))
   assert full["success"].shape == (3, 1)
+
+  # Every metrics row of the uninterrupted run is there after the resume, once, equal
+  # (timing keys aside): the truncation on resume is in the rows' unit (env steps).
+  def rows(wd):
+    timing = ("steps_per_s", "eta_s", "time", "elapsed_s", "wall_s")
+    return [{k: v for k, v in json.loads(line).items() if k not in timing}
+            for line in (tmp_path / wd / "metrics.jsonl").read_text().splitlines()]
+  assert len(rows("full")) == 5  # eval at 0, 3 iterations, summary
+  assert rows("part") == rows("full")
 
 
 def test_a_run_alone_equals_the_same_run_beside_others(tmp_path):

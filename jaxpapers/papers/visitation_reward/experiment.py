@@ -186,8 +186,11 @@ def train_and_evaluate(config, workdir: str, stop_after: int | None = None) -> d
   hist = jnp.zeros((rc.iterations, config.train.seeds))
   state, start = ckpt.restore_or({"carry": carry, "success": hist})
   carry, hist = state["carry"], state["success"]
-  metrics_lib.truncate_after(workdir, start)
   steps_per_it = rc.num_envs * task.horizon
+  # Rows are written at environment-step counts, checkpoints at iterations: truncate in
+  # the rows' unit, or a resumed run drops the rows between (issue 36).
+  metrics_lib.truncate_after(workdir, start * steps_per_it,
+                             drop_at_step=("summary",) if start == rc.iterations else ())
   writer = metrics_lib.MetricsWriter(workdir, total_steps=rc.iterations * steps_per_it)
   if start == 0:
     writer.write(0, {"success": float(s0.mean())}, split="eval")
