@@ -21,6 +21,7 @@ stand-in for the accelerator's.
 from __future__ import annotations
 
 import dataclasses
+import os
 from typing import Any, Callable
 
 # name: (bf16 dense FLOP/s, float32-path dense FLOP/s, device memory bytes, source)
@@ -75,7 +76,6 @@ def estimate(plan: Plan, *, devices: int, platform: str = "h100", mfu: float = 0
     from jaxpapers.core import bench  # pylint: disable=g-import-not-at-top
     # The forced host devices share this machine's cores: each gets 1/devices of it.
     bf16_peak = f32_peak = bench.matmul_peak_gflops(512) * 1e9 / devices
-    import os  # pylint: disable=g-import-not-at-top
     mem_cap = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / devices
   peak = bf16_peak if plan.bf16 else f32_peak
   r = compiled_costs(plan.fn, plan.args)

@@ -139,10 +139,11 @@ def population_task(make_task: Callable[[int, dict], loop.Task], members: Sequen
     return out
 
   def state_specs(mesh, abstract):
-    # Every leaf leads with the (padded) member axis: split it over all devices.
-    spec = sharding_lib.spread_spec(mesh)
-    return jax.tree.map(lambda x: spec if n_pad % mesh.size == 0 else jax.sharding.PartitionSpec(),
-                        abstract)
+    # Every leaf leads with the (padded) member axis: split it over all devices (a
+    # `pad_to` that the mesh does not divide leaves the population replicated).
+    spread = n_pad % mesh.size == 0
+    spec = sharding_lib.spread_spec(mesh) if spread else jax.sharding.PartitionSpec()
+    return jax.tree.map(lambda x: spec, abstract)
 
   def train_batch(step, rows):
     parts = [t.train_batch(step, rows) for t in data_tasks]

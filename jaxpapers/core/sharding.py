@@ -30,7 +30,6 @@ from typing import Callable, Sequence
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
 from jaxpapers.core import mesh as mesh_lib
@@ -111,21 +110,26 @@ def pad_leading(tree, n_to: int):
   return jax.tree.map(pad, tree)
 
 
-def spread(fn: Callable, mesh: Mesh | None = None, *, in_axes=0, static_argnums=()):
+def spread(fn: Callable, mesh: Mesh | None = None, *, in_axes=0):
   """`fn` vmapped over the leading axis of its arguments, that axis split over the mesh.
 
-  Returns a callable with fn's arguments; arguments with in_axes None are replicated.
-  The leading axis (length n) is padded to a multiple of the device count by repeating
-  its last row, so any n runs; the padding is dropped from every output, which therefore
-  has leading axis n, as `jax.vmap(fn)` would give. Each device computes n / devices
-  rows, so a grid of 8k points on 8 devices takes about the time of k on one.
+  Returns a callable with fn's arguments; `in_axes` is 0 (mapped) or None (replicated)
+  per argument, or one of them for all. The leading axis (length n) is padded to a
+  multiple of the device count by repeating its last row, so any n runs; the padding is
+  dropped from every output, which therefore has leading axis n, as `jax.vmap(fn)` would
+  give. Each device computes n / devices rows, so a grid of 8k points on 8 devices takes
+  about the time of k on one. The mesh defaults to every device (built on first call).
   """
   vmapped = jax.vmap(fn, in_axes=in_axes)
   cache = {}
 
   def call(*args):
-    m = mesh or mesh_lib.make_mesh()
-    axes = in_axes if isinstance(in_axes, (tuple, list)) else (in_axes,) * len(args)
+    axes = tuple(in_axes) if isinstance(in_axes, (tuple, list)) else (in_axes,) * len(args)
+    if any(ax not in (0, None) for ax in axes):
+      raise ValueError(f"spread: in_axes must be 0 or None per argument, got {in_axes}")
+    if "mesh" not in cache:
+      cache["mesh"] = mesh or mesh_lib.make_mesh()
+    m = cache["mesh"]
     sizes = {jax.tree.leaves(a)[0].shape[0] for a, ax in zip(args, axes)
              if ax is not None and jax.tree.leaves(a)}
     if len(sizes) != 1:
@@ -136,24 +140,11 @@ def spread(fn: Callable, mesh: Mesh | None = None, *, in_axes=0, static_argnums=
     repl = NamedSharding(m, P())
     args = [jax.device_put(pad_leading(a, n_pad), split) if ax is not None
             else jax.device_put(a, repl) for a, ax in zip(args, axes)]
-    key = (n_pad, id(m))
-    if key not in cache:
-      shardings = tuple(split if ax is not None else repl for ax in axes)
-      cache[key] = jax.jit(vmapped, in_shardings=shardings, out_shardings=split)
-    out = cache[key](*args)
+    if "fn" not in cache:  # one jit; it retraces only for new shapes
+      cache["fn"] = jax.jit(vmapped, in_shardings=tuple(split if ax is not None else repl
+                                                        for ax in axes),
+                            out_shardings=split)
+    out = cache["fn"](*args)
     return jax.tree.map(lambda x: x[:n], out)
 
   return call
-
-
-def assert_sharded_like(tree, shardings) -> None:
-  """Raises if a state's leaves do not carry the given shardings (for tests)."""
-  for x, s in zip(jax.tree.leaves(tree), jax.tree.leaves(
-      shardings, is_leaf=lambda v: isinstance(v, NamedSharding))):
-    if not x.sharding.is_equivalent_to(s, x.ndim):
-      raise AssertionError(f"leaf {x.shape} has {x.sharding}, expected {s}")
-
-
-def gathered(tree):
-  """Host copies of a (possibly sharded) state."""
-  return jax.tree.map(np.asarray, jax.device_get(tree))
