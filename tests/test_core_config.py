@@ -58,6 +58,17 @@ def test_smoke_args_apply_first_and_explicit_args_win():
     config_lib.parse_arg("smoke", smoke_args=dict(stpes=1), smoke=False, steps=1)
 
 
+def test_paper_args_apply_like_smoke_args_and_exclude_smoke():
+  kw = dict(smoke_args=dict(steps=6), paper_args=dict(steps=10 ** 5, width=2048),
+            smoke=False, paper=False, steps=600, width=16)
+  c = config_lib.parse_arg("paper", **kw)
+  assert (c.steps, c.width) == (10 ** 5, 2048)
+  c = config_lib.parse_arg("steps=100,paper", **kw)
+  assert (c.steps, c.width) == (100, 2048)
+  with pytest.raises(ValueError, match="exclude each other"):
+    config_lib.parse_arg("paper,smoke", **kw)
+
+
 def test_stompp_smoke_respects_explicit_batch_size():
   c = config_lib.load("configs/stompp.py:smoke,batch_size=4")
   assert (c.train.batch_size, c.train.steps, c.model.name) == (4, 6, "mlp")

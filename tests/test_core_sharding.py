@@ -111,6 +111,21 @@ def test_spread_pads_and_drops_the_padding():
     sharding.spread(lambda x: x, in_axes=1)(x)
 
 
+def test_spread_plan_compiles_the_program_spread_runs():
+  fn = lambda x, w: jnp.tanh(x @ w).sum()
+  x = jax.ShapeDtypeStruct((5, 4, 3), jnp.float32)
+  w = jnp.ones((3, 2), jnp.float32)
+  jitted, args = sharding.spread_plan(fn, x, w, in_axes=(0, None))
+  assert args[0].shape == (8, 4, 3) and args[1].shape == (3, 2)  # padded as spread pads
+  assert len(args[0].sharding.device_set) == 8 and args[1].sharding.is_fully_replicated
+  compiled = jitted.lower(*args).compile()
+  xs = jnp.arange(5 * 4 * 3, dtype=jnp.float32).reshape(5, 4, 3) / 50
+  want = sharding.spread(fn, in_axes=(0, None))(xs, w)
+  got = compiled(jax.device_put(sharding.pad_leading(xs, 8), args[0].sharding),
+                 jax.device_put(w, args[1].sharding))
+  np.testing.assert_allclose(got[:5], want, rtol=1e-6)
+
+
 def test_population_on_the_mesh_resumes_bitwise(tmp_path):
   config = cfg("steps=4")
   config.train.checkpoint_every = 2

@@ -39,7 +39,7 @@ def _cast(key: str, text: str, default):
 
 
 def parse_arg(arg: str | None, smoke_args: dict | None = None,
-              **defaults) -> ml_collections.ConfigDict:
+              paper_args: dict | None = None, **defaults) -> ml_collections.ConfigDict:
   """Parses 'k1=v1,k2=v2' into a ConfigDict typed by `defaults`.
 
   Every key must appear in `defaults`; the error names the unknown key and lists the
@@ -48,6 +48,10 @@ def parse_arg(arg: str | None, smoke_args: dict | None = None,
   `smoke_args` are the values a `smoke` run uses for other args (e.g. fewer steps). They
   are applied first and explicit arguments after, whatever their order in `arg`, so
   `:smoke,batch_size=4` runs the smoke setting with batch size 4.
+
+  `paper_args` are, in the same way, the values of a `paper` run: the sizes the paper
+  itself reports, for `launch/plan.py` and accelerators (`:paper,steps=100` keeps the
+  paper's shapes with fewer steps). `smoke` and `paper` together are refused.
   """
   explicit = {}
   for item in (arg or "").split(","):
@@ -65,10 +69,15 @@ def parse_arg(arg: str | None, smoke_args: dict | None = None,
       text = "true"
     explicit[key] = _cast(key, text.strip(), defaults[key])
   out = dict(defaults)
-  if explicit.get("smoke", defaults.get("smoke", False)) and smoke_args:
-    for key, value in smoke_args.items():
+  chosen = [name for name, preset in (("smoke", smoke_args), ("paper", paper_args))
+            if explicit.get(name, defaults.get(name, False)) and preset]
+  if len(chosen) > 1:
+    raise ValueError("config args 'smoke' and 'paper' exclude each other: smoke is the "
+                     "seconds-long check, paper the paper's own sizes")
+  for name in chosen:
+    for key, value in (smoke_args if name == "smoke" else paper_args).items():
       if key not in defaults:
-        raise ValueError(f"smoke_args names {key!r}, which is not a config arg")
+        raise ValueError(f"{name}_args names {key!r}, which is not a config arg")
       out[key] = value
   out.update(explicit)
   return ml_collections.ConfigDict(out)

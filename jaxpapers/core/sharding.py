@@ -110,6 +110,28 @@ def pad_leading(tree, n_to: int):
   return jax.tree.map(pad, tree)
 
 
+def _spread_jit(vmapped, m: Mesh, axes):
+  split = NamedSharding(m, spread_spec(m))
+  repl = NamedSharding(m, P())
+  return jax.jit(vmapped, in_shardings=tuple(split if ax is not None else repl
+                                             for ax in axes), out_shardings=split)
+
+
+def _axes(in_axes, n_args):
+  axes = tuple(in_axes) if isinstance(in_axes, (tuple, list)) else (in_axes,) * n_args
+  if len(axes) != n_args or any(ax not in (0, None) for ax in axes):
+    raise ValueError(f"spread: in_axes must be 0 or None per argument, got {in_axes}")
+  return axes
+
+
+def _leading(args, axes) -> int:
+  sizes = {jax.tree.leaves(a)[0].shape[0] for a, ax in zip(args, axes)
+           if ax is not None and jax.tree.leaves(a)}
+  if len(sizes) != 1:
+    raise ValueError(f"spread: mapped arguments disagree on the leading axis: {sizes}")
+  return sizes.pop()
+
+
 def spread(fn: Callable, mesh: Mesh | None = None, *, in_axes=0):
   """`fn` vmapped over the leading axis of its arguments, that axis split over the mesh.
 
@@ -124,27 +146,41 @@ def spread(fn: Callable, mesh: Mesh | None = None, *, in_axes=0):
   cache = {}
 
   def call(*args):
-    axes = tuple(in_axes) if isinstance(in_axes, (tuple, list)) else (in_axes,) * len(args)
-    if any(ax not in (0, None) for ax in axes):
-      raise ValueError(f"spread: in_axes must be 0 or None per argument, got {in_axes}")
+    axes = _axes(in_axes, len(args))
     if "mesh" not in cache:
       cache["mesh"] = mesh or mesh_lib.make_mesh()
     m = cache["mesh"]
-    sizes = {jax.tree.leaves(a)[0].shape[0] for a, ax in zip(args, axes)
-             if ax is not None and jax.tree.leaves(a)}
-    if len(sizes) != 1:
-      raise ValueError(f"spread: mapped arguments disagree on the leading axis: {sizes}")
-    n = sizes.pop()
+    n = _leading(args, axes)
     n_pad = padded_size(n, m.size)
     split = NamedSharding(m, spread_spec(m))
     repl = NamedSharding(m, P())
     args = [jax.device_put(pad_leading(a, n_pad), split) if ax is not None
             else jax.device_put(a, repl) for a, ax in zip(args, axes)]
     if "fn" not in cache:  # one jit; it retraces only for new shapes
-      cache["fn"] = jax.jit(vmapped, in_shardings=tuple(split if ax is not None else repl
-                                                        for ax in axes),
-                            out_shardings=split)
+      cache["fn"] = _spread_jit(vmapped, m, axes)
     out = cache["fn"](*args)
     return jax.tree.map(lambda x: x[:n], out)
 
   return call
+
+
+def spread_plan(fn: Callable, *args, mesh: Mesh | None = None, in_axes=0):
+  """(jitted program, abstract arguments) of `spread(fn)(*args)`, for `core.planner.Plan`.
+
+  `args` may be arrays or `jax.ShapeDtypeStruct`s (nothing is allocated): the mapped
+  ones are padded to a multiple of the device count exactly as `spread` pads them, and
+  every argument carries the sharding `spread` would give it, so the planner compiles the
+  very program a study runs.
+  """
+  axes = _axes(in_axes, len(args))
+  m = mesh or mesh_lib.make_mesh()
+  n_pad = padded_size(_leading(args, axes), m.size)
+  split = NamedSharding(m, spread_spec(m))
+  repl = NamedSharding(m, P())
+
+  def abstract(x, ax):
+    shape = tuple(x.shape) if ax is None else (n_pad,) + tuple(x.shape[1:])
+    return jax.ShapeDtypeStruct(shape, x.dtype, sharding=repl if ax is None else split)
+
+  out = tuple(jax.tree.map(lambda x, ax=ax: abstract(x, ax), a) for a, ax in zip(args, axes))
+  return _spread_jit(jax.vmap(fn, in_axes=in_axes), m, axes), out
