@@ -1,4 +1,5 @@
 """Flags shared by the launchers: --config, --workdir and multi-host start."""
+import importlib
 import os
 import re
 import sys
@@ -43,8 +44,11 @@ def run_entry(entry: str):
   from jaxpapers.core import workdir as workdir_lib
   if FORCE_RESUME.value:
     os.environ[workdir_lib.FORCE_ENV] = "1"
+  from jaxpapers.core import validate
   config, workdir = start()
   fn = experiment.load(config, entry)
+  # Before anything compiles: one line naming a bad field, a missing file, a bad workdir.
+  validate.preflight(config, workdir, importlib.import_module(config.experiment))
   lock = workdir_lib.WorkdirLock(workdir)
   if jax.process_index() == 0:
     lock.acquire()
@@ -124,6 +128,10 @@ def main_for(entry: str, on_result=None):
     except _expected_errors() as e:
       if VERBOSE.value:
         raise
+      # A checkpoint still being written finishes first, quietly: the line below is the
+      # cause, not orbax's report of an interrupted write at exit.
+      from jaxpapers.core import checkpoint
+      checkpoint.close_all()
       print(f"error: {type(e).__name__}: {_one_line(e)} (--verbose for the traceback)",
             file=sys.stderr, flush=True)
       sys.exit(1)

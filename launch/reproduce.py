@@ -4,6 +4,8 @@
   python launch/reproduce.py --workdir=/tmp/all --papers=stompp,lpr
   python launch/reproduce.py --workdir=/tmp/all_smoke --smoke  # every study at smoke size
   python launch/reproduce.py --table                          # rewrite README's table
+  python launch/reproduce.py --plans [--papers=a,b]           # replan :paper -> scale.json
+  python launch/reproduce.py --quickstart                     # rerun the quick start
 
 A finished paper is skipped on restart (workdir/<name>/DONE.json); each paper prints one
 progress line with its wall time. The table is rebuilt from the `verdicts.json` beside
@@ -24,11 +26,23 @@ WORKDIR = flags.DEFINE_string("workdir", None, "Directory for every paper's stud
 PAPERS = flags.DEFINE_list("papers", None, "Subset of papers (default: all implemented).")
 SMOKE = flags.DEFINE_bool("smoke", False, "Run every study at its smoke size.")
 TABLE = flags.DEFINE_bool("table", False, "Rewrite README.md's papers table and exit.")
+PLANS = flags.DEFINE_bool("plans", False, "Plan every paper's :paper config on 8 devices "
+                          "and 1 (H100), write each scale.json, then rewrite the table.")
+QUICKSTART = flags.DEFINE_bool("quickstart", False, "Rerun the README's quick start and "
+                               "record its final number (jaxpapers/papers/stompp/quickstart.json).")
 
 
 def main(argv):
   del argv
-  if TABLE.value:
+  try:
+    if PLANS.value:
+      reproduce.plans(PAPERS.value)
+    if QUICKSTART.value:
+      reproduce.quickstart()
+  except ValueError as e:
+    print(f"error: {e}", file=sys.stderr)
+    sys.exit(1)
+  if TABLE.value or PLANS.value or QUICKSTART.value:
     path = os.path.join(reproduce.ROOT, "README.md")
     with open(path) as f:
       text = reproduce.readme_with_table(f.read())

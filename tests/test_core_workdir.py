@@ -227,3 +227,33 @@ def test_study_commit_stamp_is_dirty_for_code_not_for_outputs(tmp_path):
   (tmp_path / "paper" / "inputs.json").unlink()
   (tmp_path / "paper" / "model.py").write_text("x = 2\n")
   assert study.git_commit(("paper",), cwd=str(tmp_path)) == clean + "-dirty"
+
+
+INFLIGHT = r"""
+import os, sys
+sys.path.insert(0, os.path.join({root!r}, "launch"))
+import _common
+import jax.numpy as jnp
+from jaxpapers.core import checkpoint
+
+def entry(_):
+  ckpt = checkpoint.Checkpointer({wd!r})
+  ckpt.save(1, {{"w": jnp.ones((2048, 2048)), "v": jnp.arange(10.0)}})
+  raise ValueError("train.lr became NaN at step 2")  # while the async write is in flight
+
+_common.parse_flags(["train.py", "--config=configs/stompp.py:smoke", "--workdir=" + {wd!r}])
+_common.run_entry = entry
+_common.main_for("train_and_evaluate")([])
+"""
+
+
+def test_error_during_an_inflight_checkpoint_is_one_line(tmp_path):
+  """The write finishes before the one line is printed: no orbax traceback at exit, and
+  the checkpoint is whole (orbax's temporary directory renamed), so a rerun resumes."""
+  r = subprocess.run(["python", "-c", INFLIGHT.format(root=_runs.ROOT, wd=str(tmp_path))],
+                     capture_output=True, text=True, timeout=300, cwd=_runs.ROOT,
+                     env=_runs.env_with_devices(1))
+  assert r.returncode == 1
+  assert r.stderr.strip().splitlines() == [
+      "error: ValueError: train.lr became NaN at step 2 (--verbose for the traceback)"], r.stderr
+  assert os.listdir(tmp_path / "checkpoints") == ["1"]

@@ -7,8 +7,10 @@ step and continuing reproduces an uninterrupted run bit for bit.
 """
 from __future__ import annotations
 
+import logging
 import os
 import time
+import weakref
 
 import jax
 import orbax.checkpoint as ocp
@@ -32,6 +34,29 @@ def _one_line(e: BaseException) -> str:
   return first[:300]
 
 
+# Every Checkpointer not yet closed: a launcher that stops on an error closes them first
+# (`close_all`), so an in-flight async write finishes (or fails) before the one-line
+# error is printed, instead of orbax reporting it with a traceback at interpreter exit.
+_OPEN: "weakref.WeakSet[Checkpointer]" = weakref.WeakSet()
+
+
+def close_all() -> None:
+  """Waits for and closes every open Checkpointer, quietly: the caller reports the cause."""
+  quiet = [logging.getLogger(n) for n in ("absl", "orbax", "")]
+  levels = [lg.level for lg in quiet]
+  for lg in quiet:
+    lg.setLevel(logging.CRITICAL)
+  try:
+    for ckpt in list(_OPEN):
+      try:
+        ckpt.close()
+      except Exception:  # pylint: disable=broad-except
+        pass  # a write that fails now is lost; the error being reported is the cause
+  finally:
+    for lg, level in zip(quiet, levels):
+      lg.setLevel(level)
+
+
 class Checkpointer:
   """Thin wrapper over `ocp.CheckpointManager` for one pytree state."""
 
@@ -42,6 +67,8 @@ class Checkpointer:
         directory,
         options=ocp.CheckpointManagerOptions(
             max_to_keep=keep, create=True, cleanup_tmp_directories=True))
+    self._closed = False
+    _OPEN.add(self)
 
   def latest_step(self) -> int | None:
     return self.manager.latest_step()
@@ -115,5 +142,11 @@ class Checkpointer:
     self.manager.save(int(step), args=ocp.args.StandardSave(state), force=force)
 
   def close(self) -> None:
-    self.manager.wait_until_finished()
-    self.manager.close()
+    if self._closed:
+      return
+    self._closed = True
+    _OPEN.discard(self)
+    try:
+      self.manager.wait_until_finished()
+    finally:
+      self.manager.close()
