@@ -224,9 +224,13 @@ def plans(papers: list[str] | None = None, out=sys.stdout) -> dict:
   """Plans each paper's `:paper` config on 8 devices and on 1; writes its scale.json."""
   from jaxpapers.core import study as study_lib  # pylint: disable=g-import-not-at-top
   names = papers or available()
-  commit = study_lib.git_commit(cwd=ROOT)
   done = {}
   for name in names:
+    # The paper's own code and the shared code it plans through mark the record dirty;
+    # another paper's work in progress does not.
+    commit = study_lib.git_commit(paths=(f"jaxpapers/papers/{name}", f"configs/{name}.py",
+                                         "jaxpapers/core", "jaxpapers/nn", "launch"),
+                                  cwd=ROOT)
     t0 = time.perf_counter()
     full = _plan_once(name, PLAN_DEVICES)
     one = _plan_once(name, 1)
