@@ -15,6 +15,8 @@ sample of the last intermediate domain; never target labels).
   # the study: 5 benchmarks x 7 methods x 3 seeds, FlowGDA ablations, sensitivity to the
   # number of intermediate domains; table + plot in the workdir:
   python launch/study.py --config=configs/flowgda.py --workdir=/tmp/fg_study
+  # FLOPs / memory / hours of FlowGDA's update at the prior work's sizes (README "Scale"):
+  python launch/plan.py --config=configs/flowgda.py:paper --devices=8 --platform=h100
 
 Expected (commit d95bce4, study wall 518 s on 2 shared CPU cores): target accuracy
 FlowGDA / best baseline: moons 0.666 / 0.638 (GST), digits 0.257 / 0.310 (GOAT),
@@ -33,8 +35,16 @@ def get_config(arg=None):
   arg = config_lib.parse_arg(
       arg, smoke_args=dict(seeds=2, n=64, n_inter=2, flow_steps=20, source_steps=20,
                            steps_per_round=4, batch=32, flow_batch=16,
-                           benchmarks="moons+gauss", sensitivity="1"),
-      smoke=False, seed=0, seeds=3, benchmark="moons", path="", n=400, n_inter=6,
+                           benchmarks="moons+gauss", sensitivity="1", hidden=(32,),
+                           flow_hidden=(16,)),
+      # `:paper` (README "Scale"): the prior work's protocol (Kumar et al.'s rotating
+      # MNIST: 2000 images per intermediate domain, 42000 intermediate images = 21
+      # domains), 28 x 28 inputs (Fashion-MNIST here), GOAT's 1024-unit head, the usual
+      # OT-CFM minibatch of 256 (torchcfm) and a 256-wide velocity MLP.
+      paper_args=dict(benchmark="fashion_mnist", n=2000, n_inter=21, head_hidden=1024,
+                      flow_batch=256, flow_hidden=(256, 256)),
+      smoke=False, paper=False, seed=0, seeds=3, benchmark="moons", path="", n=400,
+      n_inter=6, hidden=(128, 64), feat=16, head_hidden=32, flow_hidden=(64, 64),
       flow_steps=500, source_steps=400, steps_per_round=60, batch=128, flow_batch=64,
       benchmarks="moons+digits+fashion_mnist+gauss+tabular", sensitivity="1+2+4",
       methods="source_only+target_st+gst+dann+goat+ggf+flowgda", stop_after="")
@@ -52,9 +62,9 @@ def get_config(arg=None):
   config.data.n_inter = arg.n_inter  # intermediate domains (D = n_inter + 2)
 
   config.model = ml_collections.ConfigDict()
-  config.model.hidden = (128, 64)  # encoder MLP widths (input -> ... -> feat)
-  config.model.feat = 16  # representation dimension (where the flow lives)
-  config.model.head_hidden = 32  # head MLP width (feat -> head_hidden -> classes)
+  config.model.hidden = tuple(arg.hidden)  # encoder MLP widths (input -> ... -> feat)
+  config.model.feat = arg.feat  # representation dimension (where the flow lives)
+  config.model.head_hidden = arg.head_hidden  # head MLP width (feat -> it -> classes)
 
   config.source = ml_collections.ConfigDict()
   config.source.steps = arg.source_steps  # Adam steps of the source model
@@ -76,7 +86,7 @@ def get_config(arg=None):
   config.adapt.dann_disc_hidden = 64  # DANN: discriminator width
 
   config.flow = ml_collections.ConfigDict()
-  config.flow.hidden = (64, 64)  # velocity MLP widths (also GGF's score / rectified nets)
+  config.flow.hidden = tuple(arg.flow_hidden)  # velocity MLP widths (also GGF's nets)
   config.flow.lr = 1e-3  # Adam on the flow-matching losses (no target signal to tune it)
   config.flow.steps = arg.flow_steps  # both stages together
   config.flow.stage1_fraction = 0.5  # stage 1 (regression only) share of the steps
@@ -101,8 +111,4 @@ def get_config(arg=None):
   if unknown or "source_only" not in config.methods:
     raise ValueError(f"config arg 'methods': unknown {sorted(unknown)} or no source_only "
                      "(every method starts from the source model)")
-  if arg.smoke:
-    config.model.hidden = (32,)
-    config.flow.hidden = (16,)
-    config.study.sensitivity_benchmarks = ("moons",)
   return config_lib.lock(config)

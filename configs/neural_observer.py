@@ -19,6 +19,8 @@ numbers, see the README).
   python launch/study.py --config=configs/neural_observer.py:parts=widths,widths=256 --workdir=/tmp/no_study
   python launch/study.py --config=configs/neural_observer.py:parts=x29 --workdir=/tmp/no_study
   python launch/study.py --config=configs/neural_observer.py:parts=widths_long --workdir=/tmp/no_study
+  # FLOPs / memory of the JAX stage 1 at width 256 (README "Scale"; the SDPs run on the host):
+  python launch/plan.py --config=configs/neural_observer.py:paper --devices=8 --platform=h100
 
 Expected (measured results and runtimes in jaxpapers/papers/neural_observer/README.md):
 per-method learning rates from {1e-3, 3e-3, 1e-2} chosen on validation; tables
@@ -40,7 +42,11 @@ def get_config(arg=None):
                            stage1_steps=10, sdp_every=10, width=8, n_points=32,
                            widths=(4, 8), plants=("pendulum",), n_check=200, lrs=(3e-3,),
                            parts=("systems", "widths")),
-      smoke=False, seed=0, plant="pendulum", width=32, seeds=3, steps=100, n_train=8,
+      # `:paper` (README "Scale"): the abstract names no width, so the study's largest
+      # (256) on the X-29 model the abstract ablates; the JAX stage only (the SDPs run
+      # on the host).
+      paper_args=dict(plant="x29", width=256),
+      smoke=False, paper=False, seed=0, plant="pendulum", width=32, seeds=3, steps=100, n_train=8,
       n_eval=8, total_steps=300, stage1_steps=200, sdp_every=50, n_points=256, lr=3e-3,
       lrs=(1e-3, 3e-3, 1e-2), widths=(16, 128, 256),
       plants=("pendulum", "van_der_pol", "flexible_joint", "x29"),

@@ -17,6 +17,8 @@ S-OGDA last iterates do not converge under noise.
   python launch/study.py --config=configs/perturbed_eg.py:study=breadth,seeds=5,t_max=128000 --workdir=/tmp/peg_breadth
   # iterations/s of the vmapped JAX program vs a plain NumPy loop:
   python launch/benchmark.py --config=configs/perturbed_eg.py:t_max=128000 --workdir=/tmp/peg_bench
+  # FLOPs / memory / hours at the paper-scale sizes (README "Scale"), nothing trained:
+  python launch/plan.py --config=configs/perturbed_eg.py:paper --devices=8 --platform=h100
 
 Expected (commit 9dd536f, shared 2-core CPU): the rate study with seeds=10,
 t_max=512000 takes ~6 min (357 s); perturbed S-EG/S-OGDA full-range slopes -0.18 to
@@ -45,12 +47,17 @@ _ALL = ("game_random", "game_rps", "bilinear_box", "quadratic_ball",
         "quadratic_ball_boundary", "bilinear_free")
 # What `:smoke` changes; every entry is an arg, so `:smoke,t_max=4000` runs to 4000.
 _SMOKE = dict(t_max=1000, seeds=4, numpy_steps=500, breadth_dim=10, checkpoint_blocks=2)
+# What `:paper` changes (the planner's run; README "Scale"): the abstract gives no sizes, so
+# the study's own largest ones: horizons to 1.024e6 (three decades above T = 1e3, what a
+# rate slope needs), 20 seeds, and the breadth study's 50 x 50 instance.
+_PAPER = dict(t_max=1_024_000, seeds=20, n=50)
 
 
 def get_config(arg=None):
   arg = config_lib.parse_arg(
-      arg, smoke_args=_SMOKE, smoke=False, seed=0, study="rates", method="pseg",
-      problem="game_random", seeds=20, t_max=1_024_000, eps=0.05, sigma=1.0, n=7,
+      arg, smoke_args=_SMOKE, paper_args=_PAPER, smoke=False, paper=False, seed=0,
+      study="rates", method="pseg", problem="game_random", seeds=20, t_max=1_024_000,
+      eps=0.05, sigma=1.0, n=7,
       instance_seed=0, problems=_ALL, methods=("seg", "sogda", "pseg", "psogda", "dseg"),
       free_methods=("seg", "dseg", "pseg", "sogda", "psogda"), tail_min=32_000,
       numpy_steps=20_000, checkpoint_blocks=1024, breadth_dim=50, breadth_instances=(0, 1, 2),

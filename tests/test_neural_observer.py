@@ -251,3 +251,49 @@ def test_learning_rate_selection_prefers_certified_then_validation():
   assert pick == 2  # a certified model beats a better uncertified one
   free = [dict(certified=False, best_val_nmse=v, last_val_nmse=1.0) for v in (0.3, 0.2)]
   assert min(range(2), key=lambda i: train.selection_score("unconstrained", free[i])) == 1
+
+
+def test_stage1_spread_over_devices_equals_the_one_device_run_loop():
+  # One study cell: stage 1 (point-guided pre-training, the JAX stage) of 4 runs (2 seeds
+  # x 2 learning rates, padded to the 8 forced devices) through sharding.spread equals
+  # each run's stage 1 on one device by the study's own path, Trainer.run's loop of
+  # AOT-compiled chunks. Tolerance: Adam divides by sqrt(v), so on near-zero gradients
+  # (the zero-initialised biases) float32 reordering shows up at ~1e-5 relative.
+  train, prob0, trainer = _tiny_trainer()
+  assert jax.device_count() == 8
+  cfg = trainer.cfg
+  seeds, lrs = (0, 1), (1e-3, 3e-3)
+  probs = [prob0, train.build_problem(cfg, "pendulum", 1)]
+  (params, R), aux = trainer.stage1_spread(probs, seeds, lrs)
+  assert len(params["W2"].sharding.device_set) == 8
+  n_chunks = cfg.stage1_steps // cfg.sdp_every
+  assert aux["hinge"].shape == (4, n_chunks)
+  i = 0
+  for prob, seed in zip(probs, seeds):
+    for lr in lrs:
+      trainable = trainer.init(seed)
+      state = (trainable, trainer.opt_init(trainable, lr))
+      key = jax.random.fold_in(jax.random.PRNGKey(seed), 7)
+      for c in range(n_chunks):  # as Trainer.run keys its chunks
+        state, last = trainer.chunk1(state, jax.random.fold_in(key, c * cfg.sdp_every),
+                                     cfg.w_hinge, prob.data["train"])
+      for k in params:
+        np.testing.assert_allclose(np.asarray(params[k][i]), np.asarray(state[0][0][k]),
+                                   rtol=1e-4, atol=1e-6)
+      np.testing.assert_allclose(np.asarray(R[i]), np.asarray(state[0][1]), rtol=1e-4,
+                                 atol=1e-6)
+      np.testing.assert_allclose(float(aux["est"][i, -1]), float(last["est"]), rtol=1e-4)
+      # Training moved the weights (not a comparison of two initialisations).
+      assert not np.allclose(np.asarray(params["W2"][i]), np.asarray(trainable[0]["W2"]))
+      i += 1
+
+
+def test_paper_plan_is_the_jax_stage_at_the_paper_width():
+  from jaxpapers.core import config as config_lib
+  from jaxpapers.papers.neural_observer import experiment
+  config = config_lib.load("configs/neural_observer.py:paper")
+  assert (config.data.plant, config.model.width) == ("x29", 256)
+  p = experiment.plan(config)
+  assert p.steps == config.train.stage1_steps
+  runs = config.seeds * len(config.train.lrs)
+  assert p.args[0][0][0]["W1x"].shape == (-(-runs // 8) * 8, 256, 5)

@@ -334,3 +334,46 @@ def test_unknown_method_and_problem_are_named():
   spec, data = problems.make("game_rps", 3, 3)
   with pytest.raises(ValueError, match="dseg"):
     experiment.run_methods(config, spec, data, ["seg", "dseg"], [125])
+
+
+# --- scale: the lanes spread over devices ----------------------------------------------
+
+def test_spread_lanes_equal_one_device_vmap():
+  # One study cell (S-OGDA and perturbed S-OGDA on a 3 x 3 game, 3 lanes padded to the 8
+  # forced devices) through sharding.spread equals the same lane program vmapped on one
+  # device: the spread changes where lanes run, not what they compute.
+  assert jax.device_count() == 8
+  config = load_config("smoke=true,seeds=3,n=3,problem=game_rps,t_max=500")
+  spec, data = experiment.build_problem(config)
+  run_plan, method, rng, _ = experiment.build_run(config, spec, ["sogda", "psogda"],
+                                                  list(config.run.horizons),
+                                                  vanilla_t_max=250)
+  arrays = tuple(jnp.asarray(a) for a in run_plan[:5]) + (jnp.asarray(run_plan.decay),)
+  n_lanes, n_slots = run_plan.eta.shape[1], run_plan.slot_steps.shape[1]
+  assert n_lanes % jax.device_count()  # the padding path runs
+  carry = methods.init_carry(spec, data, n_lanes, n_slots, 3)
+  args = methods.lane_args(arrays, carry) + (data, rng, jnp.asarray(0))
+  fn = methods.lane_fn(spec, method, config.run.block, 3)
+  spread = methods.lane_program(spec, method, config.run.block, 3)(*args)
+  single = jax.jit(jax.vmap(fn, in_axes=methods.LANE_AXES))(*args)
+  assert len(spread[1].x.sharding.device_set) == 8
+  for a, b in zip(jax.tree.leaves(spread), jax.tree.leaves(single)):
+    assert a.shape == b.shape and a.dtype == b.dtype
+    if jnp.issubdtype(a.dtype, jnp.integer):
+      np.testing.assert_array_equal(a, b)
+    else:
+      np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+  # And the snapshots are real iterates (every written slot moved away from zeros).
+  written = run_plan.slot_group >= 0
+  assert np.all(np.abs(np.asarray(spread[1].x))[written].sum(-1) > 0)
+
+
+def test_paper_plan_has_the_paper_sizes():
+  config = load_config("paper")
+  assert (config.problem.n, config.run.seeds, max(config.run.horizons)) == (50, 20, 1_024_000)
+  p = experiment.plan(config)
+  assert p.steps == 1_024_000
+  # The planned arguments are the spread layout: lanes padded to the device count.
+  assert p.args[0].shape[0] % jax.device_count() == 0
+  with pytest.raises(ValueError, match="exclude each other"):
+    load_config("paper,smoke")

@@ -17,7 +17,10 @@ import numpy as np
 
 from jaxpapers.core import checkpoint as checkpoint_lib
 from jaxpapers.core import metrics as metrics_lib
+from jaxpapers.core import planner
+from jaxpapers.core import sharding
 from jaxpapers.core import study as study_lib
+from jaxpapers.papers.flowgda import flow
 from jaxpapers.papers.flowgda import nets
 from jaxpapers.papers.flowgda import pipeline
 
@@ -127,6 +130,61 @@ def train_and_evaluate(config, workdir: str) -> dict:
              f"{study_lib.git_commit(paths=PATHS)}); lr chosen per seed on the proxy")
   print(md)
   return {r: float(np.mean(out[r]["test"])) for r in out}
+
+
+# Input size of each built-in benchmark (plan() needs shapes only, not the data).
+IN_DIM = {"moons": 2, "digits": 64, "fashion_mnist": 784, "gauss": 8, "tabular": 10}
+
+
+def _in_dim(config) -> int:
+  if config.data.benchmark != "npz":
+    return IN_DIM[config.data.benchmark]
+  with np.load(config.data.path) as f:  # reads the header of X_0 only
+    return int(np.prod(f["X_0"].shape[1:]))
+
+
+def plan(config) -> planner.Plan:
+  """One velocity-field update of FlowGDA and its ablations, every seed, for plan.py.
+
+  FlowGDA's program (seeds spread over the devices x ablation variants) dominates the
+  run: each update solves two minibatch Sinkhorn problems per lane. The training is a
+  scan whose body XLA's cost analysis counts once, so the planned program is one update
+  (`flow.velocity_update`, the scan's body) and `steps` = flow.steps; the head's
+  adaptation along the flow afterwards is not planned (README "Scale"). Arguments are
+  abstract: features (seeds, D, n, feat) of the frozen encoder, nothing is loaded.
+  """
+  s, d, n = config.seeds, config.data.n_inter + 2, config.data.n
+  feat, classes = config.model.feat, pipeline.MIN_CLASSES
+  fc = config.flow
+  # pylint: disable=protected-access
+  hp = dict(pipeline._hp(config), batch=fc.batch, sigma=fc.sigma, epsilon=fc.epsilon)
+  weights = pipeline._flowgda_weights(config, list(pipeline.VARIANTS))
+  # pylint: enable=protected-access
+  n_var = len(pipeline.VARIANTS)
+
+  def lane(params, state, run_key, zn, y, head0, mean, std, mask, wv, t):
+    return flow.velocity_update(params, state, t, run_key, zn, y, head0, (mean, std),
+                                mask, wv, hp)
+
+  per_seed = jax.vmap(lane, (0, 0, None, None, None, None, None, None, None, 0, None))
+  sds = jax.ShapeDtypeStruct
+  start = jax.eval_shape(lambda k: flow.velocity_start(k, feat, hp)[:2], jax.random.key(0))
+  lead = lambda a: sds((s, n_var) + a.shape, a.dtype)  # noqa: E731
+  head = jax.eval_shape(lambda k: nets.mlp_init(k, (feat, config.model.head_hidden,
+                                                    classes)), jax.random.key(0))
+  args = (jax.tree.map(lead, start[0]), jax.tree.map(lead, start[1]),
+          jax.eval_shape(lambda: jax.random.split(jax.random.key(0), s)),
+          sds((s, d, n, feat), jnp.float32), sds((s, n), jnp.int32),
+          jax.tree.map(lambda a: sds((s,) + a.shape, a.dtype), head),
+          sds((s, feat), jnp.float32), sds((s, feat), jnp.float32),
+          sds((classes,), jnp.bool_), jax.tree.map(lambda a: sds(a.shape, a.dtype), weights),
+          sds((), jnp.int32))
+  fn, args = sharding.spread_plan(per_seed, *args,
+                                  in_axes=(0, 0, 0, 0, 0, 0, 0, 0, None, None, None))
+  label = (f"FlowGDA velocity update on {config.data.benchmark} (input {_in_dim(config)}, "
+           f"D={d}, n={n}/domain, feat {feat}): {s} seeds x {n_var} variants, OT batch "
+           f"{fc.batch}, velocity MLP {tuple(fc.hidden)}, x {fc.steps} updates")
+  return planner.Plan(fn, args, steps=fc.steps, label=label)
 
 
 def run_study(config, workdir: str):

@@ -94,28 +94,40 @@ def losses(params, key, zn_DxNxF, y_src_N, head0, stats, class_mask, hp):
   return {"cons": cons, "anchor": anchor, "sem": sem}
 
 
+def velocity_update(params, state, t, run_key, zn_DxNxF, y_src_N, head0, stats,
+                    class_mask, weights, hp):
+  """One two-stage Adam update of v at step t (the body of `train_velocity`'s scan)."""
+  opt = optax.adam(hp["lr"])
+  hpw = dict(hp, use_ot=weights["use_ot"])
+
+  def loss_fn(p):
+    parts = losses(p, jax.random.fold_in(run_key, t), zn_DxNxF, y_src_N, head0, stats,
+                   class_mask, hpw)
+    on2 = (t >= weights["stage2_start"]).astype(jnp.float32)
+    total = (weights["cons"] * parts["cons"] + weights["anchor"] * parts["anchor"]
+             + on2 * weights["sem"] * parts["sem"])
+    return total, parts
+  (loss, parts), g = jax.value_and_grad(loss_fn, has_aux=True)(params)
+  upd, state = opt.update(g, state, params)
+  return optax.apply_updates(params, upd), state, dict(parts, loss=loss)
+
+
+def velocity_start(key, feat, hp):
+  """(initial params, Adam state, the key of the run's minibatches) of `train_velocity`."""
+  init_key, run_key = jax.random.split(key)
+  params = velocity_init(init_key, feat, hp["hidden"])
+  return params, optax.adam(hp["lr"]).init(params), run_key
+
+
 def train_velocity(key, zn_DxNxF, y_src_N, head0, stats, class_mask, weights, hp):
   """Trains v with the two-stage scheme; `weights` = (w_cons, w_anchor, w_sem, use_ot,
   stage2_start) as traced values so ablations are lanes of one vmapped program."""
-  feat = zn_DxNxF.shape[-1]
-  init_key, run_key = jax.random.split(key)
-  params = velocity_init(init_key, feat, hp["hidden"])
-  opt = optax.adam(hp["lr"])
-  state = opt.init(params)
-  hpw = dict(hp, use_ot=weights["use_ot"])
+  params, state, run_key = velocity_start(key, zn_DxNxF.shape[-1], hp)
 
   def step(carry, t):
-    params, state = carry
-    def loss_fn(p):
-      parts = losses(p, jax.random.fold_in(run_key, t), zn_DxNxF, y_src_N, head0, stats,
-                     class_mask, hpw)
-      on2 = (t >= weights["stage2_start"]).astype(jnp.float32)
-      total = (weights["cons"] * parts["cons"] + weights["anchor"] * parts["anchor"]
-               + on2 * weights["sem"] * parts["sem"])
-      return total, parts
-    (loss, parts), g = jax.value_and_grad(loss_fn, has_aux=True)(params)
-    upd, state = opt.update(g, state, params)
-    return (optax.apply_updates(params, upd), state), dict(parts, loss=loss)
+    params, state, hist = velocity_update(*carry, t, run_key, zn_DxNxF, y_src_N, head0,
+                                          stats, class_mask, weights, hp)
+    return (params, state), hist
 
   (params, _), hist = jax.lax.scan(step, (params, state), jnp.arange(hp["steps"]))
   return params, hist

@@ -1,8 +1,8 @@
 """FlowGDA (abstract 10): one benchmark, every method, all seeds and learning rates.
 
-Each method is one jitted program vmapped over seeds (outer) and its learning-rate grid
-(inner); FlowGDA's ablations are extra lanes of the same program (their switches are
-traced weights). Randomness is drawn from (benchmark, seed, method) only, so a method's
+Each method is one jitted program vmapped over seeds (outer, split over every device by
+`core.sharding.spread`) and its learning-rate grid (inner); FlowGDA's ablations are extra
+lanes of the same program (their switches are traced weights). Randomness is drawn from (benchmark, seed, method) only, so a method's
 numbers do not depend on which other methods or seeds run beside it.
 
 Model selection (identical for every method): per seed, the learning rate with the best
@@ -20,6 +20,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxpapers.core import sharding
 from jaxpapers.papers.flowgda import baselines
 from jaxpapers.papers.flowgda import data as data_lib
 from jaxpapers.papers.flowgda import flow
@@ -107,6 +108,28 @@ def _flowgda_lane(key, zn_s, y_s, head0, stats, mask, wv, lrs, fhp, n_int, steps
   return jax.vmap(adapt)(lrs), last
 
 
+def seeds_program(fn, in_axes):
+  """`fn` mapped over seeds (the leading axis of the in_axes=0 arguments), the seeds split
+  over every device (`core.sharding.spread`); on one device it is jit(vmap(fn))."""
+  return sharding.spread(fn, in_axes=in_axes)
+
+
+def flowgda_program(fhp, n_int, steps_per_int, batch, spread=True):
+  """FlowGDA and its ablations: seeds (spread) x variants x learning rates.
+
+  Arguments (keys, zn, y_src, head0, stats, mask, weights, lrs): the first five per seed,
+  the ablation switches per variant; every variant of a seed shares the key, so an
+  ablation differs from the full method only in its switch. Returns heads and loss
+  histories with rows (seeds, variants, ...). spread=False: the one-device
+  jit(vmap) of the same function (tests).
+  """
+  one = functools.partial(_flowgda_lane, fhp=fhp, n_int=n_int,
+                          steps_per_int=steps_per_int, batch=batch)
+  per_seed = jax.vmap(one, (None, None, None, None, None, None, 0, None))
+  axes = (0, 0, 0, 0, 0, None, None, None)
+  return seeds_program(per_seed, axes) if spread else jax.jit(jax.vmap(per_seed, axes))
+
+
 def _net_self_train(key, params, domains, mask, lr, hp):
   apply_fn = lambda p, x: nets.logits(p, x, mask)  # noqa: E731
   return baselines.self_train(key, params, apply_fn, domains, lr, hp["steps_per_round"],
@@ -167,10 +190,10 @@ def run(cfg, name, seeds, n_inter=None, methods=METHODS, variants=tuple(VARIANTS
     t0 = time.perf_counter()
     arch = _arch(cfg)
     src_fn = _program(("source", _static(arch), cfg.source.steps, cfg.adapt.batch),
-                      lambda: jax.jit(jax.vmap(jax.vmap(functools.partial(
+                      lambda: seeds_program(jax.vmap(functools.partial(
                           baselines.train_source, arch=arch, steps=cfg.source.steps,
                           batch=cfg.adapt.batch), (None, None, None, None, 0)),
-                          (0, 0, 0, None, None))))
+                          (0, 0, 0, None, None)))
     grid = jnp.asarray(cfg.source.lr_grid, jnp.float32)
     src_all, _ = src_fn(keys("source"), a["x"][:, 0], a["y"][:, 0], mask, grid)
     val = vacc(src_all, a["x_val"], a["y_val"])
@@ -181,9 +204,9 @@ def run(cfg, name, seeds, n_inter=None, methods=METHODS, variants=tuple(VARIANTS
 
   # Full-network methods start from the selected source model. Both self-training
   # baselines are one program (rounds over a sequence of domains), compiled once.
-  st = _program(("st", hps), lambda: jax.jit(jax.vmap(jax.vmap(
+  st = _program(("st", hps), lambda: seeds_program(jax.vmap(
       functools.partial(_net_self_train, hp=hp), (None, None, None, None, 0)),
-      (0, 0, 0, None, None))))
+      (0, 0, 0, None, None)))
   rounds = a["x"].shape[1] - 1
   seqs = {"target_st": jnp.repeat(a["x"][:, -1:], rounds, axis=1), "gst": a["x"][:, 1:]}
   for m in ("target_st", "gst"):
@@ -195,9 +218,9 @@ def run(cfg, name, seeds, n_inter=None, methods=METHODS, variants=tuple(VARIANTS
       _call(on_phase, m, src, out)
   if todo("dann", "dann" in methods):
     t0 = time.perf_counter()
-    f = _program(("dann", hps), lambda: jax.jit(jax.vmap(jax.vmap(
+    f = _program(("dann", hps), lambda: seeds_program(jax.vmap(
         functools.partial(baselines.dann, hp=hp), (None, None, None, None, None, 0)),
-        (0, 0, 0, 0, None, None))))
+        (0, 0, 0, 0, None, None)))
     params = f(keys("dann"), src, a["x"], a["y"][:, 0], mask, lrs)
     record("dann", vacc(params, a["x_val"], a["y_val"]),
            vacc(params, a["x_test"], a["y_test"]), t0)
@@ -215,17 +238,17 @@ def run(cfg, name, seeds, n_inter=None, methods=METHODS, variants=tuple(VARIANTS
 
   if todo("goat", "goat" in methods):
     t0 = time.perf_counter()
-    f = _program(("goat", hps), lambda: jax.jit(jax.vmap(jax.vmap(
+    f = _program(("goat", hps), lambda: seeds_program(jax.vmap(
         functools.partial(baselines.goat, hp=hp), (None, None, None, None, 0)),
-        (0, 0, 0, None, None))))
+        (0, 0, 0, None, None)))
     heads = f(keys("goat"), src["head"], z, mask, lrs)
     record("goat", vhacc(heads, z_val, a["y_val"]), vhacc(heads, z_test, a["y_test"]), t0)
     _call(on_phase, "goat", src, out)
   if todo("ggf", "ggf" in methods):
     t0 = time.perf_counter()
-    f = _program(("ggf", hps), lambda: jax.jit(jax.vmap(jax.vmap(
+    f = _program(("ggf", hps), lambda: seeds_program(jax.vmap(
         functools.partial(baselines.ggf, hp=hp), (None, None, None, None, None, None, 0)),
-        (0, 0, 0, 0, 0, None, None))))
+        (0, 0, 0, 0, 0, None, None)))
     heads = f(keys("ggf"), src["head"], zn, a["y"][:, 0], (mean, std), mask, lrs)
     record("ggf", vhacc(heads, z_val, a["y_val"]), vhacc(heads, z_test, a["y_test"]), t0)
     _call(on_phase, "ggf", src, out)
@@ -239,19 +262,14 @@ def run(cfg, name, seeds, n_inter=None, methods=METHODS, variants=tuple(VARIANTS
     static = dict(fhp=fhp, n_int=fc.n_int_per_gap * (zn.shape[1] - 1),
                   steps_per_int=max(1, cfg.adapt.steps_per_round // fc.n_int_per_gap),
                   batch=cfg.adapt.batch)
-    one = functools.partial(_flowgda_lane, **static)
-    # variants (outer) x seeds: every variant of a seed shares the key, so an ablation
-    # differs from the full method only in its switch.
     f = _program(("flowgda", _static(fhp), static["n_int"], static["steps_per_int"],
-                  static["batch"]), lambda: jax.jit(jax.vmap(
-                      jax.vmap(one, (0, 0, 0, 0, 0, None, None, None)),
-                      (None, None, None, None, None, None, 0, None))))
+                  static["batch"]), lambda: flowgda_program(**static))
     heads, hist = f(keys("flowgda"), zn, a["y"][:, 0], src["head"], (mean, std), mask,
                     _flowgda_weights(cfg, wanted), lrs)
-    for i, v in enumerate(wanted):
-      hv = jax.tree.map(lambda h: h[i], heads)  # noqa: B023
+    for i, v in enumerate(wanted):  # rows: seeds x variants
+      hv = jax.tree.map(lambda h: h[:, i], heads)  # noqa: B023
       record(v, vhacc(hv, z_val, a["y_val"]), vhacc(hv, z_test, a["y_test"]), t0)
-      out[v]["flow_loss"] = {k: float(np.asarray(x[i]).mean()) for k, x in hist.items()}
+      out[v]["flow_loss"] = {k: float(np.asarray(x[:, i]).mean()) for k, x in hist.items()}
     _call(on_phase, "flowgda", src, out)
   return out
 

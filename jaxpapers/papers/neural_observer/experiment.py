@@ -10,15 +10,20 @@ from __future__ import annotations
 
 import json
 import os
-import time
 
 import jax
+import jax.numpy as jnp
 import ml_collections
 import numpy as np
+import optax
 
 from jaxpapers.core import metrics as metrics_lib
+from jaxpapers.core import planner
+from jaxpapers.core import sharding
 from jaxpapers.core import study as study_lib
 from jaxpapers.papers.neural_observer import data_io
+from jaxpapers.papers.neural_observer import observer
+from jaxpapers.papers.neural_observer import plants as plants_lib
 from jaxpapers.papers.neural_observer import train
 
 PATHS = ["jaxpapers/papers/neural_observer", "configs/neural_observer.py",
@@ -181,6 +186,47 @@ def _estimate_csv(config, trainer, workdir, lr):
   data_io.write_estimates(os.path.join(workdir, "estimates.csv"), traj, out["zhat"])
   print("estimates written to", os.path.join(workdir, "estimates.csv"),
         {k: v for k, v in out.items() if k != "zhat"})
+
+
+def plan(config) -> planner.Plan:
+  """One stage-1 update of every (seed, lr) run, the runs spread over the devices.
+
+  Only the JAX stage is planned: the LMI stage alternates host-side cvxpy SDPs with
+  updates, and an SDP's cost is not an XLA program. `steps` = stage1_steps updates per
+  run. The trajectory rollout inside the loss is a `lax.scan` whose body XLA's cost
+  analysis counts once, so the reported FLOPs undercount the rollout (README "Scale"
+  gives the hand count); unrolling it makes the plan compile for minutes. Data and state
+  are abstract (nothing is generated or allocated).
+  """
+  cfg = flat(config)
+  plant = plants_lib.make_plant(config.data.plant, config.data.noise_scale)
+  z_box = np.concatenate([plant.x_box, 1.5 * plant.d_amp * np.ones(plant.nd)])
+  make = lambda k: plants_lib.make_dataset(plant, k, cfg.n_train, cfg.steps, cfg.dt,  # noqa: E731
+                                           cfg.err_scale * z_box)
+  train_data = jax.eval_shape(make, jax.random.PRNGKey(0))
+  prob = train.build_problem(cfg, config.data.plant, config.seed, config.data.noise_scale,
+                             data={"train": train_data})
+  opt = optax.inject_hyperparams(optax.adam)(learning_rate=1e-3)
+  update = train.stage1_update(prob, cfg, opt)
+  width = config.model.width
+
+  def init(key):
+    params = observer.init_params(key, plant.nz, plant.ny, width, config.model.out_scale)
+    trainable = (params, jnp.eye(plant.nz))
+    return trainable, opt.init(trainable)
+
+  runs = config.seeds * len(config.train.lrs)
+  lead = lambda a: jax.ShapeDtypeStruct((runs,) + a.shape, a.dtype)  # noqa: E731
+  state = jax.tree.map(lead, jax.eval_shape(init, jax.random.PRNGKey(0)))
+  keys = jax.ShapeDtypeStruct((runs, 2), jnp.uint32)
+  trains = jax.tree.map(lead, train_data)
+  fn, args = sharding.spread_plan(update, state, keys, jax.ShapeDtypeStruct((), jnp.float32),
+                                  trains, in_axes=(0, 0, None, 0))
+  label = (f"neural_observer stage 1 on {plant.name} (nz={plant.nz}), width {width}: "
+           f"{config.seeds} seeds x {len(config.train.lrs)} lrs = {runs} runs, one update "
+           f"({cfg.n_train} trajectories x {cfg.steps} RK4 steps + {cfg.n_points} "
+           f"Lyapunov samples) x {cfg.stage1_steps} updates")
+  return planner.Plan(fn, args, steps=cfg.stage1_steps, label=label)
 
 
 def run_study(config, workdir):

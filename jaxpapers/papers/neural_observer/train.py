@@ -25,6 +25,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from jaxpapers.core import sharding
 from jaxpapers.papers.neural_observer import baselines
 from jaxpapers.papers.neural_observer import lmi
 from jaxpapers.papers.neural_observer import observer
@@ -87,6 +88,62 @@ def linear_part_metrics(prob: Problem, split: str) -> dict:
   return evaluate(prob, run(jnp.asarray(prob.L, jnp.float32), prob.data[split]), split)
 
 
+def estimation_loss(prob: Problem, params, train):
+  """Normalised MSE of the observer's rollouts on the training trajectories."""
+  f = observer.field(prob.plant, prob.L, params, prob.s_z, prob.s_y)
+  zhat = observer.rollout_batch(f, train, prob.dt)
+  return observer.errors(zhat, train, prob.plant.nx, prob.s_z)["nmse"]
+
+
+def stage1_update(prob: Problem, cfg, opt):
+  """One point-guided pre-training update (pure, no host work): the JAX stage.
+
+  (((params, R), opt_state), key, w_hinge, train) -> (state, aux); the estimation loss
+  plus w_hinge x the Lyapunov hinge at fresh samples drawn from `key`. Seeds, learning
+  rates (in opt_state) and data are arguments, so one compilation serves every run.
+  """
+  plant = prob.plant
+
+  def loss(trainable, key, w_hinge, train):
+    params, R = trainable
+    z, e = observer.sample_error_states(plant, key, cfg.n_points, prob.z_box,
+                                        prob.err_box)
+    hinge, frac = observer.lyapunov_hinge(plant, prob.L, params, R, prob.s_z, prob.s_y,
+                                          z, e, prob.alpha, cfg.hinge_margin)
+    est = estimation_loss(prob, params, train)
+    return est + w_hinge * hinge, dict(est=est, hinge=hinge, frac_ok=frac)
+
+  def update(state, key, w_hinge, train):
+    trainable, opt_state = state
+    (_, aux), g = jax.value_and_grad(loss, has_aux=True)(trainable, key, w_hinge, train)
+    upd, opt_state = opt.update(g, opt_state, trainable)
+    return (optax.apply_updates(trainable, upd), opt_state), aux
+
+  return update
+
+
+def _stage1_chunk(update, n_steps: int, state, key, w_hinge, train):
+  """n_steps updates, step i drawing its samples from fold_in(key, i); last aux."""
+  def step(st, i):
+    return update(st, jax.random.fold_in(key, i), w_hinge, train)
+  state, aux = jax.lax.scan(step, state, jnp.arange(n_steps))
+  return state, jax.tree.map(lambda a: a[-1], aux)
+
+
+def stage1_program(prob: Problem, cfg, opt, n_chunks: int):
+  """The whole stage 1 of one run as one function: n_chunks chunks of sdp_every updates,
+  chunk c keyed by fold_in(key, c * sdp_every) exactly as `Trainer.run` keys them."""
+  update = stage1_update(prob, cfg, opt)
+
+  def run(state, key, w_hinge, train):
+    def chunk(st, c):
+      return _stage1_chunk(update, cfg.sdp_every, st,
+                           jax.random.fold_in(key, c * cfg.sdp_every), w_hinge, train)
+    return jax.lax.scan(chunk, state, jnp.arange(n_chunks))
+
+  return run
+
+
 class Trainer:
   """Jitted, ahead-of-time compiled update chunks for one (problem, width, lr)."""
 
@@ -98,37 +155,18 @@ class Trainer:
     self.opt = optax.inject_hyperparams(optax.adam)(learning_rate=1e-3)
     A_L = jnp.asarray(plant.Abar - prob.L @ plant.Cbar)
     G, Q = jnp.asarray(plant.Gbar), jnp.asarray(plant.Qbar)
-    def est_loss(params, train):
-      f = observer.field(plant, prob.L, params, prob.s_z, prob.s_y)
-      zhat = observer.rollout_batch(f, train, prob.dt)
-      return observer.errors(zhat, train, plant.nx, prob.s_z)["nmse"]
-
-    def stage1_loss(trainable, key, w_hinge, train):
-      params, R = trainable
-      z, e = observer.sample_error_states(plant, key, cfg.n_points, prob.z_box,
-                                          prob.err_box)
-      hinge, frac = observer.lyapunov_hinge(plant, prob.L, params, R, prob.s_z,
-                                            prob.s_y, z, e, prob.alpha, cfg.hinge_margin)
-      est = est_loss(params, train)
-      return est + w_hinge * hinge, dict(est=est, hinge=hinge, frac_ok=frac)
+    update1 = stage1_update(prob, cfg, self.opt)
 
     def stage2_loss(params, cert, train):
       W2, K = observer.lmi_weights(params, plant.Cbar, prob.s_y)
       F = lmi.assemble_jax(cert["P"], cert["mu"], cert["lam"], A_L, G, W2, K, Q,
                            prob.alpha)
       lmax = jnp.linalg.eigvalsh(F)[-1]
-      est = est_loss(params, train)
+      est = estimation_loss(prob, params, train)
       return est + cfg.rho * jax.nn.relu(lmax + cfg.lmi_margin), dict(est=est, lmax=lmax)
 
     def chunk1(state, key, w_hinge, train):
-      def step(st, i):
-        trainable, opt_state = st
-        (_, aux), g = jax.value_and_grad(stage1_loss, has_aux=True)(
-            trainable, jax.random.fold_in(key, i), w_hinge, train)
-        upd, opt_state = self.opt.update(g, opt_state, trainable)
-        return (optax.apply_updates(trainable, upd), opt_state), aux
-      state, aux = jax.lax.scan(step, state, jnp.arange(cfg.sdp_every))
-      return state, jax.tree.map(lambda a: a[-1], aux)
+      return _stage1_chunk(update1, cfg.sdp_every, state, key, w_hinge, train)
 
     def chunk2(state, cert, train):
       def step(st, _):
@@ -158,6 +196,32 @@ class Trainer:
     self.predict = jax.jit(lambda params, data: observer.rollout_batch(
         observer.field(plant, prob.L, params, prob.s_z, prob.s_y), data, prob.dt))
     self.A_L, self.G, self.Q = np.asarray(A_L), np.asarray(G), np.asarray(Q)
+
+  def stage1_spread(self, probs, seeds, lrs, w_hinge: float | None = None):
+    """Stage 1 of every (seed, lr) run at once, the runs split over every device.
+
+    probs[i] is seed i's problem (its training data); returns the stacked final
+    (params, R) and the per-chunk aux, rows in seed-major (seed, lr) order. The same
+    updates, keys and data as `Trainer.run`'s stage 1 of each run; the SDP stage that
+    follows is host-side (cvxpy) and runs per run.
+    """
+    cfg = self.cfg
+    n_chunks = -(-cfg.stage1_steps // cfg.sdp_every)
+    if getattr(self, "_stage1_spread_fn", None) is None:  # one jit per Trainer
+      self._stage1_spread_fn = sharding.spread(
+          stage1_program(self.prob, cfg, self.opt, n_chunks), in_axes=(0, 0, None, 0))
+    states, keys, trains = [], [], []
+    for prob, seed in zip(probs, seeds):
+      for lr in lrs:
+        trainable = self.init(seed)
+        states.append((trainable, self.opt_init(trainable, lr)))
+        keys.append(jax.random.fold_in(jax.random.PRNGKey(seed), 7))
+        trains.append(prob.data["train"])
+    stack = lambda xs: jax.tree.map(lambda *a: jnp.stack(a), *xs)  # noqa: E731
+    w = cfg.w_hinge if w_hinge is None else w_hinge
+    (trainable, _), aux = self._stage1_spread_fn(stack(states), stack(keys),
+                                                jnp.float32(w), stack(trains))
+    return trainable, aux
 
   def init(self, seed: int):
     plant = self.prob.plant

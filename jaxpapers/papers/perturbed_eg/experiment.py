@@ -25,6 +25,8 @@ import numpy as np
 from jaxpapers.core import checkpoint as checkpoint_lib
 from jaxpapers.core import config as config_lib
 from jaxpapers.core import metrics as metrics_lib
+from jaxpapers.core import planner
+from jaxpapers.core import sharding
 from jaxpapers.core import study as study_lib
 from jaxpapers.papers.perturbed_eg import analysis, gaps, methods, problems
 from jaxpapers.papers.perturbed_eg import reference_numpy, schedules
@@ -185,6 +187,36 @@ def train_and_evaluate(config, workdir: str, stop_after: int | None = None) -> d
              program["useful_seed_steps"] / program["seconds"]}
   writer.write(int(max(horizons)), summary, split="summary")
   return {**summary, "last": res["last"]}
+
+
+def plan(config) -> planner.Plan:
+  """One iteration of the configured run's program (every lane x seed), for launch/plan.py.
+
+  The run is a scan over blocks of `block` steps with a scan over the steps inside.
+  XLA's cost analysis counts a loop body once, so the planned program is the same lane
+  program with blocks of one step (one iteration and its noise draw), and `steps` is the
+  run's iteration count T_max; the arguments are abstract and carry the lanes' spread
+  sharding (nothing is allocated).
+  """
+  spec, data = build_problem(config)
+  key = config.method.name
+  horizons = list(config.run.horizons)
+  run_plan, method, rng, _ = build_run(config, spec, [key], horizons)
+  block, seeds = config.run.block, config.run.seeds
+  n_lanes, n_slots = run_plan.eta.shape[1], run_plan.slot_steps.shape[1]
+  carry = jax.eval_shape(lambda: methods.init_carry(spec, data, n_lanes, n_slots, seeds))
+  rows = tuple(jax.ShapeDtypeStruct(a[:1].shape, a.dtype) for a in run_plan[:5])
+  decay = jax.ShapeDtypeStruct(run_plan.decay.shape, run_plan.decay.dtype)
+  lane_args = jax.eval_shape(methods.lane_args, rows + (decay,), carry)
+  shared = (jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype), data),
+            jax.eval_shape(lambda: rng), jax.ShapeDtypeStruct((), jnp.int32))
+  fn, args = sharding.spread_plan(methods.lane_fn(spec, method, 1, seeds), *lane_args,
+                                  *shared, in_axes=methods.LANE_AXES)
+  t_max = run_plan.eta.shape[0] * block
+  label = (f"perturbed_eg {key} on {spec.name} {config.problem.n}x{config.problem.m}: "
+           f"{n_lanes} lanes (horizons {horizons[0]}..{horizons[-1]}) x {seeds} seeds, "
+           f"one iteration (x {t_max})")
+  return planner.Plan(fn, args, steps=t_max, label=label)
 
 
 def tail_slope(res, tail_min: int):

@@ -13,7 +13,8 @@ two-timescale baseline asks otherwise.
 
 Runner. Iterations are a `lax.scan` over blocks of `block` steps (Gaussian noise drawn
 for a whole block at once from fold_in(key, block), much cheaper than one draw per
-step), nested in a scan over blocks; independent runs are `vmap`ped over lanes x seeds.
+step), nested in a scan over blocks; seeds are `vmap`ped inside a lane and the lanes
+(independent runs) are spread over every device by `core.sharding.spread`.
 A *plan* gives per block and lane the step sizes, mu, whether the lane restarts from z0
 at that block, and which output slot (if any) receives its iterate at the block's end.
 Two plans cover the paper's two regimes:
@@ -35,6 +36,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxpapers.core import sharding
 from jaxpapers.papers.perturbed_eg import problems
 
 ALGORITHMS = ("eg", "ogda")
@@ -204,49 +206,67 @@ class Snapshots(NamedTuple):
   avg_y: jnp.ndarray
 
 
-def _block_fn(spec, method, data, block: int, seeds: int, n_lanes: int, decay, key):
-  """The scan body over blocks (shared by the one-program and the chunked runner)."""
-  one = functools.partial(step, spec, method, data)
-  # vmap over seeds (inner) and lanes (outer); data is shared.
-  batched = jax.vmap(jax.vmap(one, in_axes=(0, None, None, None, 0)), in_axes=(0, 0, 0, 0, 0))
-  d = data.x0.shape[0] + data.y0.shape[0]
-  state0 = init_carry(spec, data, n_lanes, 1, seeds)[0]
+# The mapped arguments of `lane_fn`'s program: the lane's plan columns, its decay and its
+# carry are split over the devices; the problem data, the key and b0 are replicated.
+LANE_AXES = (0, 0, 0, 0, 0, 0, 0, None, None, None)
 
-  def block_fn(carry, xs):
-    state, snaps = carry
-    b, eta_b, gamma_b, mu_b, reset_b, slot_b = xs
-    restart = reset_b[:, None]
-    state = jax.tree.map(
-        lambda s, s0: jnp.where(restart.reshape(restart.shape + (1,) * (s.ndim - 2)), s0, s),
-        state, state0)
-    # Step sizes of the whole block per lane (all seeds of a lane share the clock).
-    t = (state.tau[None, :, 0] + jnp.arange(block)[:, None]).astype(jnp.float32)
-    grow = 1.0 + t / method.t0
-    eta_t = eta_b[None, :] * grow ** -decay[None, :, 0]
-    gamma_t = gamma_b[None, :] * grow ** -decay[None, :, 1]
-    mu_t = mu_b[None, :] * grow ** -decay[None, :, 2]
-    # One noise stream per seed, shared by the lanes (common random numbers across the
-    # horizons and variants of one seed: the RNG dominates the cost on these tiny
-    # problems; seeds stay independent, and every run sees i.i.d. N(0, sigma^2 I) noise).
-    noise = jax.random.normal(jax.random.fold_in(key, b),
-                              (block, 1, seeds, method.calls, d), jnp.float32)
-    noise = jnp.broadcast_to(noise, (block, n_lanes, seeds, method.calls, d))
 
-    def inner(st, xs_t):
-      return batched(st, *xs_t), None
+def lane_fn(spec, method, block: int, seeds: int):
+  """One lane's run over its plan rows: the function `spread` maps over lanes.
 
-    state, _ = jax.lax.scan(inner, state, (eta_t, gamma_t, mu_t, noise))
-    count = jnp.maximum(state.tau, 1).astype(jnp.float32)[..., None]
-    new = Snapshots(state.x, state.y, state.sx / count, state.sy / count)
+  (eta, gamma, mu, reset, slot) are the lane's (blocks,) columns, decay its (3,)
+  exponents, carry its (state, snapshots) with seeds leading; data, key and the global
+  index b0 of the first block are shared by every lane. Seeds are vmapped inside (they
+  share one noise draw per block, so they cannot be split without changing the numbers).
+  """
+  def lane(eta, gamma, mu, reset, slot, decay, carry, data, key, b0):
+    batched = jax.vmap(functools.partial(step, spec, method, data),
+                       in_axes=(0, None, None, None, 0))
+    d = data.x0.shape[0] + data.y0.shape[0]
+    init = _init(spec, data)
+    state0 = jax.tree.map(lambda a: jnp.broadcast_to(a, (seeds,) + a.shape), init)
 
-    def write(buf, val, s):  # per lane: buf (slots, seeds, dim), val (seeds, dim)
-      cur = buf[jnp.maximum(s, 0)]
-      return buf.at[jnp.maximum(s, 0)].set(jnp.where(s >= 0, val, cur))
+    def block_fn(carry, xs):
+      state, snaps = carry
+      b, eta_b, gamma_b, mu_b, reset_b, slot_b = xs
+      state = jax.tree.map(lambda s, s0: jnp.where(reset_b, s0, s), state, state0)
+      # Step sizes of the whole block (all seeds of a lane share the clock).
+      t = (state.tau[0] + jnp.arange(block)).astype(jnp.float32)
+      grow = 1.0 + t / method.t0
+      eta_t = eta_b * grow ** -decay[0]
+      gamma_t = gamma_b * grow ** -decay[1]
+      mu_t = mu_b * grow ** -decay[2]
+      # One noise stream per seed, shared by the lanes (common random numbers across the
+      # horizons and variants of one seed: the RNG dominates the cost on these small
+      # problems; seeds stay independent, and every run sees i.i.d. N(0, sigma^2 I)
+      # noise). The key does not depend on the lane, so vmapped lanes draw it once per
+      # device; the (block, 1, seeds, ...) shape keeps the values of the earlier
+      # all-lanes draw, which broadcast one draw over the lane axis.
+      noise = jax.random.normal(jax.random.fold_in(key, b),
+                                (block, 1, seeds, method.calls, d), jnp.float32)[:, 0]
 
-    snaps = jax.tree.map(jax.vmap(write), snaps, new, Snapshots(*(slot_b,) * 4))
-    return (state, snaps), None
+      def inner(st, xs_t):
+        return batched(st, *xs_t), None
 
-  return block_fn
+      state, _ = jax.lax.scan(inner, state, (eta_t, gamma_t, mu_t, noise))
+      count = jnp.maximum(state.tau, 1).astype(jnp.float32)[..., None]
+      new = Snapshots(state.x, state.y, state.sx / count, state.sy / count)
+      s = jnp.maximum(slot_b, 0)
+      snaps = jax.tree.map(lambda buf, val: buf.at[s].set(jnp.where(slot_b >= 0, val,
+                                                                    buf[s])), snaps, new)
+      return (state, snaps), None
+
+    xs = (b0 + jnp.arange(eta.shape[0]), eta, gamma, mu, reset, slot)
+    carry, _ = jax.lax.scan(block_fn, carry, xs)
+    return carry
+
+  return lane
+
+
+@functools.lru_cache(maxsize=None)
+def lane_program(spec, method, block: int, seeds: int):
+  """`lane_fn` with its lanes split over every device (one compilation per shape)."""
+  return sharding.spread(lane_fn(spec, method, block, seeds), in_axes=LANE_AXES)
 
 
 def init_carry(spec, data, n_lanes: int, n_slots: int, seeds: int):
@@ -258,7 +278,6 @@ def init_carry(spec, data, n_lanes: int, n_slots: int, seeds: int):
           Snapshots(zeros(data.x0), zeros(data.y0), zeros(data.x0), zeros(data.y0)))
 
 
-@functools.partial(jax.jit, static_argnames=("spec", "method", "block", "n_slots", "seeds"))
 def run(spec: problems.Spec, method: Method, data: problems.Data, plan_arrays, key,
         *, block: int, n_slots: int, seeds: int) -> Snapshots:
   """Runs every lane of a plan for `seeds` independent noise streams (one program)."""
@@ -268,19 +287,22 @@ def run(spec: problems.Spec, method: Method, data: problems.Data, plan_arrays, k
                     block=block, seeds=seeds)[1]
 
 
-@functools.partial(jax.jit, static_argnames=("spec", "method", "block", "seeds"),
-                   donate_argnames=("carry",))
+def lane_args(plan_arrays, carry):
+  """The plan's (blocks, lanes) tables as per-lane rows, then decay and the carry."""
+  eta, gamma, mu, reset, slot, decay = plan_arrays
+  return tuple(jnp.asarray(a).T for a in (eta, gamma, mu, reset, slot)) + (
+      jnp.asarray(decay), carry)
+
+
 def run_blocks(spec, method, data, plan_arrays, key, carry, b0, *, block: int, seeds: int):
   """Advances (state, snapshots) through the plan rows given (global blocks b0, b0+1, ...).
 
-  Running the blocks in several calls gives bitwise the same carry as one call (the
-  noise of block b is drawn from fold_in(key, b) with the global index b).
+  The lanes are split over every device (`core.sharding.spread`). Running the blocks in
+  several calls gives bitwise the same carry as one call (the noise of block b is drawn
+  from fold_in(key, b) with the global index b).
   """
-  eta, gamma, mu, reset, slot, decay = plan_arrays
-  block_fn = _block_fn(spec, method, data, block, seeds, eta.shape[1], decay, key)
-  xs = (b0 + jnp.arange(eta.shape[0]), eta, gamma, mu, reset, slot)
-  carry, _ = jax.lax.scan(block_fn, carry, xs)
-  return carry
+  fn = lane_program(spec, method, block, seeds)
+  return fn(*lane_args(plan_arrays, carry), data, key, jnp.asarray(b0))
 
 
 def run_plan(spec, method, data, plan: Plan, key, seeds: int, block: int) -> Snapshots:
