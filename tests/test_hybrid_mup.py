@@ -1,6 +1,8 @@
-"""hybrid_mup: selective scan vs NumPy recurrences, ZOH formulas vs an ODE solve, the
+"""hybrid_mup: selective scan (full and chunked) vs NumPy recurrences and their finite-
+difference gradients, the chunked scan's memory, ZOH formulas vs an ODE solve, the
 parametrization table, muP's first-update scaling with width, the unified optimizer vs
-optax, block-by-block forward vs the workbench stack, bad inputs."""
+optax, block-by-block forward vs the workbench stack, a study cell on 8 devices vs 1,
+bad inputs."""
 import math
 
 import jax
@@ -16,6 +18,7 @@ from jaxpapers.papers.hybrid_mup import mamba
 from jaxpapers.papers.hybrid_mup import model as model_lib
 from jaxpapers.papers.hybrid_mup import parametrizations as par_lib
 from jaxpapers.papers.hybrid_mup import ssm
+from jaxpapers.papers.hybrid_mup import study
 from jaxpapers.papers.hybrid_mup import sweep
 
 
@@ -55,6 +58,90 @@ def test_associative_and_sequential_scans_equal_the_numpy_recurrence(method):
   for scan in ("associative", "sequential"):
     y = ssm.selective_scan(*map(jnp.asarray, args), method=method, scan=scan)
     np.testing.assert_allclose(np.asarray(y), ref, rtol=2e-5, atol=2e-5)
+
+
+def _numpy_loss(x, delta, a, b, c, d, w, method):
+  """sum(y * w) of the recurrence in float64, vectorized over (channel, state) only."""
+  B, T, _ = x.shape
+  total = 0.0
+  for i in range(B):
+    h = np.zeros(a.shape)
+    for t in range(T):
+      da = delta[i, t][:, None] * a
+      bbar = (delta[i, t][:, None] * b[i, t][None] if method == "simplified"
+              else np.expm1(da) / a * b[i, t][None])
+      h = np.exp(da) * h + bbar * x[i, t][:, None]
+      total += float(np.dot(h @ c[i, t] + d * x[i, t], w[i, t]))
+  return total
+
+
+def _numpy_grads(args, w, method, eps=1e-6):
+  """Central finite differences of `_numpy_loss` in float64, for every input entry."""
+  args = [np.asarray(z, np.float64) for z in args]
+  grads = []
+  for k, z in enumerate(args):
+    g = np.zeros_like(z)
+    for idx in np.ndindex(z.shape):
+      old = z[idx]
+      z[idx] = old + eps
+      up = _numpy_loss(*args, w, method)
+      z[idx] = old - eps
+      down = _numpy_loss(*args, w, method)
+      z[idx] = old
+      g[idx] = (up - down) / (2 * eps)
+    grads.append(g)
+  return grads
+
+
+@pytest.mark.parametrize("method", ["simplified", "zoh"])
+def test_chunked_scan_equals_the_full_scan_and_numpy_in_outputs_and_gradients(method):
+  # T=11: blocks of 4 (the last one padded), 11 (one block) and, with the sequential
+  # inner scan, 5 (padded); outputs against the float64 loop, gradients of sum(y * w)
+  # against float64 finite differences of the NumPy recurrence and against the full scan.
+  args = _scan_inputs(seed=1)
+  w = np.random.default_rng(2).normal(size=args[0].shape).astype(np.float32)
+  ref_y = _numpy_selective_scan(*args, method)
+  ref_g = _numpy_grads(args, w, method)
+
+  def y_and_grads(scan, chunk):
+    fn = lambda *z: ssm.selective_scan(*z, method=method, scan=scan, chunk=chunk)
+    y, vjp = jax.vjp(fn, *map(jnp.asarray, args))
+    return y, vjp(jnp.asarray(w))
+
+  full = {s: jax.jit(lambda s=s: y_and_grads(s, 0))() for s in ("associative", "sequential")}
+  for scan, chunk in (("associative", 4), ("associative", 11), ("sequential", 5)):
+    y, g = jax.jit(lambda: y_and_grads(scan, chunk))()
+    np.testing.assert_allclose(np.asarray(y), ref_y, rtol=2e-5, atol=2e-5)
+    np.testing.assert_allclose(np.asarray(y), np.asarray(full[scan][0]), rtol=1e-5, atol=1e-6)
+    for name, gi, ri, fi in zip("x delta a b c d".split(), g, ref_g, full[scan][1]):
+      np.testing.assert_allclose(np.asarray(gi), ri, rtol=1e-4, atol=1e-4, err_msg=name)
+      np.testing.assert_allclose(np.asarray(gi), np.asarray(fi), rtol=1e-5, atol=1e-5,
+                                 err_msg=name)
+  with pytest.raises(ValueError, match="chunk"):
+    ssm.selective_scan(*map(jnp.asarray, args), chunk=-1)
+  with pytest.raises(ValueError, match="scan_chunk"):
+    mamba.MambaConfig(scan_chunk=-2)
+
+
+def test_chunked_scan_gradient_keeps_one_block_of_states_in_memory():
+  # The full scan's backward pass holds several (B, T, D, N) arrays; in blocks of L with
+  # remat it holds (B, L, D, N) ones plus the T / L carried states (here T / L = 64).
+  B, T, D, N = 2, 1024, 64, 16
+  S = jax.ShapeDtypeStruct
+  shapes = (S((B, T, D), jnp.float32), S((B, T, D), jnp.float32), S((D, N), jnp.float32),
+            S((B, T, N), jnp.float32), S((B, T, N), jnp.float32), S((D,), jnp.float32))
+
+  def temp_bytes(chunk):
+    loss = lambda *z: jnp.sum(ssm.selective_scan(*z, chunk=chunk))
+    compiled = jax.jit(jax.grad(loss, argnums=(0, 1, 2, 3, 4))).lower(*shapes).compile()
+    return compiled.memory_analysis().temp_size_in_bytes
+
+  one_tensor = B * T * D * N * 4
+  full, chunked = temp_bytes(0), temp_bytes(16)
+  assert full >= 2 * one_tensor, (full, one_tensor)
+  assert chunked < one_tensor, (chunked, one_tensor)
+  print(f"scan backward temporaries: full {full / 1e6:.1f} MB, blocks of 16 "
+        f"{chunked / 1e6:.1f} MB (one (B, T, D, N) tensor: {one_tensor / 1e6:.1f} MB)")
 
 
 def test_zoh_is_the_exact_solution_of_the_ode_and_simplified_its_small_step_limit():
@@ -242,3 +329,33 @@ def test_user_text_file_trains_and_proportional_zoh_state_builds(tmp_path):
   state, m = jax.jit(task.train_step)(state, task.train_batch(0, slice(None)),
                                       jax.random.PRNGKey(1), 0)
   assert np.isfinite(float(m["loss"])) and float(m["loss"]) > 0
+
+
+def test_study_cell_spread_over_8_devices_equals_the_1_device_cell():
+  # One study cell (5 members: SP and muP at two LRs, muP + SGD; 5 pads to 8 devices)
+  # trained with the member axis over the 8 forced devices and, as the study did before,
+  # as one jit(vmap) program on one device.
+  assert jax.device_count() == 8
+  c = _config("study_steps=2")
+  cell = dict(name="width16", family="width", dim=16, pattern="MA", seq_len=16,
+              batch_size=8, methods=())
+  cc = study.cell_config(c, cell)
+  data = experiment.load_data(cc)
+  hybrid = model_lib.build(cc, data.vocab_size)
+  from jaxpapers.data import text as text_lib  # pylint: disable=g-import-not-at-top
+  w = text_lib.eval_windows(data.val, 16, 16)
+  windows = {"val": w[:8], "test": w[8:16]}
+  members = []
+  for variant, opt, lr in (("sp", "adamw", 1e-2), ("sp", "adamw", 3e-2), ("mup", "adamw", 1e-2),
+                           ("mup", "adamw", 3e-2), ("mup", "sgd", 1.0)):
+    num = model_lib.numerics(variant, opt, 16, 16, 2, d_state=4, base_state=4)
+    members.append({"seed": len(members) % 2, "lr": lr, "num": num})
+  spread = sweep.train_members(cc, data, hybrid, members, windows)
+  one = sweep.train_members(cc, data, hybrid, members, windows,
+                            mapper=lambda f: jax.jit(jax.vmap(f)))
+  assert spread["val_bpb"].shape == (5,)
+  for k in ("val_bpb", "test_bpb", "final_loss", "loss_curve"):
+    np.testing.assert_allclose(spread[k], one[k], rtol=1e-5, atol=1e-6, err_msg=k)
+  for k in spread["stats"]:
+    np.testing.assert_allclose(spread["stats"][k], one["stats"][k], rtol=1e-5, err_msg=k)
+  assert np.all(np.isfinite(spread["val_bpb"])) and not np.any(spread["diverged"])

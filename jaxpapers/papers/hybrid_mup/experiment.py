@@ -2,11 +2,14 @@
 
 `train_and_evaluate` pretrains one hybrid (or, with population.lrs / population.seeds,
 an LR x seed population in one vmapped program) through `core.loop` (progress lines,
-checkpoints, exact resume); `run_study` runs the study of `study.py`.
+checkpoints, exact resume); `run_study` runs the study of `study.py`; `plan` is the
+train step `launch/plan.py` compiles (README "## Scale").
 """
 from __future__ import annotations
 
+from jaxpapers.core import config as config_lib
 from jaxpapers.core import loop
+from jaxpapers.core import planner
 from jaxpapers.core import population
 from jaxpapers.nn.lm_experiment import load_data, members  # the workbench's, shared
 from jaxpapers.papers.hybrid_mup import model as model_lib
@@ -38,3 +41,35 @@ def train_and_evaluate(config, workdir: str):
 def run_study(config, workdir: str):
   from jaxpapers.papers.hybrid_mup import study  # pylint: disable=g-import-not-at-top
   return study.run(config, workdir)
+
+PLAN_CHARS = 2 ** 20
+
+
+def plan(config) -> planner.Plan:
+  """The train step of one run (`launch/train.py`'s program, through core.loop).
+
+  The stack scans over the repeats of its pattern's period ('MA' x 16: 16 iterations),
+  and XLA's cost analysis counts a loop body once, so the reported FLOPs are those of
+  the step with ONE period (plus embedding and readout). `steps` is therefore
+  train.steps x repeats: the run's FLOPs and hours come out right (the readout, < 0.5%
+  of a period, is counted repeats times; the chunked scan's loop over blocks is also
+  counted once, < 1% of a Mamba block's FLOPs). Memory is the whole step's: the program
+  is the one training runs. (Unrolling the layers would count every layer, but XLA's
+  CPU compiler then schedules the rematerialisation so that every layer's activations
+  stay live, ~6 GB per period at 4 sequences per device, and it compiles 2-3x slower.)
+  """
+  # Only shapes matter (byte tokens: vocabulary 256 whatever the text), so the planner
+  # reads at most PLAN_CHARS characters of the corpus instead of all of it.
+  limit = min(config.data.max_chars or PLAN_CHARS, PLAN_CHARS)
+  config = config_lib.override(config, {"data.max_chars": limit})
+  data = load_data(config)
+  hybrid = model_lib.build(config, data.vocab_size)
+  fn, args = loop.plan_step(config, model_lib.make_task(config, data, hybrid))
+  m, repeats = config.model, hybrid.model.repeats
+  label = (f"hybrid_mup pattern={m.pattern} ({len(m.pattern)} blocks = period "
+           f"{hybrid.model.unit!r} x {repeats}; FLOPs and steps per period) d={m.dim} "
+           f"params={model_lib.n_params(hybrid):,} batch {config.train.batch_size} x "
+           f"{config.data.seq_len} mesh={config.mesh} compute_dtype={config.compute_dtype} "
+           f"scan_chunk={m.scan_chunk} remat={m.remat}")
+  return planner.Plan(fn, args, steps=config.train.steps * repeats, label=label,
+                      bf16=config.compute_dtype == "bfloat16")

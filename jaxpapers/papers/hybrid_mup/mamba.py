@@ -45,6 +45,7 @@ class MambaConfig:
   dt_max: float = 1e-1
   discretization: str = "simplified"   # 'simplified' (Mamba practice) | 'zoh' (exact)
   scan: str = "associative"      # 'associative' (parallel) | 'sequential' (lax.scan)
+  scan_chunk: int = 0            # 0: the scan over the whole sequence; L: blocks of L steps
 
   def __post_init__(self):
     if self.discretization not in ssm.DISCRETIZATIONS:
@@ -54,6 +55,9 @@ class MambaConfig:
       raise ValueError(f"unknown scan {self.scan!r}; expected one of {sorted(ssm.SCANS)}")
     if self.d_state < 1 or self.expand < 1 or self.d_conv < 1:
       raise ValueError("MambaConfig d_state, expand and d_conv must be >= 1")
+    if not isinstance(self.scan_chunk, int) or self.scan_chunk < 0:
+      raise ValueError(f"model.scan_chunk={self.scan_chunk!r} must be an integer >= 0 "
+                       "(0: no chunking)")
 
 
 def dt_rank(dim: int) -> int:
@@ -111,8 +115,12 @@ def forward(mc: MambaConfig, cfg: stack.StackConfig, p, x_BxTxD, collect: bool =
   b = u @ p["x_b"]
   c = u @ p["x_c"]
   a = -jnp.exp(a_log_init(di, mc.d_state) + p["a_log"])
-  y = ssm.selective_scan(u, delta, a, b, c, p["d_skip"], method=mc.discretization,
-                         scan=mc.scan)
+  # The scan runs in float32 whatever the compute dtype (as Mamba's kernels keep the
+  # state in fp32); its output returns to the compute dtype for the out-projection.
+  f32 = lambda t: t.astype(jnp.float32)
+  y = ssm.selective_scan(f32(u), f32(delta), a, f32(b), f32(c), f32(p["d_skip"]),
+                         method=mc.discretization, scan=mc.scan,
+                         chunk=mc.scan_chunk).astype(u.dtype)
   out = (y * jax.nn.silu(z)) @ p["out"]
   if collect:
     return x_BxTxD + out, {"ssm_delta": delta, "ssm_B": b, "ssm_C": c, "ssm_y": y,

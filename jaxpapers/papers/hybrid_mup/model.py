@@ -40,6 +40,7 @@ class Hybrid:
   """
   model: stack.Model
   num: dict
+  remat: bool = False    # recompute each pattern period in the backward pass (large runs)
 
   @property
   def specs(self):
@@ -55,7 +56,7 @@ class Hybrid:
       del scale  # the stack's static choice; this member's (possibly traced) one instead
       return attn_lib.softmax_attention(q, k, v, mask, num["attn_scale"])
 
-    h = self.model.hidden(params, tokens_BxT, kernel=kernel)
+    h = self.model.hidden(params, tokens_BxT, kernel=kernel, remat=self.remat)
     return (h @ params["unembed"]) * jnp.asarray(num["logit_mult"], h.dtype)
 
   def forward(self, params, tokens_BxT, num=None):
@@ -159,11 +160,12 @@ def build(config, vocab_size: int) -> Hybrid:
       vocab_size=vocab_size, dim=m.dim, pattern=m.pattern, n_heads=m.n_heads,
       mlp="swiglu", positions=m.positions, max_len=max(1024, config.data.seq_len))
   mc = mamba.MambaConfig(d_state=n, expand=m.expand, d_conv=m.d_conv,
-                         discretization=m.discretization, scan=m.scan)
+                         discretization=m.discretization, scan=m.scan,
+                         scan_chunk=m.get("scan_chunk", 0))
   model = stack.build(cfg, mamba.blocks(mc))
   num = numerics(m.parametrization, config.optim.name, m.dim, m.base_width, m.n_heads,
                  d_state=n, base_state=m.d_state, std=m.init_std, d_conv=m.d_conv)
-  return Hybrid(model, num)
+  return Hybrid(model, num, remat=m.get("remat", False))
 
 
 def n_params(hybrid: Hybrid) -> int:

@@ -13,6 +13,10 @@ Each member reproduces its run alone through `launch/train.py` (same init key
 the same schedule and update rule), up to float reordering in batched kernels: the
 update below is the three optimizers of `parametrizations.optimizer` written on one
 shared state, checked against them in the tests.
+
+The member axis is split over every device (`core.sharding.spread`): P members on D
+devices train P / D each, so `launch/study.py` on 8 devices runs a cell's population
+about 8x faster (tested: the 8-device cell equals the 1-device `jit(vmap)` cell).
 """
 from __future__ import annotations
 
@@ -22,6 +26,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxpapers.core import sharding
 from jaxpapers.data import text as text_lib
 from jaxpapers.nn import lm
 from jaxpapers.papers.hybrid_mup import model as model_lib
@@ -75,7 +80,8 @@ def unified_update(grads, state, params, *, kind, lr_t, mults, mask, b1, b2, eps
 
 
 def train_members(config, data: text_lib.TokenData, hybrid: model_lib.Hybrid,
-                  members: list[dict], windows: dict, *, chunk: int = 0) -> dict:
+                  members: list[dict], windows: dict, *, chunk: int = 0,
+                  mapper=sharding.spread) -> dict:
   """Trains `members` ([{seed, lr, num}]) of `hybrid`'s shape; returns per-member arrays.
 
   windows: {'val': (Nv, T+1), 'test': (Nt, T+1)} held-out windows (Nv, Nt multiples of
@@ -83,6 +89,8 @@ def train_members(config, data: text_lib.TokenData, hybrid: model_lib.Hybrid,
   scanned step with the update switched off, so training and scoring share one compiled
   body (compiles dominate the study's time on 2 CPU cores).
   chunk: members per compiled call (0: all); the last call is padded with copies.
+  mapper: turns the per-member function into the batched program (default: vmapped with
+  the member axis over every device; `lambda f: jax.jit(jax.vmap(f))` runs on one).
   Returns {'val_bpb', 'test_bpb', 'final_loss', 'diverged', 'loss_curve', 'stats'}; stats
   are the coordinate check's activation scales {name: (P, steps)} (model.forward).
   """
@@ -137,9 +145,7 @@ def train_members(config, data: text_lib.TokenData, hybrid: model_lib.Hybrid,
         (toks, jnp.arange(len(toks)), is_train))
     return losses, nats, stats
 
-  @jax.jit
-  def run(seed_idx, keys, lrs, nums):
-    return jax.vmap(one_member)(seed_idx, keys, lrs, nums)
+  run = mapper(one_member)
 
   P = len(members)
   chunk = chunk or P
