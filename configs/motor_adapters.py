@@ -24,10 +24,21 @@ with the learned policy and 1.59 / 1.45 / 1.07 cm with each stroke's own code, a
 participation ratio 5.2 of 64 (rank-2 bank 1.44, Gaussian 31.6), subspace overlap 0.23
 (chance 0.03). A train run is the same computation without the table. `:smoke` runs a
 tiny setting (compiled without LLVM optimisation; almost all of it is compilation).
+`:paper` is MotorNet's scale (GRU 256, batch 64, 1 s trials, 20k steps; README "Scale"):
+  python launch/plan.py --config=configs/motor_adapters.py:paper --devices=8 --platform=h100
 """
 import ml_collections
 
 from jaxpapers.core import config as config_lib
+
+# What `:paper` changes: MotorNet scale (README "Scale" gives each source). The arm is
+# already MotorNet's two-joint, six-muscle arm26 at its 10 ms step. A MotorNet
+# centre-out study (paulgribble/motornet_centerout, go_plg.sh: --n_units=256
+# --batch_size=64 --n_batch=20000) sets the GRU width, the batch and the step count;
+# 1 s trials of 10 ms steps as in MotorNet's reaching environments (0.8 s minimum-jerk
+# stroke + 0.2 s hold here); the policy stage (not in MotorNet) keeps its 1:4 ratio.
+_PAPER = dict(hidden=256, batch=64, steps=20_000, policy_steps=5_000, chunk=500,
+              move_steps=80, hold_steps=20)
 
 
 def get_config(arg=None):
@@ -36,7 +47,8 @@ def get_config(arg=None):
                            policy_batch=2, move_steps=4, hold_steps=2, chunk=2,
                            lrs=(3e-3,), policy_lrs=(1e-2,), pool=8, eval_starts=2,
                            segments=2, fast_compile=True),
-      smoke=False, seed=0, seeds=3, steps=400, policy_steps=100, hidden=64, adapters=16,
+      paper_args=_PAPER, smoke=False, paper=False, seed=0, seeds=3, steps=400,
+      policy_steps=100, hidden=64, adapters=16,
       rank=2, batch=16, policy_batch=8, move_steps=40, hold_steps=10, chunk=50,
       lrs=(3e-3, 1e-2), policy_lrs=(3e-2, 1e-1), pool=256, eval_starts=4, segments=3,
       kinds=("adapters", "lowrank", "multitask"), drawings="", balance=4.0, code_lr=0.05,

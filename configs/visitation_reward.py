@@ -17,7 +17,8 @@ sparse only, a VICE-like success-state classifier, a hand-shaped distance and RN
 
 Expected: see jaxpapers/papers/visitation_reward/README.md (numbers with the commit).
 `:smoke` runs in seconds plus compilation; explicit args override smoke values
-(`:smoke,iterations=4`).
+(`:smoke,iterations=4`). `:paper` is PPO at brax scale (2048 envs, 50M env steps):
+  python launch/plan.py --config=configs/visitation_reward.py:paper --devices=8 --platform=h100
 """
 import ml_collections
 
@@ -32,10 +33,19 @@ _SMOKE = dict(iterations=2, num_envs=4, seeds=1, prefill_rollouts=1, aux_steps=2
               test_seeds=1, tabular_mdps=2, chunk=1, hidden=16, lane_group=2, scale_factors=(1.0,),
               sac_updates=2, sac_tasks=("point_reach",))
 
+# What `:paper` changes (README "Scale" gives the sources): PPO at the scale of brax's
+# PPO configuration for its manipulation-style tasks (reacher: 2048 environments, 32
+# minibatches, 8 epochs per batch, 50M env steps: 400 iterations x 2048 x 60 steps on
+# push_block) and the networks of the fine-tuning prior named for this paper (RLPD:
+# 256-unit MLPs); lane groups of 8 so that a group fills 8 devices.
+_PAPER = dict(num_envs=2048, minibatches=32, epochs=8, iterations=400, hidden=256,
+              lane_group=8, chunk=20)
+
 
 def get_config(arg=None):
   arg = config_lib.parse_arg(
-      arg, smoke_args=_SMOKE, smoke=False, seed=0, task="push_block", method="svm",
+      arg, smoke_args=_SMOKE, paper_args=_PAPER, smoke=False, paper=False, seed=0,
+      task="push_block", method="svm",
       lr=1e-3, seeds=3, iterations=80, num_envs=16, epochs=4, minibatches=4, hidden=32,
       prefill_rollouts=4, aux_steps=16, aux_init_steps=200, bc_steps=300, bc_episodes=10,
       bc_noise=0.5, tasks=_TASKS, methods=("sparse", "svm", "vice", "distance", "rnd"),

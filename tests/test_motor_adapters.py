@@ -264,6 +264,24 @@ def _lanes(spec):
   return training.init_lanes(spec, ENV, HP, tasks.N_PRIMITIVES)
 
 
+def test_lanes_spread_over_8_devices_match_one_device():
+  # Issue 51: train_chunk splits the lanes (kind x seed x lr) over every device with
+  # core.sharding.spread. Three lanes (padded to 8) must give the numbers of the previous
+  # 1-device program, jax.jit(jax.vmap(one lane)), compiled with the same options.
+  assert jax.device_count() == 8
+  st0 = _lanes([("adapters", 0, 1e-2), ("lowrank", 0, 1e-2), ("multitask", 1, 1e-2)])
+  one = jax.jit(jax.vmap(training.train_lane(ENV, HP, CHUNK), in_axes=(0, None, None)))
+  ref = one.lower(st0, jnp.int32(0), PRIM).compile(
+      compiler_options=training._FAST)(st0, jnp.int32(0), PRIM)
+  assert len(jax.tree.leaves(ref[0]["params"])[0].devices()) == 1
+  out = training.train_chunk(st0, jnp.int32(0), PRIM, env=ENV, hp=HP, length=CHUNK)
+  leaf = jax.tree.leaves(out[0]["params"])[0]
+  assert leaf.shape[0] == 3 and len(leaf.devices()) == 8
+  for a, b in zip(jax.tree.leaves(ref), jax.tree.leaves(out)):
+    np.testing.assert_allclose(np.asarray(b), np.asarray(a), rtol=1e-5, atol=1e-6)
+  assert np.ptp(np.asarray(ref[1]["loss"])) > 0   # three different lanes
+
+
 def test_train_chunk_masks_unused_leaves_and_lanes_are_independent():
   spec = [("adapters", 0, 1e-2), ("lowrank", 0, 1e-2), ("multitask", 1, 1e-2)]
   st0 = _lanes(spec)

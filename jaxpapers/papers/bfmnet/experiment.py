@@ -19,6 +19,8 @@ from jaxpapers.core import bench
 from jaxpapers.core import checkpoint as checkpoint_lib
 from jaxpapers.core import config as config_lib
 from jaxpapers.core import metrics as metrics_lib
+from jaxpapers.core import planner
+from jaxpapers.core import sharding
 from jaxpapers.core import study as study_lib
 from jaxpapers.papers.bfmnet import classical
 from jaxpapers.papers.bfmnet import evaluate
@@ -83,7 +85,9 @@ def train(cfg, kind: str, ids_Cx2, workdir: str | None = None, writer=None, name
     ckpt.close()
   # All cells advance together: one program step = `cells` training steps.
   info = {"steps_per_s": cells * timed_steps / timed_s if timed_s else float("nan")}
-  return model, states["params"], info
+  # The chunks leave the runs split over every device; the audits are 1-device programs
+  # that also take arrays built on one device, so hand back host copies.
+  return model, jax.device_get(states["params"]), info
 
 
 _CHUNKS = {}
@@ -222,6 +226,54 @@ def _variant(config, n, k):
       "eval.instances": s.eval_instances[k], "eval.regret_instances": s.regret_instances[k]})
   cfg.optim.log_every = min(cfg.optim.log_every, cfg.optim.steps)
   return cfg
+
+
+def plan(config) -> planner.Plan:
+  """One training step of the grid study's BFMNet sweep at the largest n, for the planner.
+
+  Every run of the sweep (cells x learning rates x hinge weights, the part that dominates
+  the study's compute) advances one step; the runs are spread over the devices exactly as
+  `train_lib.make_chunk` spreads them (with `map_runs`, each device maps its block of
+  runs). One step, not a logged chunk: XLA's cost analysis counts a scan body once.
+  Nothing is allocated: the states are `jax.eval_shape` of the sweep's initialisation.
+  """
+  from jaxpapers.papers.bfmnet import grid_study  # imports this module
+  k = int(np.argmax(config.study.ns))
+  n = config.study.ns[k]
+  cfg = _variant(config, n, k)
+  cells = [(v, d) for v in config.study.valuations for d in config.study.cost_dists]
+  grid = grid_study.settings(config, "bfmnet", n)
+  runs = len(cells) * len(grid)
+  built = {}
+
+  def abstract_states():  # traced only: the model and optimizer come out as a side value
+    model, opt, states = train_lib.init_states(
+        cfg, "bfmnet", jax.random.PRNGKey(cfg.seed), runs,
+        lrs=[g[0] for g in grid] * len(cells), seeds=[cfg.seed] * runs,
+        penalties=[g[1] for g in grid] * len(cells))
+    built.update(model=model, opt=opt)
+    return states
+  states = jax.eval_shape(abstract_states)
+  model, opt = built["model"], built["opt"]
+  ids = jax.ShapeDtypeStruct((runs, 2), jnp.int32)
+  start = jax.ShapeDtypeStruct((), jnp.int32)
+  one = train_lib.cell_fn(train_lib.make_step(cfg, "bfmnet", model, opt), 1)
+  if cfg.optim.map_runs:
+    d = jax.device_count()
+    per = sharding.padded_size(runs, d) // d
+    fold = lambda x: jax.ShapeDtypeStruct((d, per) + tuple(x.shape[1:]), x.dtype)  # noqa: E731
+    block = lambda s, i, c: jax.lax.map(lambda a: one(a[0], i, a[1]), (s, c))  # noqa: E731
+    fn, args = sharding.spread_plan(block, jax.tree.map(fold, states), start, fold(ids),
+                                    in_axes=(0, None, 0))
+    # XLA counts the lax.map body (one run's step) once: the run calls it `per` times a step.
+    steps, what = cfg.optim.steps * per, f"one run's step ({per} per device per step)"
+  else:
+    fn, args = sharding.spread_plan(one, states, start, ids, in_axes=(0, None, 0))
+    steps, what = cfg.optim.steps, "one step of every run"
+  label = (f"BFMNet grid sweep, n={n}: {runs} runs ({len(cells)} cells x {len(grid)} "
+           f"(lr, hinge)), {cfg.optim.batch} markets per step, hidden {cfg.model.hidden}, "
+           f"map_runs={cfg.optim.map_runs}; {what}")
+  return planner.Plan(fn, args, steps=steps, label=label)
 
 
 def run_study(config, workdir: str) -> str:

@@ -20,13 +20,13 @@ drawn from fold_in(rng, step) and vmapped over the batch; `run_chunk` scans it.
 """
 from __future__ import annotations
 
-import functools
-
 import jax
 import jax.flatten_util
 import jax.numpy as jnp
 import optax
 
+from jaxpapers.core import mesh as mesh_lib
+from jaxpapers.core import sharding
 from jaxpapers.papers.bfmnet import markets as markets_lib
 from jaxpapers.papers.bfmnet import mechanism
 from jaxpapers.papers.bfmnet import menus
@@ -238,21 +238,43 @@ def make_step(cfg, kind: str, model, opt):
   return step
 
 
-def make_chunk(step_fn, length: int, map_runs: bool = False):
-  """Jitted scan of `length` steps from `start`, vmapped over cells (leading axis of the
-  state and of ids_Cx2); returns the new states and each cell's mean metrics.
-  `map_runs` maps the cells one after another (lax.map) instead: one run's memory, for
-  large sweeps at large n (on one core the work is the same)."""
+def cell_fn(step_fn, length: int):
+  """(state, start, ids) -> (state, mean metrics): `length` steps of one run, scanned."""
   def one_cell(state, start, ids):
     state, ms = jax.lax.scan(lambda s, i: step_fn(s, i, ids), state,
                              start + jnp.arange(length))
     return state, jax.tree.map(jnp.mean, ms)
+  return one_cell
 
-  @functools.partial(jax.jit, donate_argnums=0)
+
+def make_chunk(step_fn, length: int, map_runs: bool = False, mesh=None):
+  """Scan of `length` steps from `start` for every run (leading axis of the state and of
+  ids_Cx2); returns the new states and each run's mean metrics.
+
+  The runs (cells x learning rates x hinge weights x seeds) are split over every device
+  of `mesh` (default: all devices) by `core.sharding.spread`, so a sweep of R runs on D
+  devices costs about R / D runs' time. `map_runs` keeps one run's memory per device: the
+  runs are padded to a multiple of D, each device gets a block of R / D runs and maps
+  them one after another (lax.map), for large sweeps at large n.
+  """
+  one_cell = cell_fn(step_fn, length)
+  if not map_runs:
+    return sharding.spread(one_cell, mesh, in_axes=(0, None, 0))
+
+  def block(states_K, start, ids_Kx2):  # one device's runs, one after another
+    return jax.lax.map(lambda a: one_cell(a[0], start, a[1]), (states_K, ids_Kx2))
+  spread_blocks = sharding.spread(block, mesh, in_axes=(0, None, 0))
+  n_dev = {}
+
   def chunk(states, start, ids_Cx2):
-    if map_runs:
-      return jax.lax.map(lambda a: one_cell(a[0], start, a[1]), (states, ids_Cx2))
-    return jax.vmap(one_cell, in_axes=(0, None, 0))(states, start, ids_Cx2)
+    if "d" not in n_dev:
+      n_dev["d"] = (mesh or mesh_lib.make_mesh()).size
+    d, runs = n_dev["d"], ids_Cx2.shape[0]
+    pad = sharding.padded_size(runs, d)
+    fold = lambda x: x.reshape((d, pad // d) + x.shape[1:])  # noqa: E731
+    out = spread_blocks(jax.tree.map(fold, sharding.pad_leading(states, pad)), start,
+                        fold(sharding.pad_leading(ids_Cx2, pad)))
+    return jax.tree.map(lambda x: x.reshape((pad,) + x.shape[2:])[:runs], out)
   return chunk
 
 

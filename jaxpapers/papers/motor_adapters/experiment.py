@@ -26,6 +26,8 @@ import numpy as np
 
 from jaxpapers.core import checkpoint as checkpoint_lib
 from jaxpapers.core import metrics as metrics_lib
+from jaxpapers.core import planner
+from jaxpapers.core import sharding
 from jaxpapers.core import study as study_lib
 from jaxpapers.papers.motor_adapters import analysis
 from jaxpapers.papers.motor_adapters import model as model_lib
@@ -100,6 +102,35 @@ def evaluation_paths(config, env):
   return letter_names, ids, drawing_set(env, ids) + (jnp.concatenate([va_q, le_q]),)
 
 
+def plan(config) -> planner.Plan:
+  """One stage-1 step of every (kind, seed, lr) lane, spread over the devices as
+  `training.train_chunk` spreads them, for `launch/plan.py` (nothing allocated).
+
+  Stage 1 dominates the run (stage 2 drives the same frozen closed loop with fewer
+  steps). The closed loop is a `lax.scan` over the trial's time steps, and XLA's cost
+  analysis counts a loop body once, so the reported FLOPs are one control step of the
+  forward and backward pass of every lane; `steps` is therefore training steps x time
+  steps per trial (the hours are then those of the whole stage 1).
+  """
+  _check(config)
+  env, hp = make_env(config), make_hp(config)
+  t = config.train
+  lanes = [(k, config.seed + i, lr) for k in config.model.kinds for i in range(t.seeds)
+           for lr in config.optim.lrs]
+  n_tasks = tasks_lib.N_PRIMITIVES
+  states = jax.eval_shape(lambda: training.init_lanes(lanes, env, hp, n_tasks))
+  trial = env.move_steps + env.hold_steps
+  targets = jax.ShapeDtypeStruct((n_tasks, trial, 2), jnp.float32)
+  fn, args = sharding.spread_plan(training.train_lane(env, hp, 1), states,
+                                  jax.ShapeDtypeStruct((), jnp.int32), targets,
+                                  in_axes=(0, None, None))
+  label = (f"motor_adapters stage 1: {len(lanes)} lanes ({len(config.model.kinds)} kinds x "
+           f"{t.seeds} seeds x {len(config.optim.lrs)} lrs), GRU {hp['hidden']}, batch "
+           f"{hp['batch']}, {trial}-step trials; one control step (XLA counts the time "
+           "scan once)")
+  return planner.Plan(fn, args, steps=t.steps * trial, label=label)
+
+
 def _run_chunks(fn, states, total: int, chunk: int, ckpt, writer, tag: str, names,
                 stop_at: int | None = None):
   """Runs `fn(states, start) -> (states, metrics)` from the checkpointed step to total
@@ -124,7 +155,9 @@ def _run_chunks(fn, states, total: int, chunk: int, ckpt, writer, tag: str, name
       ckpt.save(s + chunk, states)
   if ckpt:
     ckpt.close()
-  return states, (n_run / t_run if t_run else float("nan"))
+  # The chunks leave the lanes split over every device; the evaluations are 1-device
+  # programs that also take arrays built on one device, so hand back host copies.
+  return jax.device_get(states), (n_run / t_run if t_run else float("nan"))
 
 
 def _stroke_err(dist_steps, ids, steps: int, first: bool) -> float:

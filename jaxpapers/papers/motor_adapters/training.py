@@ -13,7 +13,8 @@ freezes the controller and trains the high-level policy on random multi-segment 
 each segment's option is a straight-through Gumbel-softmax sample of the policy's logits
 for that stroke, and the gradient reaches only the policy's parameters (the frozen
 network's parameters are closed over as constants, and no optimizer state exists for
-them). Both stages vmap independent lanes (seeds x learning rates); randomness is
+them). Both stages vmap independent lanes (seeds x learning rates), split over every
+device by core.sharding.spread (the evaluations stay on one device); randomness is
 fold_in(key(seed), stage, method, step), so a lane gives the same numbers whatever else
 runs beside it. Steps run in jitted `lax.scan` chunks between checkpoints.
 """
@@ -26,6 +27,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
+from jaxpapers.core import sharding
 from jaxpapers.papers.motor_adapters import model as model_lib
 from jaxpapers.papers.motor_adapters import rollout as rollout_lib
 
@@ -56,6 +58,41 @@ def _jit(**kw):
                                   else opt).lower(*a, **k)
     return call
   return deco
+
+
+def _spread(fn, in_axes, fast: bool):
+  """`fn` vmapped over the lanes (leading axis), the lanes split over every device by
+  `core.sharding.spread`. With `fast` (smoke settings) the same spread program is
+  compiled without LLVM optimisation, from `sharding.spread_plan` (same padding, same
+  shardings; spread itself takes no compiler options)."""
+  if not fast:
+    return sharding.spread(fn, in_axes=in_axes)
+  cache = {}
+
+  def call(*args):
+    key = tuple((x.shape, x.dtype) for x in jax.tree.leaves(args))
+    if key not in cache:
+      prog, abstract = sharding.spread_plan(fn, *args, in_axes=in_axes)
+      cache[key] = (prog.lower(*abstract).compile(compiler_options=_FAST), abstract)
+    compiled, abstract = cache[key]
+    n = jax.tree.leaves(args[in_axes.index(0)])[0].shape[0]
+    n_pad = jax.tree.leaves(abstract[in_axes.index(0)])[0].shape[0]
+    placed = [jax.device_put(sharding.pad_leading(a, n_pad) if ax == 0 else a,
+                             jax.tree.map(lambda x: x.sharding, ab))
+              for a, ab, ax in zip(args, abstract, in_axes)]
+    return jax.tree.map(lambda x: x[:n], compiled(*placed))
+  return call
+
+
+_SPREAD = {}
+
+
+def _spread_cached(name, make_fn, in_axes, env, hp, length):
+  """One spread callable per (stage, env, hp, length), so repeated chunks reuse it."""
+  key = (name, env, hp, length)
+  if key not in _SPREAD:
+    _SPREAD[key] = _spread(make_fn(env, hp, length), in_axes, bool(hp.get("fast_compile")))
+  return _SPREAD[key]
 
 
 def lane_key(seed, *tags):
@@ -152,10 +189,10 @@ def _step_key(seed, kid, stage: str, step):
   return jax.random.fold_in(jax.random.fold_in(key, kid), step)
 
 
-@_jit(static_argnames=("env", "hp", "length"), donate_argnums=(0,))
-def train_chunk(states, start, targets_all, *, env, hp, length):
-  """`length` stage-1 steps for every lane; returns (states, mean metrics per lane)."""
-  def lane(state):
+def train_lane(env, hp, length):
+  """(state, start, targets_all) -> (state, mean metrics): `length` stage-1 steps of one
+  lane (the program every lane runs; `train_chunk` maps it over the lanes)."""
+  def lane(state, start, targets_all):
     def body(st, step):
       key = _step_key(st["seed"], st["kid"], "primitives", step)
       grads, m = jax.grad(primitive_loss, has_aux=True)(
@@ -172,7 +209,14 @@ def train_chunk(states, start, targets_all, *, env, hp, length):
               "last_move": jnp.where(moved > 0, step, st["last_move"])}, m
     state, ms = jax.lax.scan(body, state, start + jnp.arange(length))
     return state, jax.tree.map(jnp.mean, ms)
-  return jax.vmap(lane)(states)
+  return lane
+
+
+def train_chunk(states, start, targets_all, *, env, hp, length):
+  """`length` stage-1 steps for every lane; returns (states, mean metrics per lane).
+  The lanes (kind x seed x lr) are split over every device (core.sharding.spread)."""
+  return _spread_cached("train", train_lane, (0, None, None), env, hp, length)(
+      states, start, targets_all)
 
 
 def eval_primitives(params, kid, targets_all, q0, key, *, env, hp):
@@ -229,14 +273,12 @@ def init_policy_lanes(lanes, feat_dim: int, hidden: int, n_opt: int, clip: float
   return jax.tree.map(lambda *x: jnp.stack(x), *states)
 
 
-@_jit(static_argnames=("env", "hp", "length"), donate_argnums=(0,))
-def policy_chunk(pstates, net_lanes, start, pool_feats, pool_targets, pool_q0, *, env,
-                 hp, length):
-  """`length` policy steps per lane; `net_lanes` (frozen) has the same lane axis. Only
-  the policy state is returned: the network cannot change here. The gradient of the
-  loss with respect to the network is computed too and reported (`net_grad_max`, the
-  largest |entry| over the chunk): it is exactly zero, logged as evidence."""
-  def lane(pst, net):
+def policy_lane(env, hp, length):
+  """(policy state, frozen net, start, pool...) -> (policy state, metrics): `length`
+  policy steps of one lane. The gradient of the loss with respect to the network is
+  computed too and reported (`net_grad_max`, the largest |entry| over the chunk): it is
+  exactly zero, logged as evidence."""
+  def lane(pst, net, start, pool_feats, pool_targets, pool_q0):
     def body(st, step):
       key = _step_key(st["seed"], st["kid"], "policy", step)
       ki, kl = jax.random.split(key)
@@ -253,7 +295,17 @@ def policy_chunk(pstates, net_lanes, start, pool_feats, pool_targets, pool_q0, *
     pst, ms = jax.lax.scan(body, pst, start + jnp.arange(length))
     ms = {**jax.tree.map(jnp.mean, ms), "net_grad_max": jnp.max(ms["net_grad_max"])}
     return pst, ms
-  return jax.vmap(lane)(pstates, net_lanes)
+  return lane
+
+
+def policy_chunk(pstates, net_lanes, start, pool_feats, pool_targets, pool_q0, *, env,
+                 hp, length):
+  """`length` policy steps per lane; `net_lanes` (frozen) has the same lane axis. Only
+  the policy state is returned: the network cannot change here. Lanes are split over
+  every device (core.sharding.spread)."""
+  return _spread_cached("policy", policy_lane, (0, 0, None, None, None, None), env, hp,
+                        length)(pstates, net_lanes, start, pool_feats, pool_targets,
+                                pool_q0)
 
 
 def eval_with_options(net_params, kid, options, targets, mask, q0, key, *, env):

@@ -22,6 +22,8 @@ import numpy as np
 
 from jaxpapers.core import checkpoint as checkpoint_lib
 from jaxpapers.core import metrics as metrics_lib
+from jaxpapers.core import planner
+from jaxpapers.core import sharding
 from jaxpapers.core import study as study_lib
 from jaxpapers.papers.visitation_reward import bc, envs, plots, ppo, rewards, sac
 from jaxpapers.papers.visitation_reward import tabular
@@ -118,50 +120,125 @@ def in_groups(fn, group: int, *lane_args):
   return jax.tree.map(lambda *ys: jnp.concatenate(ys)[:n], *outs)
 
 
-@functools.partial(jax.jit, static_argnames=("task_name", "rc"))
-def _population_group(task_name: str, rc: RunCfg, seeds, lrs, weights, demos=None):
+# The lane programs below are `core.sharding.spread` of one lane: the lanes of a group
+# (seeds x methods x LRs x scales) are split over every device. One spread callable per
+# (program, task, run settings), so repeated groups and chunks reuse one compile.
+_SPREAD = {}
+
+
+def _spread(name, make_lane, in_axes, *key):
+  k = (name,) + key
+  if k not in _SPREAD:
+    _SPREAD[k] = sharding.spread(make_lane(), in_axes=in_axes)
+  return _SPREAD[k]
+
+
+def population_lane(task_name: str, rc: RunCfg):
+  """(seed, lr, weights, demos) -> (initial success, per-iteration metrics): one whole
+  fine-tuning run, the program every study lane runs."""
   task = envs.make(task_name)
 
-  def lane(seed, lr, w):
+  def lane(seed, lr, w, demos):
     key = seed_key(task_name, seed)
     actor0 = initial_actor(task, rc, key, demos)
     algo = sac if rc.algo == "sac" else ppo
     init_success, metrics, _ = algo.finetune(task, rc, jax.random.fold_in(key, 1), actor0,
                                              lr, w)
     return init_success, metrics
+  return lane
 
-  return jax.vmap(lane)(seeds, lrs, weights)
+
+def _population_group(task_name: str, rc: RunCfg, seeds, lrs, weights, demos=None):
+  fn = _spread("population", lambda: population_lane(task_name, rc), (0, 0, 0, None),
+               task_name, rc, demos is None)
+  return fn(seeds, lrs, weights, demos)
 
 
 def population(task_name: str, rc: RunCfg, seeds, lrs, weights, group: int, demos=None):
   """Whole runs for lanes (seed, lr, weights): (initial success (L,), metrics (L, I)),
-  in fixed groups of `group` lanes (see `in_groups`)."""
+  in fixed groups of `group` lanes (see `in_groups`), each group spread over the
+  devices."""
   fn = functools.partial(_population_group, task_name, rc, demos=demos)
   return in_groups(fn, group, seeds, lrs, weights)
 
 
-@functools.partial(jax.jit, static_argnames=("task_name", "rc"))
-def _init_lanes(task_name, rc, seeds, demos=None):
+def _init_lane(task_name, rc):
   task = envs.make(task_name)
 
-  def lane(seed):
+  def lane(seed, demos):
     key = seed_key(task_name, seed)
     actor0 = initial_actor(task, rc, key, demos)
     carry, s0 = ppo.init(task, rc, jax.random.fold_in(key, 1), actor0)
     return actor0, carry, s0
+  return lane
 
-  return jax.vmap(lane)(seeds)
+
+def _init_lanes(task_name, rc, seeds, demos=None):
+  fn = _spread("init", lambda: _init_lane(task_name, rc), (0, None), task_name, rc,
+               demos is None)
+  return fn(seeds, demos)
 
 
-@functools.partial(jax.jit, static_argnames=("task_name", "rc", "n"), donate_argnums=(3,))
-def _run_lanes(task_name, rc, seeds, carry, actor0, lr, weights, start, n):
+def _run_lane(task_name, rc, n):
   task = envs.make(task_name)
 
-  def lane(seed, c, a0):
+  def lane(seed, c, a0, lr, weights, start):
     key = jax.random.fold_in(seed_key(task_name, seed), 1)
     return ppo.run(task, rc, c, key, a0, lr, weights, start, n)
+  return lane
 
-  return jax.vmap(lane)(seeds, carry, actor0)
+
+def _run_lanes(task_name, rc, seeds, carry, actor0, lr, weights, start, n):
+  fn = _spread("run", lambda: _run_lane(task_name, rc, n), (0, 0, 0, None, None, None),
+               task_name, rc, n)
+  return fn(seeds, carry, actor0, lr, weights, start)
+
+
+def _groups(config) -> int:
+  """How many lane groups the study runs per task (validation grid, then test seeds)."""
+  st, g = config.study, config.train.lane_group
+  val = sum(len(st.lrs) * (1 if m == "sparse" else len(st.scale_factors)) * st.val_seeds
+            for m in st.methods)
+  return -(-val // g) + -(-(len(st.methods) * st.test_seeds) // g)
+
+
+def plan(config) -> planner.Plan:
+  """One PPO minibatch update of every lane of a study group on `task.name`, spread over
+  the devices as `population` spreads a group, for `launch/plan.py` (nothing allocated).
+
+  The minibatch update (epochs x minibatches per iteration) is the bulk of a PPO
+  iteration: the rollout is one forward pass of the same networks per sample against
+  `epochs` forward + backward passes, and the discriminator / RND updates work on
+  `aux_batch` samples. Planned alone because XLA's cost analysis counts a `lax.scan`
+  body once: `steps` = groups x iterations x epochs x minibatches, for one task (the
+  study runs each of `study.tasks` in turn).
+  """
+  rc = run_cfg(config)
+  task = envs.make(config.task.name)
+  g = config.train.lane_group
+  n = rc.num_envs * task.horizon
+  if n % rc.minibatches:
+    raise ValueError(f"num_envs x horizon = {n} is not a multiple of minibatches="
+                     f"{rc.minibatches}")
+  mb = n // rc.minibatches
+
+  def lane_state(seed):
+    carry, _ = ppo.init(task, rc, jax.random.fold_in(seed_key(task.name, seed), 1),
+                        initial_actor(task, rc, seed_key(task.name, seed)))
+    return carry.policy, carry.a_opt, carry.c_opt
+  state = jax.eval_shape(jax.vmap(lane_state), jax.ShapeDtypeStruct((g,), jnp.int32))
+  f32 = lambda *shape: jax.ShapeDtypeStruct((g,) + shape, jnp.float32)  # noqa: E731
+  batch = (f32(mb, task.obs_dim), f32(mb, task.act_dim), f32(mb), f32(mb), f32(mb))
+  fn, args = sharding.spread_plan(
+      lambda st, b, lr: ppo.minibatch_update(rc, st, b, lr)[0], state, batch,
+      jax.ShapeDtypeStruct((g,), jnp.float32), in_axes=(0, 0, 0))
+  groups = _groups(config)
+  label = (f"visitation_reward PPO on {task.name}: a group of {g} lanes, {rc.num_envs} "
+           f"envs x {task.horizon} steps per iteration, minibatch {mb}, MLP {rc.hidden}; "
+           f"one minibatch update ({groups} groups x {rc.iterations} iterations x "
+           f"{rc.epochs} epochs x {rc.minibatches} minibatches)")
+  return planner.Plan(fn, args, steps=groups * rc.iterations * rc.epochs * rc.minibatches,
+                      label=label)
 
 
 def train_and_evaluate(config, workdir: str, stop_after: int | None = None) -> dict:

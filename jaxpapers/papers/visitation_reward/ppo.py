@@ -104,6 +104,30 @@ def init(task: envs.Task, cfg, key, actor0):
   return Carry(policy, a_opt, c_opt, aux, buf), pre_success.mean()
 
 
+def minibatch_update(cfg, carry, batch, actor_lr):
+  """One clipped-PPO gradient step on a minibatch (obs, act, logp_old, adv, ret):
+  ((policy, actor opt, critic opt), (pg loss, mean |ratio - 1|)). The bulk of a PPO
+  iteration's compute (epochs x minibatches of these), and what `experiment.plan` plans."""
+  pol, a_opt, c_opt = carry
+  opt = networks.adam()
+
+  def loss_fn(params, o, a, lp, ad, rt):
+    actor, log_std, critic = params
+    ad = (ad - ad.mean()) / (ad.std() + 1e-8)
+    lp_new = networks.gaussian_logp(networks.actor_mean(actor, o), log_std, a)
+    ratio = jnp.exp(lp_new - lp)
+    pg = -jnp.minimum(ratio * ad, jnp.clip(ratio, 1 - cfg.clip, 1 + cfg.clip) * ad).mean()
+    v = networks.mlp_apply(critic, o)[..., 0]
+    return pg + 0.5 * jnp.mean((v - rt) ** 2), (pg, jnp.mean(jnp.abs(ratio - 1)))
+
+  grads, aux_out = jax.grad(loss_fn, has_aux=True)(
+      (pol.actor, pol.log_std, pol.critic), *batch)
+  (actor, log_std), a_opt = networks.adam_step(opt, (pol.actor, pol.log_std), a_opt,
+                                               grads[:2], actor_lr)
+  critic, c_opt = networks.adam_step(opt, pol.critic, c_opt, grads[2], cfg.critic_lr)
+  return (Policy(actor, log_std, critic), a_opt, c_opt), aux_out
+
+
 def run(task: envs.Task, cfg, carry: Carry, key, actor0, lr, weights, start, n: int):
   """Iterations start .. start + n - 1 of PPO fine-tuning from `carry`.
 
@@ -112,7 +136,6 @@ def run(task: envs.Task, cfg, carry: Carry, key, actor0, lr, weights, start, n: 
   fold_in(key, 1 + iteration), so running in chunks equals running at once.
   """
   E, gamma = cfg.num_envs, cfg.gamma
-  opt = networks.adam()
   obs_of = jax.vmap(jax.vmap(task.obs))
   dist_of = jax.vmap(jax.vmap(task.distance))
 
@@ -121,30 +144,14 @@ def run(task: envs.Task, cfg, carry: Carry, key, actor0, lr, weights, start, n: 
     n = obs.shape[0]
     mb = n // cfg.minibatches
 
-    def loss_fn(params, o, a, lp, ad, rt):
-      actor, log_std, critic = params
-      ad = (ad - ad.mean()) / (ad.std() + 1e-8)
-      lp_new = networks.gaussian_logp(networks.actor_mean(actor, o), log_std, a)
-      ratio = jnp.exp(lp_new - lp)
-      pg = -jnp.minimum(ratio * ad, jnp.clip(ratio, 1 - cfg.clip, 1 + cfg.clip) * ad).mean()
-      v = networks.mlp_apply(critic, o)[..., 0]
-      return pg + 0.5 * jnp.mean((v - rt) ** 2), (pg, jnp.mean(jnp.abs(ratio - 1)))
-
     def epoch(carry, k):
-      pol, a_opt, c_opt = carry
       perm = jax.random.permutation(k, n).reshape(cfg.minibatches, mb)
 
       def minibatch(carry, idx):
-        pol, a_opt, c_opt = carry
-        grads, aux_out = jax.grad(loss_fn, has_aux=True)(
-            (pol.actor, pol.log_std, pol.critic), obs[idx], act[idx], logp_old[idx],
-            adv[idx], ret[idx])
-        (actor, log_std), a_opt = networks.adam_step(opt, (pol.actor, pol.log_std), a_opt,
-                                                     grads[:2], actor_lr)
-        critic, c_opt = networks.adam_step(opt, pol.critic, c_opt, grads[2], cfg.critic_lr)
-        return (Policy(actor, log_std, critic), a_opt, c_opt), aux_out
+        return minibatch_update(cfg, carry, (obs[idx], act[idx], logp_old[idx], adv[idx],
+                                             ret[idx]), actor_lr)
 
-      return jax.lax.scan(minibatch, (pol, a_opt, c_opt), perm)
+      return jax.lax.scan(minibatch, carry, perm)
 
     (pol, a_opt, c_opt), _ = jax.lax.scan(epoch, (pol, a_opt, c_opt),
                                           jax.random.split(key, cfg.epochs))
