@@ -31,6 +31,9 @@ single-core minutes. The default grid (7 LRs x 2 ranks x 2 seeds) is ~2 CPU hour
 rerun with validation selection. The SmolLM2 leg: ~6-7 single-core minutes per method
 (3-5 LRs x seed 0 + seed 1 at the choice, 20 steps, teacher-forced scoring), resumable per
 method; run for LoRA 93.3%, MiLoRA 84.2, Init[AB] 82.5, PiSSA 81.3, OLoRA 81.2, LoRA-GA 77.5.
+Plan (the paper's Llama-2-7B rank-128 step on 8 H100s, compiled on CPU, nothing trained;
+see the README's Scale section for its output):
+  python launch/plan.py --config=configs/lora_lr.py:paper --devices=8 --platform=h100
 Smoke:
 `:smoke=true`, seconds (its `smoke_args` apply first, explicit args after: `:smoke,steps=20`).
 """
@@ -51,7 +54,20 @@ def get_config(arg=None):
                       hessian_iters=3, methods=("lora", "pissa"), eval_before=False,
                       bench_batch=1, bench_seq_len=16, bench_rank=4, bench_iters=1,
                       bench_min_time=0.1, tiny_bench=True),
-      smoke=False, seed=0, study="lr_grid", method="lora",
+      # The paper's own sizes for launch/plan.py (nothing here trains a 7B model): the
+      # authors' Llama-2-7B math script (yuang-lee/lr-matters-lora run-lora/scripts/
+      # llama/math.sh + train.sh): rank 128 = alpha on all seven projections, global
+      # batch 16, max length 512, 100k MetaMathQA examples x 1 epoch = 6250 steps, 12
+      # LRs 1.1247e-5 .. 6.3246e-3 (quarter decades), seeds 1-3, bf16; Llama-2-7B's shape
+      # (d 4096, 32 layers, 32 heads = kv heads, SwiGLU 11008, vocab 32000, untied).
+      paper_args=dict(dim=4096, n_layers=32, hidden_dim=11008, heads=32, kv_heads=32,
+                      vocab=32000, tie=False, rank=128, ranks=(128,), table_ranks=(128,),
+                      batch=16, seq_len=512, steps=6250, lr_min=1.1247e-5,
+                      lr_max=6.3246e-3, n_lrs=12, study_seeds=3,
+                      compute_dtype="bfloat16", mesh=("fsdp:-1",)),
+      smoke=False, paper=False, seed=0, study="lr_grid", method="lora",
+      heads=4, kv_heads=2, vocab=0, tie=True, seq_len=0, compute_dtype="float32",
+      mesh=("data:-1",), remat=False, plan_unroll=True,
       rank=4, lr=1e-2, task="math", steps=500, batch=16, n_seeds=1, ga_examples=32,
       n_train=4000, n_val=500, n_test=500, ranks=(4, 16), table_ranks=(4, 16), study_seeds=2,
       hessian_examples=16, hessian_iters=8, eval_before=True,
@@ -71,10 +87,21 @@ def get_config(arg=None):
   config.n_seeds = arg.n_seeds                # seeds of train_and_evaluate (vmapped)
   config.eval_before = arg.eval_before       # also score the base model (zero-shot)
 
-  # Tiny Llama (RMSNorm, RoPE, GQA, SwiGLU), byte vocabulary.
+  # Tiny Llama (RMSNorm, RoPE, GQA, SwiGLU), byte vocabulary. `:paper` gives Llama-2-7B's
+  # shape, which only launch/plan.py uses (vocab_size 0 = the byte tokenizer's 257).
   config.model = ml_collections.ConfigDict(dict(
-      dim=arg.dim, n_layers=arg.n_layers, n_heads=4, n_kv_heads=2,
-      hidden_dim=arg.hidden_dim or 4 * round(arg.dim * 8 / 12), rope_theta=10000.0))
+      dim=arg.dim, n_layers=arg.n_layers, n_heads=arg.heads, n_kv_heads=arg.kv_heads,
+      hidden_dim=arg.hidden_dim or 4 * round(arg.dim * 8 / 12), rope_theta=10000.0,
+      vocab_size=arg.vocab, tie_embeddings=arg.tie))
+  # The planned step (launch/plan.py): the frozen base stored in compute_dtype, adapters
+  # float32 master copies cast to it in the forward pass; `mesh=fsdp:-1` shards every
+  # large leaf (the base included) over all devices, batch rows over them too.
+  config.compute_dtype = arg.compute_dtype   # float32 | bfloat16
+  config.mesh = config_lib.mesh_axes(arg.mesh)
+  config.remat = arg.remat                   # recompute each block in the backward pass
+  # Plan with the layer loop unrolled: exact XLA FLOPs, ~1 CPU-minute compile at :paper;
+  # false: scanned, ~11 s, but XLA counts one layer (see lora_lr/scale.py).
+  config.plan_unroll = arg.plan_unroll
 
   # Our own pretraining of the tiny model (the shared LM task on the core loop); its
   # checkpoint lives in workdir/pretrain_<tag>/ and is restored once finished.
@@ -116,7 +143,7 @@ def get_config(arg=None):
       task=arg.task, n_train=arg.n_train,
       n_val=arg.n_val,        # validation problems: the best LR is chosen on these
       n_test=arg.n_test,      # test problems: the reported score (never used to choose)
-      seq_len=64 if arg.task == "math" else 96,
+      seq_len=arg.seq_len or (64 if arg.task == "math" else 96),
       n_new=16 if arg.task == "math" else 32))  # greedy tokens generated per test prompt
 
   # The LR-grid study.

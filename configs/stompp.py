@@ -32,6 +32,8 @@ Architecture study, accelerator size (ResNet-18 / ResNet-34 width 32, MobileNetV
   python launch/study.py --config=configs/stompp.py:study=resnet,data_path=.fmnist --workdir=DIR
 Its CPU check at a tiny size (digits, 4 steps; a few minutes, mostly compiling):
   python launch/study.py --config=configs/stompp.py:study=resnet,smoke --workdir=DIR
+Plan (the paper's binary ResNet-50 on ImageNet shapes, 8 H100s; compiled, nothing trained):
+  python launch/plan.py --config=configs/stompp.py:paper --devices=8 --platform=h100
 Benchmark (JAX step vs PyTorch eager when torch is installed):
   python launch/benchmark.py --config=configs/stompp.py:model=mlp --workdir=/tmp/stompp_bench
 """
@@ -51,7 +53,15 @@ def get_config(arg=None):
                       study_width=16, study_data="digits", archs=("resnet18",),
                       resnet_width=4, mobilenet_width=8, resnet_steps=4, chunk=2,
                       lrs=(3e-3,), val_size=200, opt_level=0),
-      smoke=False, seed=0, study="depth", compute_dtype="float32",
+      # The paper's largest setting, for launch/plan.py (shapes only, nothing trained):
+      # binary ResNet-50 at full width (64 base channels) with the 7x7 ImageNet stem on
+      # 224x224x3 inputs, 1000 classes, batch 256; 90 epochs of 1,281,167 images at 256
+      # (the standard ResNet-50 ImageNet recipe; the abstract gives no schedule) =
+      # 450,450 steps. CIFAR-10/100 (32x32x3, 3x3 stem, batch 128, 200 epochs = 78,200
+      # steps): `:paper,data=shapes:cifar10,stem=cifar,batch_size=128,steps=78200`.
+      paper_args=dict(model="resnet50", width=64, stem="imagenet", data="shapes:imagenet",
+                      batch_size=256, steps=450450),
+      smoke=False, paper=False, seed=0, study="depth", compute_dtype="float32",
       model="resnet18", depth=4, width=16, first_real=True, last_real=True,
       rule="stompp", order="forward", binary_acts=True,
       refresh_every=50, refresh_frac=0.1, start=0.0, end=0.8, ramp="linear",
@@ -89,7 +99,9 @@ def get_config(arg=None):
   c.binarize.refresh_frac = arg.refresh_frac  # fraction of entries re-drawn per refresh
 
   c.data = ml_collections.ConfigDict()
-  c.data.name = arg.data  # digits | fashion_mnist | auto | tfds:cifar10 | ...
+  # digits | fashion_mnist | auto | tfds:cifar10 | ... | shapes:imagenet, shapes:cifar10,
+  # shapes:cifar100 (input shape and classes only: launch/plan.py, never training)
+  c.data.name = arg.data
   c.data.path = arg.data_path  # IDX directory or TFDS data_dir ('' = default)
   c.data.normalize = arg.normalize  # per-channel standardization (train-split statistics)
   c.data.crop_pad = arg.crop_pad  # random crop after zero-padding by this much (0: off)

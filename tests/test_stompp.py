@@ -425,3 +425,62 @@ def test_bf16_step_tracks_float32_and_runs_its_convolutions_in_bf16():
   # the sign of near-zero pre-activations, and a binary network passes on only signs.
   # Measured: within 14% over these 4 steps; 25% bounds it.
   np.testing.assert_allclose(losses["bfloat16"], losses["float32"], rtol=0.25)
+
+
+def _one_device():
+  return jax.sharding.Mesh(np.asarray(jax.devices()[:1]), ("data",))
+
+
+def test_depth_study_cell_spread_over_8_devices_equals_one_device():
+  """A depth-study cell (3 seeds, padded to 8 and split over the 8 forced devices by
+  core.sharding.spread) gives the numbers of the same cell on one device."""
+  from jaxpapers.papers.stompp import study
+  assert jax.device_count() == 8
+  config = load_config(CONFIG, "smoke")
+  cfg = config_lib.override(config, {"model.name": "mlp", "model.depth": 2,
+                                     "model.width": 16, "train.steps": 6})
+  ds = sources.digits()
+  images, labels = jnp.asarray(ds.train.images), jnp.asarray(ds.train.labels)
+  acc8, loss8, g8 = study.train_cell(cfg, ds, images, labels, [0, 1, 2])
+  acc1, loss1, g1 = study.train_cell(cfg, ds, images, labels, [0, 1, 2], mesh=_one_device())
+  assert loss8.shape == (3, 6) and g8.shape[:2] == (3, 6)
+  assert len(set(loss8[:, -1].tolist())) == 3  # the seeds differ: no row was dropped
+  np.testing.assert_allclose(loss8, loss1, rtol=1e-5)
+  np.testing.assert_allclose(g8, g1, rtol=1e-5, atol=1e-7)
+  np.testing.assert_array_equal(acc8, acc1)  # counts of correct test images
+
+
+def test_resnet_study_rows_spread_over_8_devices_equal_rows_one_at_a_time():
+  """The architecture study's vmapped rows, split over the 8 devices (3 rows padded to
+  8), equal the same rows trained one after another on one device (its CPU path)."""
+  from jaxpapers.papers.stompp import study_resnet
+  config = load_config(CONFIG, "smoke,resnet_steps=4,chunk=2,resnet_width=4,"
+                       "refresh_every=2,batch_size=16")
+  cfg = config_lib.override(config, {"train.steps": 4})
+  data = study_resnet.split_validation(sources.normalize(sources.digits()), 200)
+  rows = [("stompp_fwd", 0.01, 0), ("ste", 0.01, 0), ("stompp_fwd", 0.003, 1)]
+  quiet = lambda *a, **k: None
+  # evaluate=False: the evaluation program is shared by both paths (compiles ~2x slower)
+  spread = study_resnet.train_arch(cfg, "resnet10", 4, rows, data, 10, log=quiet,
+                                   keep_states=True, evaluate=False, sequential=False)
+  one = study_resnet.train_arch(cfg, "resnet10", 4, rows, data, 10, log=quiet,
+                                keep_states=True, evaluate=False, sequential=True)
+  assert spread["loss"].shape == (4, 3)
+  np.testing.assert_allclose(spread["loss"], one["loss"], rtol=1e-5)
+  np.testing.assert_allclose(spread["gnorm"], one["gnorm"], rtol=1e-5, atol=1e-7)
+  np.testing.assert_array_equal(spread["committed"], one["committed"])
+  chex.assert_trees_all_close(spread["states"]["params"], one["states"]["params"],
+                              rtol=1e-5, atol=1e-6)
+
+
+def test_paper_plan_needs_no_dataset_and_allocates_no_batch():
+  config = load_config(CONFIG, "paper")
+  ds = experiment.load_data(config)
+  assert (ds.input_shape, ds.num_classes) == ((224, 224, 3), 1000)
+  _, task = experiment.make_task(config, ds)
+  batch = task.train_batch(0, slice(None))
+  assert batch["image"].shape == (256, 224, 224, 3) and batch["image"].strides[0] == 0
+  with pytest.raises(ValueError, match="shape-only"):
+    experiment.train_and_evaluate(config, "/nonexistent")
+  with pytest.raises(ValueError, match="shapes:cifar10"):
+    experiment.load_data(config_lib.override(config, {"data.name": "shapes:mnist"}))

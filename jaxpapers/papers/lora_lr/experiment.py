@@ -7,6 +7,7 @@
   ten methods x ranks x seeds (each (method, rank) one vmapped program over LR x seed),
   the best LR and peak accuracy per method, and the top Hessian eigenvalue w.r.t. the
   adapter parameters at initialization per method, with the best-LR-vs-eigenvalue plot.
+- `plan`: the paper's step (Llama-2-7B, rank 128, bf16, FSDP) for `launch/plan.py`.
 - `benchmark`: tokens/s of a LoRA training step on SmolLM2-135M (from its GGUF) beside
   the machine's measured matmul peak.
 """
@@ -39,6 +40,10 @@ from jaxpapers.papers.lora_lr import PATHS
 
 def model_config(config) -> llama.LlamaConfig:
   m = config.model
+  if m.get("vocab_size", 0) not in (0, ByteTokenizer.vocab_size):
+    raise ValueError(f"model.vocab_size={m.vocab_size} (the :paper Llama-2-7B shape) is for "
+                     "launch/plan.py only; training here uses the byte tokenizer (vocab "
+                     f"{ByteTokenizer.vocab_size}) and our own pretrained model")
   return llama.LlamaConfig(vocab_size=ByteTokenizer.vocab_size, dim=m.dim,
                            n_layers=m.n_layers, n_heads=m.n_heads, n_kv_heads=m.n_kv_heads,
                            hidden_dim=m.hidden_dim, rope_theta=m.rope_theta)
@@ -82,6 +87,13 @@ def zero_shot(task, n_new, cfg, params, tok, data, row_chunk=None):
   gen = finetune.decoder(cfg, n_new, None, row_chunk)(
       jax.tree.map(lambda x: x[None], params), data.prompts[n:], data.prompt_lens[n:])[0]
   return finetune.score(task, tok, gen, data.prompt_lens[n:], data.test.answers, n_new)
+
+
+def plan(config):
+  """One adapter step at the configured (`:paper`: Llama-2-7B rank-128) size, for
+  launch/plan.py; see scale.py."""
+  from jaxpapers.papers.lora_lr import scale  # pylint: disable=g-import-not-at-top
+  return scale.plan(config, adapter_config(config), train_config(config))
 
 
 def train_and_evaluate(config, workdir):

@@ -6,7 +6,8 @@ parameters with AdamW (LoFT: its own optimizer) under the paper's schedule (3% l
 warm-up, cosine decay, no weight decay), with the loss on answer tokens only, then
 decode the test prompts greedily. The steps run under `lax.scan` and a whole grid of
 (learning rate, seed) pairs runs as one `vmap`ped program, compiled once per
-(method, rank). The top Hessian eigenvalue at init is computed once per (method, rank,
+(method, rank), its rows split over every device (`core.sharding.spread`; one device:
+plain `jit(vmap)`). The top Hessian eigenvalue at init is computed once per (method, rank,
 seed) in its own small program (`lambda_max`), since it does not depend on the LR.
 Evaluation decodes the validation and test prompts in one pass; scoring (exact match)
 happens on the host from the generated tokens, per split.
@@ -21,6 +22,8 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from jaxpapers.core import precision
+from jaxpapers.core import sharding
 from jaxpapers.nn import llama
 from jaxpapers.papers.lora_lr import adapters as adapters_lib
 from jaxpapers.papers.lora_lr import hessian
@@ -75,13 +78,40 @@ def direction(ac, tc: TrainConfig):
   return optax.scale_by_adam(tc.b1, tc.b2, tc.eps)
 
 
+def make_update(cfg: llama.LlamaConfig, ac, tc: TrainConfig, dtype=jnp.float32, **fwd):
+  """Returns update(train, opt_state, base, frozen, tokens, mask, lr, i) -> (train,
+  opt_state, loss): one optimizer step of the adapters at step i of the schedule.
+
+  Only `train` is differentiated, so the frozen base costs its forward and the
+  activation gradients, never a weight gradient or optimizer state. `dtype` (bfloat16 for
+  the 7B plan) is the compute dtype of the adapters in the forward pass (the base arrives
+  in its stored dtype); master adapters and moments stay float32. `fwd` goes to
+  `llama.forward` (remat, unroll).
+  """
+  sched = schedule(tc)
+  opt = direction(ac, tc)
+
+  def update(train, opt_state, base, frozen, tokens, mask, lr, i):
+    def loss_fn(tr):
+      logits = adapters_lib.forward(base, {"train": precision.cast(tr, dtype),
+                                           "frozen": precision.cast(frozen, dtype)},
+                                    tokens, cfg, ac, **fwd)
+      return masked_loss(logits, tokens, mask)
+    loss, g = jax.value_and_grad(loss_fn)(train)
+    d, opt_state = opt.update(g, opt_state, train)
+    train = jax.tree.map(lambda p, u: p - lr * sched(i) * u, train, d)
+    return train, opt_state, loss
+
+  return update
+
+
 def make_run(cfg: llama.LlamaConfig, ac, tc: TrainConfig):
   """Returns run(lr, seed, params, train_tokens, train_mask[, attached]) -> (losses (steps,),
   merged dense parameters). Returning the merged model (exact, see `adapters.merge`) lets
   one compiled decoding program score every method.
   """
-  sched = schedule(tc)
   opt = direction(ac, tc)
+  update = make_update(cfg, ac, tc)
 
   # Model and data are arguments (not closed-over constants) so XLA does not embed them.
   def run(lr, seed, params, tr_tokens, tr_mask, attached=None):
@@ -97,10 +127,8 @@ def make_run(cfg: llama.LlamaConfig, ac, tc: TrainConfig):
       train, opt_state = carry
       idx = jax.random.randint(jax.random.fold_in(k_data, i), (tc.batch,), 0,
                                tr_tokens.shape[0])
-      loss, g = jax.value_and_grad(adapter_loss)(
-          train, base, frozen, tr_tokens[idx], tr_mask[idx], cfg, ac)
-      d, opt_state = opt.update(g, opt_state, train)
-      train = jax.tree.map(lambda p, u: p - lr * sched(i) * u, train, d)
+      train, opt_state, loss = update(train, opt_state, base, frozen, tr_tokens[idx],
+                                      tr_mask[idx], lr, i)
       return (train, opt_state), loss
 
     (train, _), losses = jax.lax.scan(step, (train, opt_state), jnp.arange(tc.steps))
@@ -146,7 +174,7 @@ def lambda_max(params, cfg, ac, tc, tr_tokens, tr_mask, seeds, attached=None):
     loss = lambda tr: adapter_loss(tr, base, ad["frozen"], t[:n], m[:n], cfg, ac)
     return hessian.lanczos_top(loss, ad["train"], jax.random.fold_in(key, 7), tc.hessian_iters)
 
-  fn = jax.jit(jax.vmap(one, in_axes=(0, None, None, None, None)))
+  fn = sharding.spread(one, in_axes=(0, None, None, None, None))
   return np.asarray(fn(jnp.asarray(seeds), params, tr_tokens, tr_mask, attached), np.float64)
 
 
@@ -246,9 +274,11 @@ def run_grid(params, cfg, ac, tc, data, n_new, lrs, seeds, model_batch=None, row
   seeds = np.asarray(seeds, np.int32)
   L, S = np.meshgrid(lrs, seeds)            # (S, R)
   attached = attach_deterministic(params, cfg, ac, tc, data.train_tokens, data.train_mask)
-  run = jax.vmap(make_run(cfg, ac, tc), in_axes=(0, 0, None, None, None, None))
-  losses, merged = jax.jit(run)(jnp.asarray(L.reshape(-1)), jnp.asarray(S.reshape(-1)),
-                                params, data.train_tokens, data.train_mask, attached)
+  # The (lr, seed) rows split over every device (one device: jit(vmap)); the frozen model
+  # and the data replicated.
+  run = sharding.spread(make_run(cfg, ac, tc), in_axes=(0, 0, None, None, None, None))
+  losses, merged = run(jnp.asarray(L.reshape(-1)), jnp.asarray(S.reshape(-1)),
+                       params, data.train_tokens, data.train_mask, attached)
   gens = decoder(cfg, n_new, model_batch, row_chunk)(merged, data.prompts, data.prompt_lens)
   loss_sum = evaluator(cfg, model_batch, row_chunk)(merged, data.eval_tokens, data.eval_mask)
   lam = lambda_max(params, cfg, ac, tc, data.train_tokens, data.train_mask, seeds, attached)

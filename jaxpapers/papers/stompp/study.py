@@ -1,7 +1,8 @@
 """StoMPP: Stochastic Masked Partial Progressive Binarization (arXiv 2601.22660).
 
 The depth study: training rule x progression order x depth on the binary MLP, every cell
-trained for several seeds at once (`vmap` over seeds, `lax.scan` over steps, the whole
+trained for several seeds at once (`vmap` over seeds, split over every device by
+`core.sharding.spread`, `lax.scan` over steps, the whole
 training set on device, batch indices precomputed on the host from (seed, step) exactly as
 the launcher's loop draws them). Each cell reports the test accuracy of the fully
 committed network (hard signs only) and keeps the per-layer gradient norms over training
@@ -18,6 +19,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxpapers.core import config as config_lib
+from jaxpapers.core import sharding
 from jaxpapers.core import study as study_lib
 from jaxpapers.data import sources
 from jaxpapers.papers.stompp import experiment
@@ -42,7 +44,10 @@ beats reverse (reverse collapses to near chance); binary-weight (BW) networks ar
 insensitive to order."""
 
 
-def train_cell(config, ds, images, labels, seeds):
+def train_cell(config, ds, images, labels, seeds, mesh=None):
+  """One (rule, order, depth) cell: every seed trained at once, the seeds split over the
+  devices of `mesh` (default: all; `core.sharding.spread`). Returns per-seed test
+  accuracy [S], loss [S, T] and per-layer gradient norms [S, T, L]."""
   model = model_lib.build(config, ds.num_classes)
   optimizer = train_lib.make_optimizer(config)
   train_step, _ = train_lib.bind(config, model, optimizer)
@@ -51,7 +56,8 @@ def train_cell(config, ds, images, labels, seeds):
                             for s in seeds]) for t in range(steps)])  # [T, S, B]
   keys = jax.vmap(jax.random.PRNGKey)(jnp.asarray(seeds))
 
-  def train_one(key, idx_TxB):
+  # The data are arguments (replicated on every device), not closed-over constants.
+  def train_one(key, idx_TxB, images, labels):
     init_key, step_key = jax.random.split(key)
     state = train_lib.init_state(config, model, optimizer, ds.input_shape, init_key)
 
@@ -65,8 +71,8 @@ def train_cell(config, ds, images, labels, seeds):
         body, state, (jnp.arange(steps, dtype=jnp.int32), idx_TxB))
     return state, loss, gnorm
 
-  run = jax.jit(jax.vmap(train_one))
-  states, loss, gnorm = run(keys, jnp.asarray(idx.transpose(1, 0, 2)))
+  run = sharding.spread(train_one, mesh, in_axes=(0, 0, None, None))
+  states, loss, gnorm = run(keys, jnp.asarray(idx.transpose(1, 0, 2)), images, labels)
 
   # The test set padded to whole chunks; `valid` masks the padding out of the count.
   n, chunk = len(ds.test), 500
@@ -76,9 +82,7 @@ def train_cell(config, ds, images, labels, seeds):
   test_y = jnp.asarray(np.concatenate([ds.test.labels, np.zeros(pad, np.int32)]))
   valid = jnp.arange(n + pad) < n
 
-  @jax.jit
-  @jax.vmap
-  def accuracy(state):
+  def accuracy(state, test_x, test_y, valid):
     def body(carry, xyv):
       x, y, v = xyv
       logits = train_lib.logits_hard(model, state, x)
@@ -88,7 +92,9 @@ def train_cell(config, ds, images, labels, seeds):
                               (xs, test_y.reshape(-1, chunk), valid.reshape(-1, chunk)))
     return correct / n
 
-  return np.asarray(accuracy(states)), np.asarray(loss), np.asarray(gnorm)
+  accuracy = sharding.spread(accuracy, mesh, in_axes=(0, None, None, None))
+  return (np.asarray(accuracy(states, test_x, test_y, valid)), np.asarray(loss),
+          np.asarray(gnorm))
 
 
 def run(config, workdir: str):

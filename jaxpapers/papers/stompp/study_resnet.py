@@ -32,7 +32,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+
 from jaxpapers.core import config as config_lib
+from jaxpapers.core import sharding
 from jaxpapers.core import study as study_lib
 from jaxpapers.data import sources
 from jaxpapers.papers.stompp import experiment
@@ -147,20 +150,18 @@ def build_arch(config, arch: str, width: int, rows, data, num_classes,
   jax.block_until_ready(states)
 
   # The data are arguments, never closed over: a closed-over array would be embedded in
-  # the program as a constant (172 MB for Fashion-MNIST).
-  def chunk_fn(states, idx, t_start, images, labels, var, step_keys, seed_of_row):
-    def body(states, inputs):  # idx: [C, S, B] per seed
+  # the program as a constant (172 MB for Fashion-MNIST). One row's chunk of steps,
+  # vmapped over the rows by `core.sharding.spread`: the rows are split over every
+  # device (vmap mode) or run on one device (sequential mode: a group is one row).
+  def row_chunk(state, idx_CxB, key, v, t_start, images, labels):
+    def body(state, inputs):
       t, ix = inputs
-      x, y = images[ix][seed_of_row], labels[ix][seed_of_row]  # [R, B, ...]
-
-      def one(state, x, y, key, v):
-        return train_lib.train_step(cfg, model, optimizer, state,
-                                    {"image": x, "label": y},
-                                    jax.random.fold_in(key, t), t, v)
-      states, m = jax.vmap(one)(states, x, y, step_keys, var)
-      return states, (m["loss"], m["layer_grad_norm"], m["committed"])
-    ts = t_start + jnp.arange(idx.shape[0], dtype=jnp.int32)
-    return jax.lax.scan(body, states, (ts, idx))
+      state, m = train_lib.train_step(cfg, model, optimizer, state,
+                                      {"image": images[ix], "label": labels[ix]},
+                                      jax.random.fold_in(key, t), t, v)
+      return state, (m["loss"], m["layer_grad_norm"], m["committed"])
+    ts = t_start + jnp.arange(idx_CxB.shape[0], dtype=jnp.int32)
+    return jax.lax.scan(body, state, (ts, idx_CxB))
 
   n_train = len(tr_y)
   idx_all = np.stack([np.stack([sources.batch_indices(sd, t, bs, n_train) for sd in seeds])
@@ -168,22 +169,66 @@ def build_arch(config, arch: str, width: int, rows, data, num_classes,
   # Compiled ahead of time once: the same executable gives XLA's FLOP count and runs
   # every chunk of every group (no second compile for the cost analysis).
   take = lambda tree, g: jax.tree.map(lambda a: a[np.asarray(g)], tree)
-  chunk_exe = compile_(chunk_fn, states, jnp.asarray(idx_all[:chunk]), jnp.int32(0),
-                       images, labels, take(var, g0), step_keys[g0],
-                       jnp.asarray(seed_of_row[g0]), donate_argnums=0)
+  mesh = rows_mesh(sequential)
+  repl = NamedSharding(mesh, P())
+  images, labels = jax.device_put(images, repl), jax.device_put(labels, repl)
+  row_idx = lambda c0, g: jnp.asarray(idx_all[c0:c0 + chunk][:, seed_of_row[np.asarray(g)]]
+                                      .transpose(1, 0, 2))  # [R, C, B] per row
+  # The abstract arguments as core.sharding.spread pads and places them; the program is
+  # `rows_program` (per-device vmap), not spread's own jit (see there).
+  _, abstract = sharding.spread_plan(
+      row_chunk, states, row_idx(0, g0), step_keys[g0], take(var, g0), jnp.int32(0),
+      images, labels, mesh=mesh, in_axes=ROW_AXES)
+  chunk_exe = rows_program(row_chunk, mesh).lower(*abstract).compile(compiler_options=opts)
   cost = chunk_exe.cost_analysis()
   cost = cost[0] if isinstance(cost, (list, tuple)) and cost else cost
-  flops = float(cost["flops"]) if cost and "flops" in cost else None
+  # XLA counts one device's share: times the mesh, the whole chunk (padded rows too).
+  flops = float(cost["flops"]) * mesh.size if cost and "flops" in cost else None
   b = {"arch": arch, "width": width, "rows": rows, "model": model, "steps": steps,
        "chunk": chunk, "states": states, "idx_all": idx_all, "chunk_exe": chunk_exe,
-       "images": images, "labels": labels, "flops": flops, "groups": groups,
+       "images": images, "labels": labels, "flops": flops, "groups": groups, "mesh": mesh,
+       "row_idx": row_idx,
        "init": lambda g: init_exe(init_keys[np.asarray(g)]),
-       "args": lambda g: (take(var, g), step_keys[np.asarray(g)],
-                          jnp.asarray(seed_of_row[np.asarray(g)]))}
+       "args": lambda g: (take(var, g), step_keys[np.asarray(g)])}
   b["eval"] = (_build_eval(model, take(var, g0), states, data, compile_) if evaluate
                else None)
   b["compile_s"] = time.perf_counter() - t0
   return b
+
+
+# row_chunk's arguments: state, indices, key and variant per row; step and data shared.
+ROW_AXES = (0, 0, 0, 0, None, None, None)
+
+
+def rows_mesh(sequential: bool):
+  """Every device (vmap mode: the rows are split over them) or the first one alone
+  (sequential mode: one row per group, which padding to every device would copy)."""
+  devices = jax.devices()[:1] if sequential else jax.devices()
+  return Mesh(np.asarray(devices), ("data",))
+
+
+def rows_program(fn, mesh):
+  """jit of `fn` vmapped over rows, each device running the vmap over its own rows.
+
+  The same placement as `core.sharding.spread` (rows split over the mesh, data
+  replicated), written with `shard_map` because spread's jit leaves the partitioning to
+  XLA's SPMD partitioner, which rejects the vmapped (grouped) convolutions of these
+  networks when it splits their group axis over devices (jaxlib 0.10.2, CPU: "output
+  feature dimension (value 4) to be divisible by feature_group_count (value 8)"). Rows
+  are independent, so per-device code is exact: no communication at all.
+  """
+  split = sharding.spread_spec(mesh)
+  specs = tuple(split if ax == 0 else P() for ax in ROW_AXES)
+  return jax.jit(jax.shard_map(jax.vmap(fn, in_axes=ROW_AXES), mesh=mesh, in_specs=specs,
+                               out_specs=split, check_vma=False))
+
+
+def spread_args(mesh, *trees):
+  """Row-mapped arguments padded to a multiple of the mesh and split over it, as
+  `core.sharding.spread` places them (the chunk program is its `spread_plan`)."""
+  n_pad = sharding.padded_size(jax.tree.leaves(trees[0])[0].shape[0], mesh.size)
+  split = NamedSharding(mesh, sharding.spread_spec(mesh))
+  return tuple(jax.device_put(sharding.pad_leading(t, n_pad), split) for t in trees)
 
 
 def run_arch(b, log=print, keep_states: bool = False, on_row=None):
@@ -191,22 +236,27 @@ def run_arch(b, log=print, keep_states: bool = False, on_row=None):
   then evaluates; `on_row(i, result)` is called as soon as row i is finished (the study
   saves it, so a cut run resumes at row granularity)."""
   steps, chunk, arch = b["steps"], b["chunk"], b["arch"]
-  idx_all, chunk_exe, images, labels = b["idx_all"], b["chunk_exe"], b["images"], b["labels"]
+  chunk_exe, images, labels = b["chunk_exe"], b["images"], b["labels"]
   rows, width, model, flops = b["rows"], b["width"], b["model"], b["flops"]
+  mesh = b["mesh"]
   t0 = time.perf_counter()
   per_row = [None] * len(rows)
   chunk_times, eval_s = [], 0.0
   for gi, g in enumerate(b["groups"]):
     states = b["states"] if gi == 0 else b["init"](g)
-    var, keys, sor = b["args"](g)
+    var, keys = b["args"](g)
+    # Padded to the mesh once; the padded rows ride along and are dropped below.
+    states, var, keys = spread_args(mesh, states, var, keys)
     losses, gnorms, prog = [], [], []
     tg = time.perf_counter()
     for c0 in range(0, steps, chunk):
       tc = time.perf_counter()
-      states, (loss, gn, pm) = chunk_exe(states, jnp.asarray(idx_all[c0:c0 + chunk]),
-                                         jnp.int32(c0), images, labels, var, keys, sor)
-      loss = np.asarray(loss)  # the only host sync: once per chunk
-      losses.append(loss), gnorms.append(np.asarray(gn)), prog.append(np.asarray(pm))
+      (idx,) = spread_args(mesh, b["row_idx"](c0, g))
+      states, (loss, gn, pm) = chunk_exe(states, idx, keys, var, jnp.int32(c0), images,
+                                         labels)
+      # [R, C, ...] per row -> [C, R, ...]; the only host sync: once per chunk
+      loss, gn, pm = (np.asarray(a)[:len(g)].swapaxes(0, 1) for a in (loss, gn, pm))
+      losses.append(loss), gnorms.append(gn), prog.append(pm)
       dt = time.perf_counter() - tc
       chunk_times.append(dt)
       who = (f"row {g[0] + 1}/{len(rows)} {rows[g[0]]}" if len(g) == 1
@@ -215,6 +265,9 @@ def run_arch(b, log=print, keep_states: bool = False, on_row=None):
           f"{loss[-1].mean():.4f}  {chunk / dt:.2f} steps/s  elapsed "
           f"{time.perf_counter() - t0:.0f}s", flush=True)
     te = time.perf_counter()
+    # The evaluation program was compiled for the init's placement (the default device).
+    states, var = jax.device_put(jax.tree.map(lambda a: a[:len(g)], (states, var)),
+                                 jax.devices()[0])
     val_acc, test_acc = b["eval"](states, var) if b["eval"] else (None, None)
     eval_s += time.perf_counter() - te
     loss_all, gn_all, pm_all = (np.concatenate(a) for a in (losses, gnorms, prog))
@@ -260,14 +313,14 @@ def _build_eval(model, var, states, data, compile_, batch=500):
   xs = jnp.asarray(np.concatenate([x_all, np.zeros((pad, *x_all.shape[1:]), x_all.dtype)]))
   ys = jnp.asarray(np.concatenate([y_all, np.zeros(pad, y_all.dtype)]))
   segs = jnp.asarray(np.concatenate([seg, np.full(pad, -1)]))
-  onehot = segs[:, None] == jnp.arange(len(splits))  # [N, splits]; padding matches none
+  onehot = segs[:, None] == jnp.arange(len(splits))[None, :]  # [N, splits]; padding matches none
   n_rows = len(jax.tree.leaves(var)[0])
 
   def run(states, var, xs, ys, onehot):
     def body(correct, xyo):
       x, y, o = xyo
       logits = jax.vmap(lambda st, vv: train_lib.logits_hard(model, st, x, vv))(states, var)
-      hit = (logits.argmax(-1) == y).astype(jnp.float32)  # [R, batch]
+      hit = (logits.argmax(-1) == y[None]).astype(jnp.float32)  # [R, batch]
       return correct + hit @ o.astype(jnp.float32), None
     c, _ = jax.lax.scan(body, jnp.zeros((n_rows, len(splits)), jnp.float32),
                         (xs.reshape(-1, batch, *xs.shape[1:]), ys.reshape(-1, batch),
