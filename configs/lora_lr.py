@@ -83,6 +83,9 @@ def get_config(arg=None):
     raise ValueError(f"unknown study {arg.study!r}; expected 'lr_grid' or 'smollm2'")
   config = ml_collections.ConfigDict()
   config.experiment = "jaxpapers.papers.lora_lr.experiment"
+  # The smoke run skips pre-training (a random tiny base); the shared pre-flight check
+  # (jaxpapers/core/validate.py) otherwise requires every `steps` to be >= 1.
+  config.may_be_zero = ("pretrain.steps",)
   config.seed = arg.seed
   config.n_seeds = arg.n_seeds                # seeds of train_and_evaluate (vmapped)
   config.eval_before = arg.eval_before       # also score the base model (zero-shot)
