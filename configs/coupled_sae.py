@@ -27,17 +27,26 @@ _SMOKE = dict(lm="tiny", layer=2, n_train=3, n_val=1, n_test=1, words_per_story=
               rows=4, cols=6, n_subjects=3, n_planted=4, n_atoms=8, k=2, steps=20,
               batch=32, lrs=(3e-3,), betas=(1.0,), sae_lrs=(3e-3,), seeds=(0,),
               transfer_trs=(20,), ckpt_every=10, n_top_units=3)
+# The paper's scale (for launch/plan.py and accelerators). LeBel et al. (2023, ds003020):
+# 8 subjects (the last held out for transfer), ~80-95k cortical voxels per subject (we
+# take the upper end on one 2 x 190 x 250 template surface = 95,000 vertices), ~9k TRs of
+# training stories; features 4096 wide (LLaMA-7B, the smallest LLaMA of Antonello et al.
+# 2023's LeBel encoding models: the abstract does not name its LM); 50 atoms, k=5 (the
+# abstract). The (lr, beta) grid widens toward the corner the study selected (8 members,
+# one per device of an 8-device mesh).
+_PAPER = dict(n_subjects=8, rows=190, cols=250, plan_trs=9000, plan_dim=4096, n_atoms=50,
+              k=5, steps=1500, batch=128, lrs=(3e-4, 1e-3), betas=(0.25, 0.5, 1.0, 2.0))
 
 
 def get_config(arg=None):
   a = config_lib.parse_arg(
-      arg, smoke_args=_SMOKE, smoke=False, seed=0, seeds=(0, 1, 2),
+      arg, smoke_args=_SMOKE, paper_args=_PAPER, smoke=False, paper=False, seed=0, seeds=(0, 1, 2),
       source="shakespeare", path="", subjects=("UTS01", "UTS02", "UTS03"), stories=("",),
       lm="smollm2", layer=12, n_train=8, n_val=2, n_test=2, words_per_story=420,
       rows=10, cols=14, n_subjects=5, n_planted=10, dense_frac=0.3, peak_ceiling=0.6,
       n_atoms=50, k=5, steps=1500, batch=128, lrs=(1e-3, 3e-3), betas=(0.5, 2.0),
       sae_lrs=(1e-3, 3e-3), map_alpha=-1.0, ckpt_every=500, transfer_trs=(30, 60, 120),
-      n_top_units=10)
+      n_top_units=10, plan_trs=785, plan_dim=576)
   config = ml_collections.ConfigDict()
   config.experiment = "jaxpapers.papers.coupled_sae.experiment"
   config.seed = a.seed  # simulation draw, planted atoms and model initialization
@@ -102,11 +111,19 @@ def get_config(arg=None):
   config.eval.n_top_units = a.n_top_units  # units compared in map analyses
   config.eval.n_segment_units = 8     # atoms whose top text segments are listed
 
+  # Shapes for `plan` only (a run takes T and D from its stories and LM): training TRs and
+  # LM feature width. Defaults: the study's (785 training TRs, SmolLM2-135M's 576).
+  config.scale = ml_collections.ConfigDict()
+  config.scale.train_trs = a.plan_trs
+  config.scale.feature_dim = a.plan_dim
+
   config.study = ml_collections.ConfigDict()
   config.study.seeds = tuple(a.seeds)
 
   if a.source not in ("shakespeare", "lebel"):
     raise ValueError(f"unknown source {a.source!r}; expected shakespeare or lebel")
+  if a.plan_trs < 1 or a.plan_dim < 1:
+    raise ValueError(f"plan_trs={a.plan_trs} and plan_dim={a.plan_dim} must be >= 1")
   if not 1 <= a.k <= a.n_atoms:
     raise ValueError(f"k={a.k} must be in 1..n_atoms={a.n_atoms}")
   return config_lib.lock(config)

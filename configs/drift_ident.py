@@ -35,10 +35,17 @@ SMOKE = dict(horizon=400, records=4, seeds=1, horizons=(400, 800), betas=(0.0, 0
              noises=(0.3,), lds_horizons=(400,), lds_betas=(0.5,), lds_seeds=1,
              large_horizons=(400, 800), large_seeds=1, bench_horizon=400, bench_batch=4)
 
+# The paper's scale (launch/plan.py, accelerators): the regret-vs-T study's grid (4 V_T
+# exponents x 3 noise levels x 3 drift kinds x 4 seeds = 144 runs per horizon) with the
+# horizons doubling from 2,000 up to T = 1,024,000 (~1e6 steps; the abstract gives no T,
+# our large-T check stops at 256,000).
+PAPER = dict(horizon=1024000, t_max=1024000,
+             horizons=tuple(2000 * 2 ** i for i in range(10)), seeds=4)
+
 
 def get_config(arg=None):
   arg = config_lib.parse_arg(
-      arg, smoke_args=SMOKE, smoke=False, seed=0, study="regret", task="synthetic",
+      arg, smoke_args=SMOKE, paper_args=PAPER, smoke=False, paper=False, seed=0, study="regret", task="synthetic",
       system="regression", horizon=32000, records=50, beta=0.5, noise=0.3, seeds=4,
       t_max=64000, horizons=(2000, 4000, 8000, 16000, 32000, 64000, 128000),
       betas=(0.0, 0.25, 0.5, 0.75), noises=(0.1, 0.3, 1.0),

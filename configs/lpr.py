@@ -38,17 +38,24 @@ CLASSICAL = ("iforest", "lof", "ocsvm", "knn", "ecod", "copod", "hbos", "pca", "
 SMOKE = dict(datasets=("wine",), kinds=("ae",), hidden=(16,), steps=5, seeds=1,
              xla_opt_level=0, classical=("iforest",), bit_grid=(4,), other_grid=(4,),
              ablation_kinds=("ae",), layer_rules=("all",))
+# The paper's scale (launch/plan.py, accelerators): 30 real ADBench sets (the abstract),
+# each capped at ADBench's 10,000 rows (its data_generator subsamples larger sets; 70/30
+# split), padded to the widest ADBench tabular set (InternetAds, 1,555 features); the
+# PyOD AE widths 64-32 (PyOD's default hidden_neuron_list) with the tuned code 16;
+# 5 seeds x {off, on} as in the study.
+PAPER = dict(max_n=10000, plan_sets=30, plan_train=7000, plan_test=3000, plan_dim=1555,
+             hidden=(64, 32), latent=16, seeds=5, steps=400)
 
 
 def get_config(arg=None):
   arg = config_lib.parse_arg(
-      arg, smoke_args=SMOKE, smoke=False, seed=0, study="main", datasets=ALL_SETS,
+      arg, smoke_args=SMOKE, paper_args=PAPER, smoke=False, paper=False, seed=0, study="main", datasets=ALL_SETS,
       kinds=KINDS, classical=CLASSICAL, bits=2, mode="mantissa", layers=r"(kernel|bias)$",
       layer_bits=("",), steps=400, seeds=5, hidden=(64, 32), latent=16, code_relu=True,
       scaling="zscore", max_n=4000, csv_label="label", mlbench_dir="", npz_dir="",
       xla_opt_level=-1, bit_grid=(1, 2, 3, 4, 6, 8), other_grid=(3, 4, 6, 8),
       ablation_kinds=("ae",), layer_rules=("none", "all", "encoder", "decoder", "each"),
-      pca_k=1,
+      pca_k=1, plan_sets=14, plan_train=2800, plan_test=1200, plan_dim=64,
       parts=("main", "bits", "layers"))
   config = ml_collections.ConfigDict()
   config.experiment = "jaxpapers.papers.lpr.experiment"
@@ -100,6 +107,10 @@ def get_config(arg=None):
       names=arg.classical,
       pca_k=arg.pca_k,  # pca_recon: principal components kept (the linear AE's code size)
   )
+  # Shapes for `plan` only (a run takes them from its datasets): sets, padded training
+  # and test rows, padded width. Defaults: the 14-set study (4000-row cap, optdigits 64).
+  config.scale = dict(sets=arg.plan_sets, train_rows=arg.plan_train,
+                      test_rows=arg.plan_test, dim=arg.plan_dim)
   config.study = dict(
       bit_grid=arg.bit_grid,             # bit-width ablation in config.lpr.mode (+ off)
       other_grid=arg.other_grid,         # bit widths of the other format (here fixed)
@@ -108,4 +119,6 @@ def get_config(arg=None):
       layer_rules=arg.layer_rules,
       parts=arg.parts,                   # study parts: main (table), bits, layers
   )
+  if min(arg.plan_sets, arg.plan_train, arg.plan_test, arg.plan_dim) < 1:
+    raise ValueError("plan_sets, plan_train, plan_test and plan_dim must be >= 1")
   return config_lib.lock(config)

@@ -299,3 +299,24 @@ def test_cmapss_task_runs_on_generated_files_and_needs_a_dir(tmp_path):
   assert final["train/deviation/median_spearman"] > 0.8
   with pytest.raises(FileNotFoundError, match="cmapss_dir"):
     experiment.train_and_evaluate(_config("smoke,task=cmapss"), str(tmp_path / "none"))
+
+
+def test_runs_spread_over_8_devices_equal_one_device():
+  """One study cell (5 runs over seeds x kinds x beta x noise, padded to 8) split over
+  the 8 forced devices gives the 1-device `jit(vmap)` numbers."""
+  assert jax.device_count() == 8
+  # The proxy test's program (same system, T, records, scale; 8 padded rows), so the
+  # spread side reuses its compilation when both run.
+  system, steps = _small(noise=0.0)
+  args = (jnp.asarray([0, 1, 2, 3, 4], jnp.int32), jnp.asarray([0, 1, 2, 0, 1], jnp.int32),
+          jnp.asarray([0.0, 0.5, 0.75, 0.25, 0.5], jnp.float32),
+          jnp.asarray([0.3, 0.1, 1.0, 0.3, 0.3], jnp.float32))
+  spread = simulate.batch_fn(system, steps, 4000, 1, 1.0)(*args)
+  ref = jax.jit(jax.vmap(simulate.one_run(system, steps, 4000, 1, 1.0)))(*args)
+  assert len(spread["pseudo"].sharding.device_set) == 8
+  assert len(ref["pseudo"].sharding.device_set) == 1
+  assert spread["pseudo"].shape == (5, 1, len(estimators.METHODS))
+  for k in ref:
+    np.testing.assert_allclose(np.asarray(spread[k]), np.asarray(ref[k]), rtol=1e-5,
+                               atol=1e-6, err_msg=k)
+  assert not np.allclose(np.asarray(spread["pseudo"][0]), np.asarray(spread["pseudo"][1]))

@@ -327,3 +327,36 @@ def test_training_resumes_exactly_and_learns(tmp_path):
   assert full["u"].shape == (2, 1, problem.grid.size, problem.m)
   u = full["u"][0, 0]
   np.testing.assert_allclose(u.T @ u, problem.ref_w.T @ problem.ref_w, atol=1e-5)
+
+
+def test_seeds_spread_over_8_devices_equal_one_device():
+  """One study cell (3 seeds padded to 8 x 2 learning rates, the learned path and the
+  Stiefel baseline) split over the 8 forced devices gives the 1-device `jit(vmap)`
+  numbers."""
+  assert jax.device_count() == 8
+  config = load_config("smoke,n=12,width=8,int_steps=2,n_train=16,seeds=3")
+  problem, data = experiment.setup(config, "bm")
+  spec = methods.spec_from(config.model)
+  hp = experiment.variants(problem, spec, (3e-3, 1e-2))
+  s, sqrt_w, _ = experiment.geometry(problem)
+  coef = jnp.asarray(targets.brockett_weights(problem.m))
+  keys = jax.vmap(jax.random.key)(jnp.arange(3))
+  params = jax.vmap(lambda k: methods.init_path(k, problem.grid.dim, spec))(keys)
+  state = jax.vmap(jax.vmap(methods.path_state, (None, 0)), (0, None))(params, hp["lr"])
+  train, val = jnp.asarray(data["train"]), jnp.asarray(data["val"])
+  args = (state, hp, s, sqrt_w, train, val, coef)
+  spread = methods.path_chunk(*args, kind=problem.kind, spec=spec, n=6)
+  ref = jax.jit(jax.vmap(methods.path_seed(problem.kind, spec, 6),
+                         in_axes=methods.SEED_AXES))(*args)
+  assert len(spread[2].sharding.device_set) == 8 and len(ref[2].sharding.device_set) == 1
+  assert spread[1].shape == (3, 2, 6)
+  for a, b in zip(jax.tree.leaves(spread), jax.tree.leaves(ref)):
+    np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-5, atol=1e-6)
+  assert not np.allclose(np.asarray(spread[1][0]), np.asarray(spread[1][1]))  # seeds differ
+  x0 = jnp.broadcast_to(jnp.asarray(problem.ref_w, jnp.float32), (3, 2) + problem.ref_w.shape)
+  taus = jnp.asarray([1e-2, 1e-1])
+  sx = methods.stiefel_chunk(jnp.array(x0), taus, train, coef, kind=problem.kind, n=6)
+  rx = jax.jit(jax.vmap(methods.stiefel_seed(problem.kind, 6), in_axes=(0, None, 0, None)))(
+      jnp.array(x0), taus, train, coef)
+  for a, b in zip(jax.tree.leaves(sx), jax.tree.leaves(rx)):
+    np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-5, atol=1e-6)

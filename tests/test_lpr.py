@@ -252,6 +252,37 @@ def test_dataset_results_do_not_depend_on_what_shares_the_run(kind):
                          np.asarray(alone["scores"])[0], rtol=1e-3)
 
 
+@pytest.mark.parametrize("opt_level", [-1, 0])  # sharding.spread / spread_plan + options
+def test_runs_spread_over_8_devices_equal_one_device(opt_level):
+  """One study cell (2 sets x seeds x {off, 2 bits}, 5 runs padded to 8) split over the
+  8 forced devices gives the 1-device `jit(vmap)` numbers."""
+  assert jax.device_count() == 8
+  rng = np.random.default_rng(4)
+  sets = []
+  for i, (n, d) in enumerate(((60, 5), (40, 3))):
+    x = rng.normal(size=(n, d))
+    y = np.zeros(n, np.int32)
+    y[:6] = 1
+    x[:6] += 2.5
+    sets.append(data_lib.split(f"toy{i}", x, y, 0.5, 0))
+  cfg = detectors.DetectorConfig(kind="ae", hidden=(8,), latent=3, steps=20, batch=16,
+                                 lr=1e-2, spec=quantize.LPRSpec(mode="mantissa"))
+  stacked = detectors.pad_stack(sets)
+  ds, seeds, bits = [0, 0, 1, 1, 0], [0, 0, 0, 1, 2], [0.0, 2.0, 0.0, 2.0, 2.0]
+  spread = detectors.fit(cfg, stacked, ds, seeds, bits, opt_level)
+  ref = jax.jit(jax.vmap(detectors.member(cfg, 5), in_axes=detectors.RUN_AXES),
+                compiler_options={"xla_backend_optimization_level": 0})(
+      jax.vmap(jax.random.key)(jnp.asarray(seeds)), jnp.asarray(bits, jnp.float32),
+      jnp.asarray(ds, jnp.int32), jax.tree.map(jnp.asarray, stacked))
+  assert len(spread["scores"].sharding.device_set) == 8
+  assert len(ref["scores"].sharding.device_set) == 1
+  assert spread["losses"].shape == (5, 20)
+  for k in ("scores", "losses", "auroc"):
+    np.testing.assert_allclose(np.asarray(spread[k]), np.asarray(ref[k]), rtol=1e-5,
+                               atol=1e-7, err_msg=k)
+  assert not np.allclose(np.asarray(spread["scores"][0]), np.asarray(spread["scores"][1]))
+
+
 def test_per_layer_bits_quantize_each_named_layer_at_its_width():
   net = models.build("ae", 6, (8, 4), 2)
   params = net.init(jax.random.key(0), jnp.zeros((2, 6)))

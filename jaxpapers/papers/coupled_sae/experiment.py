@@ -144,6 +144,40 @@ def train_and_evaluate(config, workdir: str):
   return out
 
 
+def plan(config):
+  """The coupled grid's training step at the configured sizes, for `launch/plan.py`.
+
+  The coupled (lr, beta) grid is the compute that grows with the paper's scale (every
+  step predicts S x batch x V voxels through (S, n_delays * atoms, V) maps); the SAE
+  grid is the same program without the maps, and the ridge baselines run in himalaya on
+  the host. One step is planned (a scan of length 1: XLA counts a while loop's body
+  once), and `steps` = the run's steps. Nothing is allocated.
+  """
+  import jax  # pylint: disable=g-import-not-at-top
+  import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
+  from jaxpapers.core import planner, sharding  # pylint: disable=g-import-not-at-top
+  from jaxpapers.papers.coupled_sae import model  # pylint: disable=g-import-not-at-top
+  m, t, sim = config.model, config.train, config.sim
+  lrs, betas, _ = methods.grids(config)
+  G, nd = len(lrs), len(config.data.delays)
+  T, D, V = config.scale.train_trs, config.scale.feature_dim, 2 * sim.rows * sim.cols
+  S = sim.n_subjects - 1 if (config.eval.hold_out_subject and sim.n_subjects > 1) else (
+      sim.n_subjects)
+  f32 = lambda *shape, dt=jnp.float32: jax.ShapeDtypeStruct(shape, dt)
+  state = jax.eval_shape(lambda: model.init_state(jax.random.PRNGKey(0), D, m.n_atoms,
+                                                  nd, S, V, True))
+  states = jax.tree.map(lambda a: f32(G, *a.shape, dt=a.dtype), state)
+  data = (f32(T, D), f32(T + 1, D), f32(nd, T, dt=jnp.int32), f32(S, T, V))
+  spec = model.TrainSpec(m.k, t.steps, t.batch, True)
+  fn, args = sharding.spread_plan(
+      model.member_run(spec, 1), states, f32(G), f32(G), data,
+      jax.eval_shape(lambda: jax.random.PRNGKey(0)), f32(), f32(dt=jnp.int32),
+      in_axes=model.GRID_AXES)
+  label = (f"coupled SAE grid step: {G} (lr, beta) members, {S} subjects x {V} voxels, "
+           f"{T} TRs x {D} features, {m.n_atoms} atoms k={m.k}, batch {t.batch}")
+  return planner.Plan(fn, args, steps=t.steps, label=label)
+
+
 def run_study(config, workdir: str):
   from jaxpapers.papers.coupled_sae import study  # pylint: disable=g-import-not-at-top
   return study.run(config, workdir)

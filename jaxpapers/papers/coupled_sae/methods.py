@@ -76,19 +76,20 @@ def train_grid(config, tr: Split, n_fit: int, seed: int, kind: str, map_alpha: f
   start = 0
   if ckpt is not None:
     states, start = ckpt.restore_or(states)
-  run = model.make_train(model.TrainSpec(m.k, t.steps, t.batch, coupled))
+  spec = model.TrainSpec(m.k, t.steps, t.batch, coupled)
   x = jnp.asarray(tr.x)
   y = jnp.asarray(tr.y[:n_fit]) if coupled else jnp.zeros((n_fit, 1, 1))
   data = (x, model.pad_rows(x), jnp.asarray(tr.prev), y)
   chunk = t.ckpt_every if ckpt is not None else t.steps
   while start < t.steps:
     n = min(chunk, t.steps - start)
+    run = model.make_train(spec, n)  # at most two chunk lengths: compiled once each
     states, mets = run(states, jnp.asarray(lrs), jnp.asarray(betas), data, data_key,
-                       jnp.float32(map_alpha), start, n)
+                       jnp.float32(map_alpha), jnp.int32(start))
     start += n
     if writer is not None:
       from jaxpapers.core import metrics as metrics_lib  # pylint: disable=g-import-not-at-top
-      last = {k: np.asarray(v[-1]) for k, v in mets.items()}
+      last = {k: np.asarray(v[:, -1]) for k, v in mets.items()}  # (G, n) -> (G,)
       metrics_lib.check_finite(start, last)
       writer.write(start, {k: v.tolist() for k, v in last.items()},
                    split="train" if coupled else "train_sae")

@@ -9,8 +9,9 @@ y_s(t) = sum_d z(t - d) M_s[d] + c_s, and the loss is
     FVU(x, x_hat) + beta * [mean_s MSE(y_s, y_hat_s) + alpha/T * mean_{s,v} |M_s[:, v]|^2],
 trained jointly (encoder, decoder and all maps) with Adam on random minibatches of TRs.
 beta = 0 is the plain SAE of the two-stage baseline (its maps are then fitted by ridge).
-Training runs as one `lax.scan` over steps, `vmap`ped over a grid of (lr, beta) so the
-whole hyper-parameter grid of a seed is one compiled program; every member sees the same
+Training runs as one `lax.scan` over steps, vmapped over a grid of (lr, beta) and split
+over the devices (`core.sharding.spread`), so the whole hyper-parameter grid of a seed
+is one compiled program; every member sees the same
 minibatches (drawn from fold_in(data_key, step)) and the same initialization.
 """
 from __future__ import annotations
@@ -22,6 +23,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
+
+from jaxpapers.core import sharding
 
 
 def topk_relu(pre_xA, k: int):
@@ -112,16 +115,7 @@ def init_state(key, d: int, n_atoms: int, n_delays: int, n_subjects: int, n_vox:
   return {"params": params, "opt": optax.scale_by_adam().init(params)}
 
 
-@functools.lru_cache(maxsize=None)
-def make_train(spec: TrainSpec):
-  """Returns jitted `run(states, lrs, betas, data, data_key, map_alpha, start, n)`.
-
-  `states` carry a leading grid axis G; `lrs`, `betas` are (G,). Steps start..start+n-1
-  run in one scan; minibatch of step s is drawn from fold_in(data_key, s), identically for
-  every grid member, so a run split in chunks (checkpoint, resume) equals one long run.
-  """
-  adam = optax.scale_by_adam()
-
+def _one_step(spec: TrainSpec, adam):
   def one_step(state, lr, beta, data, data_key, map_alpha, step):
     x, x_pad, prev, y = data
     idx = jax.random.randint(jax.random.fold_in(data_key, step), (spec.batch,), 0,
@@ -131,14 +125,39 @@ def make_train(spec: TrainSpec):
     upd, opt = adam.update(grads, state["opt"], state["params"])
     params = jax.tree.map(lambda p, u: p - lr * u, state["params"], upd)
     return {"params": params, "opt": opt}, m
+  return one_step
 
-  def run(states, lrs, betas, data, data_key, map_alpha, start, n: int):
-    def body(states, step):
-      return jax.vmap(one_step, in_axes=(0, 0, 0, None, None, None, None))(
-          states, lrs, betas, data, data_key, map_alpha, step)
-    return jax.lax.scan(body, states, start + jnp.arange(n))
 
-  return jax.jit(run, static_argnums=(7,), donate_argnums=(0,))
+def member_run(spec: TrainSpec, n: int):
+  """`run(state, lr, beta, data, data_key, map_alpha, start)` of ONE grid member.
+
+  Steps start..start+n-1 in one scan; the minibatch of step s is drawn from
+  fold_in(data_key, s), identically for every member, so a run split in chunks
+  (checkpoint, resume) equals one long run. Returns (state, metrics with a leading step
+  axis).
+  """
+  one_step = _one_step(spec, optax.scale_by_adam())
+
+  def run(state, lr, beta, data, data_key, map_alpha, start):
+    def body(state, step):
+      return one_step(state, lr, beta, data, data_key, map_alpha, step)
+    return jax.lax.scan(body, state, start + jnp.arange(n))
+  return run
+
+
+# The grid axis (states, lrs, betas) is mapped; data, key, penalty and start are shared.
+GRID_AXES = (0, 0, 0, None, None, None, None)
+
+
+@functools.lru_cache(maxsize=None)
+def make_train(spec: TrainSpec, n: int):
+  """Returns `run(states, lrs, betas, data, data_key, map_alpha, start)` over the grid.
+
+  `states` carry a leading grid axis G; `lrs`, `betas` are (G,). The grid goes through
+  `core.sharding.spread`: members are split over every device (one device: the plain
+  `jax.vmap`), the data replicated. Metrics come back as (G, n) per key.
+  """
+  return sharding.spread(member_run(spec, n), in_axes=GRID_AXES)
 
 
 def prev_index(story_lengths, delays) -> np.ndarray:

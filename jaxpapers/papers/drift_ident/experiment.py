@@ -122,6 +122,32 @@ def run_study(config, workdir):
   return study.run(config, workdir, commit=commit)
 
 
+def plan(config):
+  """One time step of every run of the regret study's grid, for `launch/plan.py`.
+
+  The study runs the (beta x noise x kind x seed) grid as one spread batch per horizon;
+  a run is a nested `lax.scan` over T steps, whose body XLA counts once, so the planned
+  program is the same batch at T = 1 (one step, one record) and `steps` = the sum of
+  the study's horizons (the per-step cost does not depend on T; records are O(50) per
+  run). Nothing is allocated.
+  """
+  import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
+  from jaxpapers.core import planner, sharding  # pylint: disable=g-import-not-at-top
+  s = config.study
+  seeds, _, _, _ = grid(config, s.betas, s.noises, config.run.seeds)
+  n = len(seeds)
+  one = simulate.one_run(config.system, config.steps, 1, 1, config.drift.scale)
+  sds = jax.ShapeDtypeStruct
+  fn, args = sharding.spread_plan(one, sds((n,), jnp.int32), sds((n,), jnp.int32),
+                                  sds((n,), jnp.float32), sds((n,), jnp.float32))
+  label = (f"drift_ident step: {n} runs ({len(s.betas)} betas x {len(s.noises)} noises x "
+           f"{len(config.drift.kinds)} kinds x {config.run.seeds} seeds), "
+           f"{config.system.name} d={config.system.dim}, {len(estimators.METHODS)} "
+           f"estimators; horizons {min(s.horizons)}..{max(s.horizons)} "
+           f"({sum(s.horizons)} steps in all)")
+  return planner.Plan(fn, args, steps=sum(s.horizons), label=label)
+
+
 def benchmark(config, workdir):
   """Steps/s of the jitted, vmapped scan (all six estimators + the data stream)."""
   del workdir

@@ -27,6 +27,7 @@ import jax.numpy as jnp
 import numpy as np
 from scipy import stats
 
+from jaxpapers.core import sharding
 from jaxpapers.papers.drift_ident import cmapss
 from jaxpapers.papers.drift_ident import estimators
 
@@ -68,11 +69,12 @@ def indicators(engines, base_stats, cfg) -> list[dict]:
   mu, cov = base_stats
   prec = np.linalg.pinv(cov)
   settings, sensors, mask = cmapss._pad(engines)  # pylint: disable=protected-access
-  proxy_fn = jax.jit(jax.vmap(lambda a, b, c: cmapss.residual_proxy(
-      a, b, c, window, cfg.eta, cfg.radius, False)))
+  # Engines are independent: the padded engine axis is split over the devices.
+  proxy_fn = sharding.spread(lambda a, b, c: cmapss.residual_proxy(
+      a, b, c, window, cfg.eta, cfg.radius, False))
   proxies = np.asarray(proxy_fn(settings, sensors, mask))
-  filt = jax.jit(jax.vmap(lambda z, m: filter_residuals(z, m, cfg.rls_lambda,
-                                                        cfg.kalman_q)))
+  filt = sharding.spread(lambda z, m: filter_residuals(z, m, cfg.rls_lambda,
+                                                      cfg.kalman_q))
   residuals = np.asarray(filt(sensors, mask))
   out = []
   for i, (unit, cycles, _, z) in enumerate(engines):

@@ -8,7 +8,8 @@ both as realised (noise included) and as its conditional expectation given the p
 the pseudo-regret sum_t 0.5 ||Phi_t (theta_t - theta*_t)||^2 (the noise cross term has
 mean zero because theta_t does not see y_t). The time axis is a nested scan: the outer
 scan over `n_records` chunks emits cumulative curves, so memory is O(n_records), not O(T).
-Runs are vmapped over seeds, drift kinds and V_T growth exponents by the caller.
+Runs are vmapped over seeds, drift kinds, V_T growth exponents and noise levels, the batch
+split over the devices (`core.sharding.spread`).
 """
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxpapers.core import sharding
 from jaxpapers.papers.drift_ident import drift
 from jaxpapers.papers.drift_ident import estimators
 from jaxpapers.papers.drift_ident import systems
@@ -110,7 +112,8 @@ def batch_fn(system, steps, horizon: int, n_records: int, scale: float):
   return _CACHE[key]
 
 
-def _batch_fn(system, steps, horizon, n_records, scale):
+def one_run(system, steps, horizon: int, n_records: int, scale: float):
+  """`one(seed, kind, beta, noise)`: the records of ONE run (what the batch vmaps)."""
   def one(seed, kind, beta, noise):
     variation = drift.target_variation(horizon, beta, scale)
     hp = make_hp(system, steps, variation, horizon, noise)
@@ -119,7 +122,13 @@ def _batch_fn(system, steps, horizon, n_records, scale):
     out["eta_oracle"] = hp["eta_oracle"]
     out["target_variation"] = variation
     return out
-  return jax.jit(jax.vmap(one))
+  return one
+
+
+def _batch_fn(system, steps, horizon, n_records, scale):
+  # Runs are independent: the batch axis is split over every device (one device: the
+  # plain jit(vmap)); a run never crosses devices, so its numbers do not change.
+  return sharding.spread(one_run(system, steps, horizon, n_records, scale))
 
 
 def run_batch(system, steps, horizon: int, n_records: int, seeds, kinds, betas, noises,

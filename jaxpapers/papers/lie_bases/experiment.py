@@ -201,6 +201,51 @@ def train_and_evaluate(config, workdir: str) -> dict:
   return summary
 
 
+def plan(config):
+  """One Adam step of every (seed, learning rate) lane of the learned path, for
+  `launch/plan.py`: the configured target's training step, seeds spread over the devices
+  as `methods.path_chunk` spreads them. XLA counts a rolled loop's body once, so the
+  planned step integrates with the scan unrolled (the same arithmetic, every step
+  counted) and `steps` = the run's optimization steps. The Stiefel baseline (no
+  network, N x m updates) and the evaluation are not planned. Nothing is allocated
+  beyond the problem's quadrature nodes (numpy, host).
+  """
+  from jaxpapers.core import planner, sharding  # pylint: disable=g-import-not-at-top
+  name = config.target.name if config.target.name != "file" else "bm"  # file: bm shapes
+  spec = methods.spec_from(config.model)._replace(unroll=True)
+  problem = targets.make_problem(name, config.target, nodes_per_axis(config, name))
+  seeds = config.train.seeds
+  hp = variants(problem, spec, config.optim.lrs)
+  s, sqrt_w, _ = geometry(problem)
+  coef = jnp.asarray(targets.brockett_weights(problem.m))
+  state = jax.eval_shape(lambda: jax.vmap(jax.vmap(methods.path_state, (None, 0)), (0, None))(
+      jax.vmap(lambda k: methods.init_path(k, problem.grid.dim, spec))(
+          jax.vmap(jax.random.key)(jnp.arange(seeds))), hp["lr"]))
+
+  def step(st, hp, s, sqrt_w, tr, coef):
+    return jax.vmap(lambda st, h: methods.path_step(st, h, tr, s, sqrt_w, coef,
+                                                    kind=problem.kind, spec=spec))(st, hp)
+
+  train = jax.ShapeDtypeStruct((seeds,) + _train_shape(problem, config), jnp.float32)
+  fn, args = sharding.spread_plan(step, state, hp, s, sqrt_w, train, coef,
+                                  in_axes=(0, None, None, None, 0, None))
+  label = (f"lie_bases path step: {name} ({problem.kind}), {problem.grid.x.shape[0]} nodes, "
+           f"m={problem.m}, rank 2r={2 * spec.rank}, MLP {spec.width}x{spec.depth}, "
+           f"{spec.steps} integration steps (unrolled), {seeds} seeds x "
+           f"{len(config.optim.lrs)} lrs")
+  return planner.Plan(fn, args, steps=config.train.steps, label=label)
+
+
+def _train_shape(problem, config) -> tuple:
+  """Shape of one seed's training data (what `targets.sample_data` returns)."""
+  n = problem.grid.x.shape[0]
+  if problem.kind == "pca":
+    return (config.target.n_train, n)
+  if problem.kind == "operator":
+    return (n, n)
+  return (2, config.target.n_traj, config.target.snapshots, n)
+
+
 def run_study(config, workdir: str):
   from jaxpapers.papers.lie_bases import study
   return study.run(config, workdir)

@@ -55,13 +55,14 @@ def ab(params: dict, s: jax.Array, t, features: int) -> tuple[jax.Array, jax.Arr
 
 def integrate(params: dict, s: jax.Array, sqrt_w: jax.Array, u0_w: jax.Array,
               max_steps: int, features: int, scheme: str = "exp", rank=None, steps=None,
-              path: bool = False):
+              path: bool = False, unroll: bool = False):
   """U~(1) from U~(0) = u0_w (N, m) in `steps` structure-preserving steps on t in [0, 1].
 
   `rank` (<= the network's r) and `steps` (<= max_steps) may be traced values, so runs with
   different ranks and step counts are lanes of one vmapped program: components i >= rank
   are masked to zero (a rank-2*rank generator) and scan iterations n >= steps take h = 0,
   which is exactly the identity. With `path`, also returns U~ after every iteration.
+  `unroll` unrolls the scan (for the planner: XLA counts a rolled loop's body once).
   """
   steps = max_steps if steps is None else steps
   h = 1.0 / steps
@@ -75,5 +76,6 @@ def integrate(params: dict, s: jax.Array, sqrt_w: jax.Array, u0_w: jax.Array,
     u = lowrank.apply(sqrt_w[:, None] * a, sqrt_w[:, None] * b, u, h_n, scheme)
     return u, (u if path else None)
 
-  u1, us = jax.lax.scan(step, u0_w, jnp.arange(max_steps, dtype=u0_w.dtype))
+  u1, us = jax.lax.scan(step, u0_w, jnp.arange(max_steps, dtype=u0_w.dtype),
+                        unroll=True if unroll else 1)
   return (u1, us) if path else u1

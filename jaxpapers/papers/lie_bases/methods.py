@@ -11,8 +11,8 @@ the learned path and of the baselines.
 * `exact`: the eigendecomposition / SVD the objective is built on (ground truth of the
   discrete problem), and exact DMD for the simulation modes.
 
-Both trainers are pure functions vmapped over (seed, learning rate) lanes and run in
-`lax.scan` chunks, so the experiment can checkpoint between chunks and resume exactly.
+Both trainers are pure functions vmapped over (seed, learning rate) lanes, split over the
+devices by `core.sharding.spread`, and run in `lax.scan` chunks, so the experiment can checkpoint between chunks and resume exactly.
 """
 from __future__ import annotations
 
@@ -24,6 +24,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from jaxpapers.core import sharding
 from jaxpapers.papers.lie_bases import generator, lowrank, targets
 
 
@@ -36,6 +37,7 @@ class PathSpec(NamedTuple):
   out_scale: float  # scale of the last layer at init
   steps: int  # integration steps on t in [0, 1]
   scheme: str  # exp (Magnus midpoint) | cayley
+  unroll: bool = False  # unroll the integrator's scan (plan only: same numbers, full FLOPs)
 
 
 def spec_from(model) -> PathSpec:
@@ -50,7 +52,8 @@ def normalized_coords(grid) -> np.ndarray:
 def path_endpoint(params, s, sqrt_w, u0_w, spec: PathSpec, rank=None, steps=None,
                   max_steps=None, path=False):
   return generator.integrate(params, s, sqrt_w, u0_w, max_steps or spec.steps, spec.features,
-                             spec.scheme, rank=rank, steps=steps, path=path)
+                             spec.scheme, rank=rank, steps=steps, path=path,
+                             unroll=spec.unroll)
 
 
 def init_path(seed_key, dim: int, spec: PathSpec):
@@ -62,38 +65,59 @@ def path_state(params, lr):
   return {"params": params, "opt": optax.adam(lr).init(params)}
 
 
-@functools.partial(jax.jit, static_argnames=("kind", "spec", "n"), donate_argnums=(0,))
+# The seed axis (state, data) goes over the devices; the variants of a seed (learning
+# rates, ranks, steps, start bases: `hp`, shared by every seed) stay a vmap inside it. A
+# flat seeds x variants axis would fill more devices but batches the kernels differently
+# (float32 round-off ~1e-6 per chunk vs the committed study); this nesting is the
+# study's own program, so 1 device gives its numbers bit for bit.
+SEED_AXES = (0, None, None, None, 0, 0, None)
+
+
+def path_step(st, h, tr, s, sqrt_w, coef, *, kind, spec):
+  """One Adam step of one lane on its training data `tr`; returns (state, loss)."""
+  end = lambda p: path_endpoint(p, s, sqrt_w, h["ref"], spec, h["rank"], h["steps"])  # noqa: E731
+  loss, g = jax.value_and_grad(lambda p: targets.objective(kind, end(p), tr, coef))(
+      st["params"])
+  upd, opt_state = optax.adam(h["lr"]).update(g, st["opt"], st["params"])
+  return {"params": optax.apply_updates(st["params"], upd), "opt": opt_state}, loss
+
+
+def path_seed(kind, spec: PathSpec, n: int):
+  """`one(st, hp, s, sqrt_w, train, val, coef)` of ONE seed, vmapped over its variants:
+  n Adam steps per variant, then the endpoints and their validation loss."""
+  def lane(st, h, tr, va, s, sqrt_w, coef):
+    st, losses = jax.lax.scan(
+        lambda st, _: path_step(st, h, tr, s, sqrt_w, coef, kind=kind, spec=spec), st,
+        None, length=n)
+    u = path_endpoint(st["params"], s, sqrt_w, h["ref"], spec, h["rank"], h["steps"])
+    return st, losses, u, targets.objective(kind, u, va, coef)
+
+  def one(st, hp, s, sqrt_w, tr, va, coef):
+    return jax.vmap(lane, in_axes=(0, 0, None, None, None, None, None))(
+        st, hp, tr, va, s, sqrt_w, coef)
+  return one
+
+
+@functools.lru_cache(maxsize=None)
+def _path_program(kind, spec: PathSpec, n: int):
+  return sharding.spread(path_seed(kind, spec, n), in_axes=SEED_AXES)
+
+
 def path_chunk(state, hp, s, sqrt_w, train, val, coef, *, kind, spec, n):
   """n Adam steps on every (seed, variant) lane, then the endpoints and their val loss.
 
   state leaves: (seeds, V, ...); hp: variant hyper-parameters, leaves (V, ...): lr, rank
   (<= spec.rank), steps (<= spec.steps), ref (N, m) start basis; train, val: (seeds, ...).
-  Returns (state, train losses (seeds, V, n), U~(1) (seeds, V, N, m), val loss (seeds, V)).
+  Seeds are split over every device (`core.sharding.spread`). Returns (state, train
+  losses (seeds, V, n), U~(1) (seeds, V, N, m), val loss (seeds, V)).
   """
-
-  def lane(st, h, tr, va):
-    opt = optax.adam(h["lr"])
-    end = lambda p: path_endpoint(p, s, sqrt_w, h["ref"], spec, h["rank"], h["steps"])  # noqa: E731
-
-    def step(st, _):
-      loss, g = jax.value_and_grad(lambda p: targets.objective(kind, end(p), tr, coef))(
-          st["params"])
-      upd, opt_state = opt.update(g, st["opt"], st["params"])
-      return {"params": optax.apply_updates(st["params"], upd), "opt": opt_state}, loss
-
-    st, losses = jax.lax.scan(step, st, None, length=n)
-    u = end(st["params"])
-    return st, losses, u, targets.objective(kind, u, va, coef)
-
-  per_seed = jax.vmap(lane, in_axes=(0, 0, None, None))  # over variants
-  return jax.vmap(per_seed, in_axes=(0, None, 0, 0))(state, hp, train, val)
+  return _path_program(kind, spec, n)(state, hp, s, sqrt_w, train, val, coef)
 
 
-@functools.partial(jax.jit, static_argnames=("kind", "n"), donate_argnums=(0,))
-def stiefel_chunk(x, taus, train, coef, *, kind, n):
-  """n Riemannian GD steps with the Cayley retraction; x: (seeds, taus, N, m)."""
-
-  def lane(x, tau, data):
+def stiefel_seed(kind, n: int):
+  """`one(x, taus, train, coef)` of ONE seed, vmapped over its step sizes: n Riemannian
+  GD steps with the Cayley retraction."""
+  def lane(x, tau, data, coef):
     grad = jax.value_and_grad(lambda u: targets.objective(kind, u, data, coef))
 
     def step(x, _):
@@ -103,8 +127,19 @@ def stiefel_chunk(x, taus, train, coef, *, kind, n):
 
     return jax.lax.scan(step, x, None, length=n)
 
-  per_seed = jax.vmap(lane, in_axes=(0, 0, None))
-  return jax.vmap(per_seed, in_axes=(0, None, 0))(x, taus, train)
+  return lambda x, taus, data, coef: jax.vmap(lane, in_axes=(0, 0, None, None))(
+      x, taus, data, coef)
+
+
+@functools.lru_cache(maxsize=None)
+def _stiefel_program(kind, n: int):
+  return sharding.spread(stiefel_seed(kind, n), in_axes=(0, None, 0, None))
+
+
+def stiefel_chunk(x, taus, train, coef, *, kind, n):
+  """n Riemannian GD steps on every (seed, tau) lane; x: (seeds, taus, N, m); seeds
+  split over every device."""
+  return _stiefel_program(kind, n)(x, taus, train, coef)
 
 
 @functools.partial(jax.jit, static_argnames=("kind",))

@@ -14,8 +14,9 @@ the same few labeled anomalies (unlabeled rows act as normal); the MLP uses all 
 labels with a class-balanced BCE.
 
 Training: Adam(W) on i.i.d. minibatches, the whole run is one `lax.scan`; `fit` vmaps it
-over (dataset, seed, bits) triples of zero-padded datasets, so "all datasets x 3 seeds x
-{no LPR, LPR}" (or a bit-width sweep) is one compiled program per detector.
+over (dataset, seed, bits) triples of zero-padded datasets and splits them over the
+devices (`core.sharding.spread`), so "all datasets x 5 seeds x {no LPR, LPR}" (or a
+bit-width sweep) is one compiled program per detector.
 """
 from __future__ import annotations
 
@@ -28,6 +29,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from jaxpapers.core import sharding
 from jaxpapers.papers.lpr import models
 from jaxpapers.papers.lpr import quantize
 
@@ -232,32 +234,43 @@ class Detector:
     return self.net.apply(p, x)[:, 0]
 
 
+def optimizer(cfg: DetectorConfig):
+  return optax.adamw(cfg.lr, weight_decay=cfg.weight_decay)
+
+
+def train_step(det: Detector, run_rng, aux, bits, data, carry, t):
+  """Step t of one run: an i.i.d. minibatch from fold_in(run_rng, t), one AdamW update."""
+  cfg = det.cfg
+  params, opt_state = carry
+  rng_t = jax.random.fold_in(run_rng, t)
+  idx = jax.random.randint(rng_t, (cfg.batch,), 0, data["n_train"])
+  loss, grads = jax.value_and_grad(det.loss)(
+      params, aux, data["x_train"][idx], data["y_train"][idx], data["fmask"],
+      jax.random.fold_in(rng_t, 1), bits)
+  updates, opt_state = optimizer(cfg).update(grads, opt_state, params)
+  return (optax.apply_updates(params, updates), opt_state), loss
+
+
+def init_run(det: Detector, rng, bits, data):
+  """(run key, aux, (params, optimizer state)) of one run before its first step."""
+  init_rng, run_rng = jax.random.split(rng)
+  x_train = data["x_train"]
+  row_mask = (jnp.arange(x_train.shape[0]) < data["n_train"]).astype(x_train.dtype)
+  params, aux = det.init(init_rng, x_train, row_mask, data["fmask"], bits)
+  return run_rng, aux, (params, optimizer(det.cfg).init(params))
+
+
 def train_one(det: Detector, rng, bits, data):
   """One full training run (a lax.scan over steps); returns test scores, AUROC, losses.
 
   `data` holds one (padded) dataset: x_train [N, D], y_train [N] (the labels this
   detector may see), n_train (real rows), fmask [D], x_test [M, D], y_test [M], tmask [M].
   """
-  cfg = det.cfg
-  opt = optax.adamw(cfg.lr, weight_decay=cfg.weight_decay)
-  init_rng, run_rng = jax.random.split(rng)
-  x_train, fmask = data["x_train"], data["fmask"]
-  row_mask = (jnp.arange(x_train.shape[0]) < data["n_train"]).astype(x_train.dtype)
-  params, aux = det.init(init_rng, x_train, row_mask, fmask, bits)
-
-  def step(carry, t):
-    params, opt_state = carry
-    rng_t = jax.random.fold_in(run_rng, t)
-    idx = jax.random.randint(rng_t, (cfg.batch,), 0, data["n_train"])
-    loss, grads = jax.value_and_grad(det.loss)(
-        params, aux, x_train[idx], data["y_train"][idx], fmask,
-        jax.random.fold_in(rng_t, 1), bits)
-    updates, opt_state = opt.update(grads, opt_state, params)
-    return (optax.apply_updates(params, updates), opt_state), loss
-
-  (params, _), losses = jax.lax.scan(step, (params, opt.init(params)),
-                                     jnp.arange(cfg.steps))
-  scores = det.score(params, aux, data["x_test"], fmask, bits)
+  run_rng, aux, carry = init_run(det, rng, bits, data)
+  (params, _), losses = jax.lax.scan(
+      lambda c, t: train_step(det, run_rng, aux, bits, data, c, t), carry,
+      jnp.arange(det.cfg.steps))
+  scores = det.score(params, aux, data["x_test"], data["fmask"], bits)
   return {"scores": scores, "auroc": auroc(scores, data["y_test"], data["tmask"]),
           "losses": losses}
 
@@ -285,24 +298,59 @@ def pad_stack(datasets, y_visible=None):
   }
 
 
-@functools.lru_cache(maxsize=None)
-def _compiled(cfg: DetectorConfig, dim: int, opt_level: int):
+# Runs (rng, bits, dataset index) are mapped; the stacked datasets are shared.
+RUN_AXES = (0, 0, 0, None)
+
+
+def run_key(rng, kind: str):
+  # Every random draw of a run descends from (study seed, detector kind) only: not from
+  # the dataset's name (issue 50: renaming cardio.mat to 6_cardio.npz changed its
+  # numbers), its position in the batch or the padded shapes.
+  return jax.random.fold_in(rng, name_id(kind))
+
+
+def member(cfg: DetectorConfig, dim: int):
+  """`one(rng, bits, ds_idx, stacked)`: one whole run on dataset `ds_idx` of the stack."""
   det = Detector(cfg, dim)
 
-  def run(rngs, bits, ds_idx, stacked):
-    def one(r, b, i):
-      data = jax.tree.map(lambda a: a[i], stacked)
-      # Every random draw of a run descends from (study seed, detector kind) only: not
-      # from the dataset's name (issue 50: renaming cardio.mat to 6_cardio.npz changed
-      # its numbers), its position in the batch or the padded shapes.
-      r = jax.random.fold_in(r, name_id(cfg.kind))
-      return train_one(det, r, b, data)
-    return jax.vmap(one)(rngs, bits, ds_idx)
+  def one(r, b, i, stacked):
+    return train_one(det, run_key(r, cfg.kind), b, jax.tree.map(lambda a: a[i], stacked))
+  return one
 
+
+def _with_options(fn, opts: dict):
+  """`sharding.spread(fn)` compiled with XLA options (spread itself takes none).
+
+  The same program: `spread_plan` gives spread's jitted function and the padded, sharded
+  abstract arguments; this compiles it once per shape with `opts` and places the
+  arguments as spread does (mapped ones padded by repeating the last row).
+  """
+  cache = {}
+
+  def call(*args):
+    prog, abstract = sharding.spread_plan(fn, *args, in_axes=RUN_AXES)
+    key = tuple((a.shape, str(a.dtype)) for a in jax.tree.leaves(abstract))
+    if key not in cache:
+      cache[key] = prog.lower(*abstract).compile(compiler_options=opts)
+    n = args[0].shape[0]
+    placed = []
+    for a, ab, ax in zip(args, abstract, RUN_AXES):
+      if ax == 0:
+        a = sharding.pad_leading(a, jax.tree.leaves(ab)[0].shape[0])
+      placed.append(jax.tree.map(lambda x, s: jax.device_put(x, s.sharding), a, ab))
+    return jax.tree.map(lambda x: x[:n], cache[key](*placed))
+  return call
+
+
+@functools.lru_cache(maxsize=None)
+def _compiled(cfg: DetectorConfig, dim: int, opt_level: int):
+  """The vmapped program over runs, split over every device (`core.sharding.spread`)."""
+  one = member(cfg, dim)
+  if opt_level < 0:
+    return sharding.spread(one, in_axes=RUN_AXES)
   # XLA's backend optimization level trades compile time for run time: 0 compiles ~2x
   # faster and runs ~2x slower, the right choice for smoke runs and tests.
-  opts = {} if opt_level < 0 else {"xla_backend_optimization_level": opt_level}
-  return jax.jit(run, compiler_options=opts)
+  return _with_options(one, {"xla_backend_optimization_level": opt_level})
 
 
 def fit(cfg: DetectorConfig, stacked, ds_idx, seeds, bits, opt_level: int = -1):
@@ -310,7 +358,9 @@ def fit(cfg: DetectorConfig, stacked, ds_idx, seeds, bits, opt_level: int = -1):
 
   `stacked` comes from `pad_stack`; `bits[i] <= 0` means no LPR. Returns per-run test
   scores [R, M] (padded rows are meaningless), AUROC [R] and training losses [R, steps].
-  `opt_level` >= 0 sets XLA's backend optimization level (-1: XLA's default).
+  The runs are split over every device (one device: the plain `jax.vmap`), the
+  datasets replicated. `opt_level` >= 0 sets XLA's backend optimization level (-1:
+  XLA's default).
   """
   seeds = np.asarray(seeds)
   rngs = jax.vmap(jax.random.key)(jnp.asarray(seeds))

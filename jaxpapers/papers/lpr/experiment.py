@@ -345,6 +345,54 @@ def run_study(config, workdir: str) -> str:
   return md
 
 
+def plan(config):
+  """One training step of every run of one deep detector, for `launch/plan.py`.
+
+  The main table's compute is `len(model.kinds)` programs, one per deep detector, each
+  all datasets x seeds x {off, on} runs vmapped and spread over the devices. XLA counts
+  a scan's body once, so the planned program is one step of the AE's scan body (the exact
+  `train_step` of the study, from each run's state) over every run, and `steps` = Adam steps x deep detectors
+  (the other detectors are MLPs of the same widths, counted as the AE). The classical
+  detectors (scikit-learn, PyOD) run on the host and are not planned. Nothing allocated.
+  """
+  import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
+  from jaxpapers.core import planner, sharding  # pylint: disable=g-import-not-at-top
+  sc = config.scale
+  n_runs = sc.sets * config.train.seeds * 2
+  groups, bits_grid = lpr_grid(config)
+  cfg = detector_config(config, "ae", groups=groups)
+  det = detectors.Detector(cfg, sc.dim)
+  sds = jax.ShapeDtypeStruct
+  stacked = {"x_train": sds((sc.sets, sc.train_rows, sc.dim), jnp.float32),
+             "y_train": sds((sc.sets, sc.train_rows), jnp.float32),
+             "n_train": sds((sc.sets,), jnp.int32),
+             "fmask": sds((sc.sets, sc.dim), jnp.float32),
+             "x_test": sds((sc.sets, sc.test_rows, sc.dim), jnp.float32),
+             "y_test": sds((sc.sets, sc.test_rows), jnp.float32),
+             "tmask": sds((sc.sets, sc.test_rows), jnp.float32)}
+  bits = sds((n_runs,) + np.shape(bits_grid[1]), jnp.float32)
+
+  def one_step(run_rng, aux, carry, b, i, stacked):
+    return detectors.train_step(det, run_rng, aux, b, jax.tree.map(lambda a: a[i], stacked),
+                                carry, 0)
+
+  # One run's state before its first step, with a leading run axis (shapes only).
+  run_rng, aux, carry = jax.eval_shape(lambda: detectors.init_run(
+      det, jax.random.key(0), jnp.zeros(bits.shape[1:]),
+      jax.tree.map(lambda a: jnp.zeros(a.shape[1:], a.dtype), stacked)))
+  lead = lambda t: jax.tree.map(lambda a: sds((n_runs,) + a.shape, a.dtype), t)
+  fn, args = sharding.spread_plan(one_step, lead(run_rng), lead(aux), lead(carry), bits,
+                                  sds((n_runs,), jnp.int32), stacked,
+                                  in_axes=(0, 0, 0, 0, 0, None))
+  label = (f"LPR AE step: {n_runs} runs ({sc.sets} sets x {config.train.seeds} seeds x "
+           f"off/on), {sc.train_rows}/{sc.test_rows} rows x {sc.dim} features padded, "
+           f"AE {sc.dim}-{'-'.join(map(str, config.model.hidden))}-{config.model.latent}, "
+           f"batch {config.optim.batch}; x {config.optim.steps} steps x "
+           f"{len(config.model.kinds)} detectors")
+  return planner.Plan(fn, args, steps=config.optim.steps * len(config.model.kinds),
+                      label=label)
+
+
 def benchmark(config, workdir: str) -> dict:
   """Run-steps/s of the vmapped AE training program, LPR transform vs none."""
   data = load_datasets(config_lib.override(config, {"data.datasets":
