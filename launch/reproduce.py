@@ -44,8 +44,12 @@ def main(argv):
     sys.exit(1)
   if TABLE.value or PLANS.value or QUICKSTART.value:
     path = os.path.join(reproduce.ROOT, "README.md")
-    with open(path) as f:
-      text = reproduce.readme_with_table(f.read())
+    try:
+      with open(path) as f:
+        text = reproduce.readme_with_table(f.read())
+    except ValueError as e:
+      print(f"error: {e}", file=sys.stderr)
+      sys.exit(1)
     with open(path, "w") as f:
       f.write(text)
     print(f"wrote the papers table into {path}")
