@@ -31,6 +31,7 @@ ARGS = {
     "lpr": ("steps", None, None, "npz_dir"),
     "motor_adapters": ("steps", "batch", "lrs", "drawings"),
     "neural_observer": ("steps", None, "lr", "csv_path"),
+    "pd_autoscale": ("iterations", "envs", "lr", "trace"),
     "perturbed_eg": ("t_max", None, "sigma", None),
     "stompp": ("steps", "batch_size", "lr", "data_path"),
     "visitation_reward": ("iterations", "num_envs", "lr", None),

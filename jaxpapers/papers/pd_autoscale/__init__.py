@@ -1,0 +1,1 @@
+"""pd_autoscale: learned autoscaling of PD-disaggregated LLM serving (abstract 12)."""

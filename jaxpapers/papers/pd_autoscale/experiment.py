@@ -1,0 +1,339 @@
+"""Learned autoscaling of PD-disaggregated LLM serving (abstract 12): launcher entry points.
+
+`train_and_evaluate` trains the recurrent PPO-Lagrangian controller (config.rl.seeds
+members vmapped, checkpointed every `ckpt_every` iterations, resumed exactly from the
+workdir), selects each member's snapshot on validation traces and scores it on held-out
+test traces (and on a real trace CSV when `trace=` is given). `run_study` is the README's
+study (study.py); `benchmark` measures the simulator's throughput; `plan` hands one PPO
+iteration at the paper's sizes to launch/plan.py.
+"""
+from __future__ import annotations
+
+import math
+import os
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxpapers.core import checkpoint as checkpoint_lib
+from jaxpapers.core import metrics as metrics_lib
+from jaxpapers.core import sharding
+from jaxpapers.core import study as study_lib
+from jaxpapers.papers.pd_autoscale import baselines
+from jaxpapers.papers.pd_autoscale import episode
+from jaxpapers.papers.pd_autoscale import policy
+from jaxpapers.papers.pd_autoscale import ppo
+from jaxpapers.papers.pd_autoscale import simulator as sim
+from jaxpapers.papers.pd_autoscale import traces as traces_lib
+from jaxpapers.papers.pd_autoscale import workloads
+
+PATHS = ["jaxpapers/papers/pd_autoscale", "configs/pd_autoscale.py",
+         "tests/test_pd_autoscale.py", "colabs/pd_autoscale.ipynb"]
+SPLIT_SEED = dict(train=100_000, val=1_000, test=2_000)
+
+
+# ------------------------------------------------------------------ setup and data
+
+def setup(config):
+  spec = sim.spec_from(config)
+  r = config.rl
+  ps = policy.PolicySpec(hidden=r.hidden, cooldown_down_s=r.cooldown_down_s,
+                         cooldown_up_s=r.cooldown_up_s,
+                         rate_norm=workloads.AZURE["conversation"]["rate"] *
+                         config.data.rate_scale,
+                         gpu_norm=float(spec.max_prefill + spec.max_decode) / 2)
+  pp = ppo.PPOSpec(envs=r.envs, update_epochs=r.update_epochs, minibatches=r.minibatches,
+                   gamma=r.gamma, ent=r.ent, budget=r.budget)
+  return spec, ps, pp
+
+
+def epochs_of(config, spec):
+  return int(round(config.data.duration / spec.epoch_s))
+
+
+def n_max(config) -> int:
+  d = config.data
+  expected = workloads.AZURE["conversation"]["rate"] * d.rate_scale * d.duration
+  return int(math.ceil(expected * d.n_max_factor)) + 64
+
+
+def make_traces(config, split: str, n_seeds: int, offset: int = 0):
+  """[(family, seed, (arr, prompt, output))] for every family and seed of a split."""
+  d = config.data
+  out = []
+  for s in range(n_seeds):
+    for fam in d.families:
+      seed = SPLIT_SEED[split] + config.seed * 10_000 + offset + s
+      out.append((fam, seed, workloads.generate(fam, d.duration, seed, d.rate_scale)))
+  return out
+
+
+def real_trace(config):
+  d = config.data
+  arr, p, o = traces_lib.load(d.trace, d.trace_start, d.trace_duration or d.duration,
+                              d.trace_speedup)
+  arr, p, o = arr[arr < d.duration], p[arr < d.duration], o[arr < d.duration]
+  return [("trace:" + os.path.basename(d.trace), 0, (arr, p, o))]
+
+
+def batch(config, spec, traces, oracle: bool = False):
+  """Stacked workloads [B, ...], oracle futures [B, E, 2] and true request counts."""
+  E = epochs_of(config, spec)
+  cap = max(n_max(config), max(len(t[2][0]) for t in traces))
+  for _, _, (arr, p, o) in traces:
+    if np.any(p + o > spec.kv_capacity):
+      raise ValueError(f"a request needs {int(np.max(p + o))} KV tokens, more than a decode "
+                       f"GPU holds ({int(spec.kv_capacity)})")
+  arr, p, o = workloads.stack([t[2] for t in traces], spec.window, n_max=cap)
+  wl = sim.Workload(jnp.asarray(arr), jnp.asarray(p), jnp.asarray(o))
+  if oracle:
+    fut = np.stack([baselines.oracle_future(spec, *t[2], E) for t in traces])
+  else:
+    fut = np.zeros((len(traces), E, 2), np.float32)
+  return wl, jnp.asarray(fut), [len(t[2][0]) for t in traces]
+
+
+def n0_of(config, b):
+  return jnp.tile(jnp.array([[config.sim.init_prefill, config.sim.init_decode]], jnp.int32),
+                  (b, 1))
+
+
+_RUNNERS = {}
+
+
+def runner(spec, ctrl, epochs):
+  """The spread (vmapped over clusters, split over devices) episode of a controller."""
+  key = (spec, ctrl.name, epochs)
+  if key not in _RUNNERS:
+    _RUNNERS[key] = sharding.spread(episode.episode_fn(spec, ctrl, epochs))
+  return _RUNNERS[key]
+
+
+def run_clusters(config, spec, ctrl, params, traces, oracle=False, seed=0):
+  """Runs len(params-leading) x len(traces) episodes; returns summaries [G][T].
+
+  params: a pytree whose leaves have a leading grid axis G."""
+  E = epochs_of(config, spec)
+  wl, fut, ns = batch(config, spec, traces, oracle)
+  G = jax.tree.leaves(params)[0].shape[0]
+  T = len(traces)
+  tile = lambda x: jnp.tile(x, (G,) + (1,) * (x.ndim - 1))
+  rep = lambda x: jnp.repeat(x, T, axis=0)
+  args = (jax.tree.map(rep, params), jax.tree.map(tile, wl), tile(fut), n0_of(config, G * T),
+          jax.random.split(jax.random.PRNGKey(seed), G * T))
+  # Fixed-size chunks (the last one padded): every call of a controller reuses one
+  # compiled program whatever the grid or trace count.
+  C = config.sim.chunk
+  n = G * T
+  fn = runner(spec, ctrl, E)
+  outs = []
+  for a in range(0, n, C):
+    part = jax.tree.map(lambda x: sharding.pad_leading(x[a:a + C], C), args)
+    outs.append(jax.device_get(fn(*part)))
+  st, rows = jax.tree.map(lambda *x: np.concatenate(x)[:n], *outs)
+  d = config.data
+  out = []
+  for g in range(G):
+    row = []
+    for t in range(T):
+      i = g * T + t
+      s = episode.summarize(spec, jax.tree.map(lambda x: x[i], rows),
+                            jax.tree.map(lambda x: x[i], st), jax.tree.map(lambda x: x[t], wl),
+                            ns[t], warmup_s=d.warmup, until_s=d.duration - d.tail)
+      row.append(s)
+    out.append(row)
+  return out, (st, rows)
+
+
+# ------------------------------------------------------------------ PPO training
+
+def member_grid(config, variants, seeds, lrs):
+  """[(variant name, flags dict, seed, lr)] in member order."""
+  return [(name, fl, s, lr) for name, fl in variants for lr in lrs for s in seeds]
+
+
+def val_score(spec, summaries, families):
+  """(families meeting both P99 targets on every seed, -mean GPUs): larger is better."""
+  fams = sorted(set(families))
+  ok = sum(all(episode.meets(spec, s) for s, f in zip(summaries, families) if f == fam)
+           for fam in fams)
+  return float(ok), -float(np.mean([s["gpus"] for s in summaries]))
+
+
+def train_policy(config, workdir, members, tag="rl", log=print):
+  """Trains the members (vmapped); returns dict(best=params [M], scores, history)."""
+  spec, ps, pp = setup(config)
+  E = epochs_of(config, spec)
+  M = len(members)
+  keys = [jax.random.PRNGKey(config.seed * 1000 + s) for _, _, s, _ in members]
+  ts = jax.tree.map(lambda *x: jnp.stack(x), *[
+      ppo.init_member(k, lr, fl, ps, pp) for k, (_, fl, _, lr) in zip(keys, members)])
+  iteration = sharding.spread(ppo.make_iteration(spec, ps, pp, E))
+  greedy = policy.controller(spec, ps, greedy=True)
+  val = make_traces(config, "val", config.data.val_seeds)
+  fams = [t[0] for t in val]
+  state = dict(ts=ts, best=ts.params, score=jnp.full((M, 2), -1e9), it=jnp.int32(0))
+  ckpt = checkpoint_lib.Checkpointer(os.path.join(workdir, tag), keep=2)
+  state, _ = ckpt.restore_or(state)
+  start = int(state["it"])
+  if start:
+    log(f"[{tag}] resumed at iteration {start}")
+  writer = metrics_lib.MetricsWriter(workdir, total_steps=config.rl.iterations, verbose=False)
+  r = config.rl
+  t0 = time.perf_counter()
+  for it in range(start, r.iterations):
+    tr = []
+    for e in range(r.envs):
+      fam = r.train_families[(it * r.envs + e) % len(r.train_families)]
+      seed = SPLIT_SEED["train"] + config.seed * 10_000_000 + it * 1000 + e
+      tr.append((fam, seed, workloads.generate(fam, config.data.duration, seed,
+                                               config.data.rate_scale)))
+    wl, _, _ = batch(config, spec, tr)
+    wl_m = jax.tree.map(lambda x: jnp.broadcast_to(x, (M,) + x.shape), wl)
+    n0 = jnp.broadcast_to(n0_of(config, r.envs), (M, r.envs, 2))
+    ks = jax.random.split(jax.random.PRNGKey(config.seed + 7), M)
+    ts, m = iteration(state["ts"], wl_m, n0, ks)
+    m = jax.device_get(m)
+    row = {f"{tag}/{k}": float(np.mean(v)) for k, v in m.items()}
+    row.update({f"{tag}/gpus/m{j}": float(m["gpus"][j]) for j in range(M)})
+    row.update({f"{tag}/viol_frac/m{j}": float(m["viol_frac"][j]) for j in range(M)})
+    state = dict(state, ts=ts, it=jnp.int32(it + 1))
+    if (it + 1) % r.eval_every == 0 or it + 1 == r.iterations:
+      params = dict(net=ts.params, flags=ts.flags)
+      summ, _ = run_clusters(config, spec, greedy, params, val, seed=it)
+      scores = np.array([val_score(spec, s, fams) for s in summ])
+      best_score = np.asarray(state["score"])
+      better = (scores[:, 0] > best_score[:, 0]) | (
+          (scores[:, 0] == best_score[:, 0]) & (scores[:, 1] > best_score[:, 1]))
+      sel = lambda new, old: np.where(better.reshape((M,) + (1,) * (new.ndim - 1)), new, old)
+      state = dict(state, best=jax.tree.map(sel, jax.device_get(ts.params),
+                                            jax.device_get(state["best"])),
+                   score=np.where(better[:, None], scores, np.asarray(state["score"])))
+      row.update({f"{tag}/val_feasible/m{j}": float(scores[j, 0]) for j in range(M)})
+      row.update({f"{tag}/val_gpus/m{j}": float(-scores[j, 1]) for j in range(M)})
+    metrics_lib.check_finite(it + 1, row)
+    writer.write(it + 1, row)
+    el = time.perf_counter() - t0
+    log(f"[{tag} {it + 1}/{r.iterations}] gpus {row[f'{tag}/gpus']:.2f} viol "
+        f"{row[f'{tag}/viol_frac']:.4f} lam {row[f'{tag}/lam']:.2f} ent {row[f'{tag}/ent']:.3f}"
+        f" ({el / (it + 1 - start):.1f} s/it, ETA {el / (it + 1 - start) * (r.iterations - it - 1):.0f} s)")
+    if (it + 1) % r.ckpt_every == 0 or it + 1 == r.iterations:
+      ckpt.save(it + 1, state)
+  ckpt.close()
+  return dict(best=state["best"], flags=state["ts"].flags, score=np.asarray(state["score"]),
+              final=state["ts"].params)
+
+
+def main_variant(config):
+  r = config.rl
+  return ("ppo", policy.flags(r.recurrent, r.masks, r.cooldowns))
+
+
+def aggregate(spec, summaries, families, methods):
+  """Rows (method, family): mean and std over seeds of each metric."""
+  rows = []
+  for m, summ in zip(methods, summaries):
+    for fam in sorted(set(families), key=list(families).index):
+      ss = [s for s, f in zip(summ, families) if f == fam]
+      row = dict(method=m, family=fam, seeds=len(ss),
+                 meets=f"{sum(episode.meets(spec, s) for s in ss)}/{len(ss)}")
+      for k in ("gpus", "prefill_gpus", "decode_gpus", "p99_ttft", "p99_tpot", "attainment",
+                "scaling_events", "gpu_transitions"):
+        v = np.array([s[k] for s in ss], np.float64)
+        row[k] = float(np.mean(v))
+        with np.errstate(invalid="ignore"):  # inf P99s (unfinished requests): std is nan
+          row[k + "_std"] = float(np.std(v))
+      rows.append(row)
+  return rows
+
+
+def train_and_evaluate(config, workdir):
+  real = real_trace(config) if config.data.trace else []  # bad files fail before training
+  metrics_lib.write_config(workdir, config)
+  spec, ps, _ = setup(config)
+  name, fl = main_variant(config)
+  members = member_grid(config, [(name, fl)], list(range(config.rl.seeds)), [config.rl.lr])
+  out = train_policy(config, workdir, members)
+  greedy = policy.controller(spec, ps, greedy=True)
+  test = make_traces(config, "test", config.data.test_seeds)
+  test = test + real
+  params = dict(net=out["best"], flags=out["flags"])
+  summ, _ = run_clusters(config, spec, greedy, params, test, seed=1)
+  fams = [t[0] for t in test]
+  rows = aggregate(spec, [[s for m in summ for s in m]],
+                   [f for _ in summ for f in fams], ["ppo"])
+  final = {}
+  for r in rows:
+    for k in ("gpus", "p99_ttft", "p99_tpot", "attainment"):
+      final[f"test/{r['family']}/{k}"] = r[k]
+  writer = metrics_lib.MetricsWriter(workdir, verbose=False)
+  writer.write(config.rl.iterations, {k: (v if np.isfinite(v) else 1e9) for k, v in final.items()},
+               split="eval")
+  md = study_lib.write_table(workdir, "test", rows, columns=[
+      "method", "family", "seeds", "meets", "gpus", "gpus_std", "p99_ttft", "p99_tpot",
+      "attainment", "scaling_events"],
+      header=f"### PPO controller on test traces (commit {study_lib.git_commit(PATHS)})")
+  print(md, flush=True)
+  return final
+
+
+def run_study(config, workdir):
+  from jaxpapers.papers.pd_autoscale import study  # pylint: disable=g-import-not-at-top
+  if config.study.name != "main":
+    raise ValueError(f"unknown study {config.study.name!r}; declared: main")
+  metrics_lib.write_config(workdir, config)
+  return study.run(config, workdir, commit=study_lib.git_commit(PATHS))
+
+
+def benchmark(config, workdir):
+  """Simulated requests/s and simulated seconds per wall second of the vmapped simulator."""
+  del workdir
+  cfg = config
+  spec, _, _ = setup(cfg)
+  ctrl = baselines.static(spec)
+  B = cfg.bench.clusters
+  dur = cfg.bench.duration
+  tr = [(f, s, workloads.generate(f, dur, 5000 + s, cfg.data.rate_scale))
+        for s in range(B) for f in ("conversation",)][:B]
+  E = int(round(dur / spec.epoch_s))
+  arr, p, o = workloads.stack([t[2] for t in tr], spec.window)
+  wl = sim.Workload(jnp.asarray(arr), jnp.asarray(p), jnp.asarray(o))
+  fn = sharding.spread(episode.episode_fn(spec, ctrl, E))
+  params = dict(p=jnp.full((B,), 3), d=jnp.full((B,), 7))
+  args = (params, wl, jnp.zeros((B, E, 2)), n0_of(cfg, B), jax.random.split(jax.random.PRNGKey(0), B))
+  t0 = time.perf_counter()
+  jax.block_until_ready(fn(*args))
+  first = time.perf_counter() - t0
+  t0 = time.perf_counter()
+  st, _ = jax.block_until_ready(fn(*args))
+  sec = time.perf_counter() - t0
+  done = int(np.sum(np.asarray(st.res_flag)))
+  return dict(clusters=B, simulated_s_per_cluster=dur, ticks=E * spec.ticks_per_epoch,
+              dt=spec.dt, window=spec.window, compile_and_first_call_s=first,
+              wall_s=sec, simulated_requests_per_s=done / sec,
+              simulated_s_per_wall_s=B * dur / sec,
+              cluster_ticks_per_s=B * E * spec.ticks_per_epoch / sec,
+              device=str(jax.devices()[0].platform), devices=jax.device_count(),
+              note="shared 2-core CPU; timings are noisy")
+
+
+def plan(config):
+  """One PPO iteration (rollout of `envs` clusters + update) per member, members spread."""
+  from jaxpapers.core import planner  # pylint: disable=g-import-not-at-top
+  spec, ps, pp = setup(config)
+  E = epochs_of(config, spec)
+  M = config.rl.seeds
+  N = n_max(config) + spec.window
+  ts = jax.eval_shape(lambda: jax.tree.map(lambda *x: jnp.stack(x), *[
+      ppo.init_member(jax.random.PRNGKey(i), config.rl.lr, policy.flags(), ps, pp)
+      for i in range(M)]))
+  f32 = lambda *s: jax.ShapeDtypeStruct(s, jnp.float32)
+  wl = sim.Workload(f32(M, pp.envs, N), f32(M, pp.envs, N), f32(M, pp.envs, N))
+  n0 = jax.ShapeDtypeStruct((M, pp.envs, 2), jnp.int32)
+  keys = jax.ShapeDtypeStruct((M, 2), jnp.uint32)
+  fn, args = sharding.spread_plan(ppo.make_iteration(spec, ps, pp, E), ts, wl, n0, keys)
+  return planner.Plan(fn=fn, args=args, steps=config.rl.iterations,
+                      label=f"pd_autoscale PPO iteration: {M} members x {pp.envs} clusters x "
+                            f"{E * spec.ticks_per_epoch} ticks (window {spec.window})")

@@ -1,0 +1,148 @@
+"""Learned autoscaling of PD-disaggregated LLM serving (abstract 12): PPO-Lagrangian.
+
+The controller is trained with PPO (clipped surrogate, GAE) on the Lagrangian of
+
+  minimise E[sum_t GPUs_t]  subject to  (requests violating TTFT or TPOT) / requests <= budget
+
+which is the abstract's "minimise GPU usage while keeping P99 tail latency within TTFT and
+TPOT targets" (P99 <= target  <=>  at most 1% of requests miss it; the budget sits below
+1% for a margin). Reward r_t = -GPUs_t / gpu_norm; cost c_t = violations_t - budget x
+arrivals_t (normalised by rate_norm x interval). Separate value heads for r and c; the
+advantage is A_r - lambda A_c; lambda follows dual ascent on the batch's violation
+fraction: lambda <- clip(lambda + lam_lr clip(viol / budget - 1, -1, 1), 0, lam_max). We chose the
+Lagrangian over a fixed penalty because the penalty weight that makes P99 land at the
+target differs by trace family and load, and would itself need a grid search.
+
+A member (one seed x learning rate) is a train state; `iteration` is one rollout of
+`envs` clusters (whole episodes, the GRU carried through) and `update_epochs` passes of
+minibatched PPO over full sequences. Members are vmapped (and spread over devices by
+core.sharding.spread).
+"""
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import optax
+
+from jaxpapers.papers.pd_autoscale import episode
+from jaxpapers.papers.pd_autoscale import policy
+from jaxpapers.papers.pd_autoscale import simulator as sim
+
+
+class PPOSpec(NamedTuple):
+  envs: int = 8
+  update_epochs: int = 4
+  minibatches: int = 2
+  clip: float = 0.2
+  gamma: float = 0.98
+  gae: float = 0.95
+  ent: float = 0.01
+  vf: float = 0.5
+  max_grad_norm: float = 0.5
+  budget: float = 0.005
+  lam_init: float = 5.0
+  lam_lr: float = 0.5  # at most this much per iteration
+  lam_max: float = 100.0
+
+
+class TrainState(NamedTuple):
+  params: dict  # network weights
+  flags: dict  # ablation switches (policy.flags), constant
+  opt: tuple
+  lam: jax.Array
+  step: jax.Array
+
+
+def optimizer(max_grad_norm):
+  return optax.chain(optax.clip_by_global_norm(max_grad_norm),
+                     optax.inject_hyperparams(optax.adam)(learning_rate=1e-3))
+
+
+def init_member(key, lr, flags, ps: policy.PolicySpec, pp: PPOSpec) -> TrainState:
+  params = policy.init_params(key, ps)
+  opt = optimizer(pp.max_grad_norm).init(params)
+  opt[1].hyperparams["learning_rate"] = jnp.asarray(lr, jnp.float32)
+  return TrainState(params, flags, opt, jnp.float32(pp.lam_init), jnp.int32(0))
+
+
+def _gae(rew, val, gamma, lam):
+  """Advantages for one episode (T,), bootstrapping the truncated end with its value."""
+  nxt = jnp.concatenate([val[1:], val[-1:]])
+  delta = rew + gamma * nxt - val
+
+  def step(carry, d):
+    carry = d + gamma * lam * carry
+    return carry, carry
+  _, adv = jax.lax.scan(step, 0.0, delta[::-1])
+  return adv[::-1]
+
+
+def signals(spec: sim.Spec, ps: policy.PolicySpec, pp: PPOSpec, rows):
+  # x (1 - gamma): discounted sums of order one, so the value heads start close.
+  norm = ps.rate_norm * spec.epoch_s / (1.0 - pp.gamma)
+  rew = -rows["gpus"] / ps.gpu_norm * (1.0 - pp.gamma)
+  viol = rows["ttft_viol"] + rows["tpot_viol"]
+  cost = (viol - pp.budget * rows["arrivals"]) / norm
+  return rew, cost, viol
+
+
+def make_iteration(spec: sim.Spec, ps: policy.PolicySpec, pp: PPOSpec, epochs: int):
+  """iteration(ts, wl [envs, ...], n0 [envs, 2], key) -> (ts, metrics) for one member."""
+  ctrl = policy.controller(spec, ps)
+  ep = episode.episode_fn(spec, ctrl, epochs)
+  tx = optimizer(pp.max_grad_norm)
+
+  def loss_fn(params, flags, batch):
+    full = dict(net=params, flags=flags)
+    logits, vr, vc = jax.vmap(lambda x, m: policy.sequence_logits(full, ps, x, m))(
+        batch["x"], batch["mask"])
+    logp_all = jax.nn.log_softmax(logits, -1)  # [B, T, 2, 5]
+    logp = jnp.sum(jnp.take_along_axis(logp_all, batch["a"][..., None], -1)[..., 0], -1)
+    ratio = jnp.exp(logp - batch["logp"])
+    adv = batch["adv"]
+    pg = -jnp.mean(jnp.minimum(ratio * adv, jnp.clip(ratio, 1 - pp.clip, 1 + pp.clip) * adv))
+    probs = jnp.exp(logp_all)
+    ent = -jnp.mean(jnp.sum(jnp.where(probs > 0, probs * logp_all, 0.0), -1))
+    vloss = jnp.mean((vr - batch["ret_r"]) ** 2) + jnp.mean((vc - batch["ret_c"]) ** 2)
+    return pg + pp.vf * vloss - pp.ent * ent, dict(pg=pg, v=vloss, ent=ent,
+                                                    kl=jnp.mean(batch["logp"] - logp))
+
+  def iteration(ts: TrainState, wl, n0, key):
+    k_roll, k_perm = jax.random.split(jax.random.fold_in(key, ts.step))
+    fut = jnp.zeros((pp.envs, epochs, 2))
+    _, rows = jax.vmap(ep, in_axes=(None, 0, 0, 0, 0))(
+        dict(net=ts.params, flags=ts.flags), wl, fut, n0, jax.random.split(k_roll, pp.envs))
+    rew, cost, viol = signals(spec, ps, pp, rows)
+    adv_r = jax.vmap(lambda r, v: _gae(r, v, pp.gamma, pp.gae))(rew, rows["v_r"])
+    adv_c = jax.vmap(lambda r, v: _gae(r, v, pp.gamma, pp.gae))(cost, rows["v_c"])
+    adv = adv_r - ts.lam * adv_c
+    adv = (adv - adv.mean()) / (adv.std() + 1e-8)
+    batch = dict(x=rows["x"], mask=rows["mask"], a=rows["a"], logp=rows["logp"], adv=adv,
+                 ret_r=adv_r + rows["v_r"], ret_c=adv_c + rows["v_c"])
+    mb = pp.envs // pp.minibatches
+
+    def epoch_step(carry, k):
+      params, opt = carry
+      perm = jax.random.permutation(k, pp.envs)
+
+      def mb_step(carry, i):
+        params, opt = carry
+        idx = jax.lax.dynamic_slice_in_dim(perm, i * mb, mb)
+        sub = jax.tree.map(lambda x: x[idx], batch)
+        (_, aux), g = jax.value_and_grad(loss_fn, has_aux=True)(params, ts.flags, sub)
+        upd, opt = tx.update(g, opt, params)
+        return (optax.apply_updates(params, upd), opt), aux
+      return jax.lax.scan(mb_step, (params, opt), jnp.arange(pp.minibatches))
+
+    (params, opt), aux = jax.lax.scan(epoch_step, (ts.params, ts.opt),
+                                      jax.random.split(k_perm, pp.update_epochs))
+    frac = jnp.sum(viol) / jnp.maximum(jnp.sum(rows["arrivals"]), 1.0)
+    lam = jnp.clip(ts.lam + pp.lam_lr * jnp.clip(frac / pp.budget - 1.0, -1.0, 1.0), 0.0,
+                   pp.lam_max)
+    metrics = dict(gpus=jnp.mean(rows["gpus"]), viol_frac=frac, lam=ts.lam,
+                   ret=jnp.mean(jnp.sum(rew, -1)), **{k: jnp.mean(v) for k, v in aux.items()})
+    return TrainState(params, ts.flags, opt, lam, ts.step + 1), metrics
+
+  return iteration

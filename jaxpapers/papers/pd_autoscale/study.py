@@ -1,0 +1,292 @@
+"""Learned autoscaling of PD-disaggregated LLM serving (abstract 12): the study.
+
+1. Every baseline's grid runs on the validation traces (config.data.val_seeds per family);
+   per family the cheapest grid point meeting both P99 targets on every validation trace
+   is selected (the strongest version of each heuristic: tuned per trace family). The
+   selections are printed with their grids, an edge choice flagged.
+2. PPO members (the main variant at config.rl.seeds seeds and the step-size grid, and the
+   ablations without recurrence / masks / cooldowns) train in one vmapped program; each
+   member's snapshot is selected on the same validation traces.
+3. Everything selected runs on held-out test traces (config.data.test_seeds per family):
+   average GPUs, P99 TTFT / TPOT, attainment, scaling events and GPU transitions, mean and
+   std over seeds, and the fluid lower bound on GPUs. Table, rows, plots, verdicts.
+"""
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxpapers.core import study as study_lib
+from jaxpapers.papers.pd_autoscale import baselines
+from jaxpapers.papers.pd_autoscale import episode
+from jaxpapers.papers.pd_autoscale import experiment as ex
+from jaxpapers.papers.pd_autoscale import policy
+
+HEURISTICS = ("static", "kpa", "apa", "threshold", "erlang")
+
+
+def grids(config, spec):
+  """name -> list of dicts (grid points, python floats) and the axes to check for edges."""
+  s = config.study
+  ep = spec.epoch_s
+  g = {}
+  g["kpa"] = ([dict(target_p=a, target_d=b, delay=round(c / ep))
+               for a, b, c in itertools.product(s.kpa_target_p, s.kpa_target_d,
+                                                s.kpa_delay_s)],
+              dict(target_p=s.kpa_target_p, target_d=s.kpa_target_d))
+  g["apa"] = ([dict(target_p=a, target_d=b, cooldown=round(c / ep))
+               for a, b, c in itertools.product(s.apa_target_p, s.apa_target_d,
+                                                s.apa_cooldown_s)],
+              dict(target_p=s.apa_target_p, target_d=s.apa_target_d))
+  g["threshold"] = ([dict(hi_p=a, hi_d=b) for a, b in itertools.product(s.thr_hi_p, s.thr_hi_d)],
+                    dict(hi_p=s.thr_hi_p, hi_d=s.thr_hi_d))
+  g["erlang"] = ([dict(headroom=h) for h in s.erlang_headroom], dict(headroom=s.erlang_headroom))
+  g["oracle"] = ([dict(h_p=a, h_d=b) for a, b in itertools.product(s.oracle_h_p, s.oracle_h_d)],
+                 dict(h_p=s.oracle_h_p, h_d=s.oracle_h_d))
+  # Static: one pool scanned with the other at its bound (TTFT depends on the prefill
+  # pool, TPOT on the decode pool), then the pair of smallest sizes is checked.
+  g["static"] = ([dict(p=float(p), d=float(spec.max_decode)) for p in range(1, spec.max_prefill + 1)]
+                 + [dict(p=float(spec.max_prefill), d=float(d)) for d in range(1, spec.max_decode + 1)],
+                 {})
+  return g
+
+
+def stack_points(points):
+  return {k: jnp.asarray([p[k] for p in points], jnp.float32) for k in points[0]}
+
+
+def choose(spec, points, summ, families, fam, axes, metric_ok=None):
+  """Index of the cheapest point meeting the targets on every trace of `fam`."""
+  ok_fn = metric_ok or (lambda s: episode.meets(spec, s))
+  idx = [t for t, f in enumerate(families) if f == fam]
+  feas = [g for g in range(len(points)) if all(ok_fn(summ[g][t]) for t in idx)]
+  cost = lambda g: float(np.mean([summ[g][t]["gpus"] for t in idx]))
+  if feas:
+    best = min(feas, key=cost)
+  else:  # nothing meets the targets: the point with the best attainment (flagged)
+    best = max(range(len(points)), key=lambda g: np.mean([summ[g][t]["attainment"] for t in idx]))
+  edges = [k for k, vals in axes.items()
+           if len(vals) > 1 and points[best][k] in (min(vals), max(vals))]
+  return best, bool(feas), edges, cost(best)
+
+
+def run(config, workdir, commit):
+  t_start = time.perf_counter()
+  spec, ps, _ = ex.setup(config)
+  log = lambda *a: print(*a, flush=True)
+  log(f"pd_autoscale study at commit {commit}")
+  val = ex.make_traces(config, "val", config.data.val_seeds)
+  test = ex.make_traces(config, "test", config.data.test_seeds)
+  fv, ft = [t[0] for t in val], [t[0] for t in test]
+  families = list(config.data.families)
+  selections, chosen = [], {}
+  timings = {}
+  for name, (points, axes) in grids(config, spec).items():
+    t0 = time.perf_counter()
+    ctrl = baselines.BUILDERS[name](spec)
+    summ, _ = ex.run_clusters(config, spec, ctrl, stack_points(points), val,
+                              oracle=name == "oracle")
+    chosen[name] = {}
+    static_pts = {}
+    if name == "static":  # per family: the smallest pools meeting each target alone
+      pp_ = list(range(spec.max_prefill))  # (p, max_decode), p = 1..max_prefill
+      dd_ = list(range(spec.max_prefill, spec.max_prefill + spec.max_decode))  # (max_prefill, d)
+      sub = lambda ids: ([points[g] for g in ids], [summ[g] for g in ids])
+      ttft_ok = lambda s: s["p99_ttft"] <= spec.ttft_slo
+      tpot_ok = lambda s: s["p99_tpot"] <= spec.tpot_slo
+      for fam in families:
+        bp, fp, _, _ = choose(spec, *sub(pp_), fv, fam, {}, ttft_ok)
+        bd, fd, _, _ = choose(spec, *sub(dd_), fv, fam, {}, tpot_ok)
+        static_pts[fam] = (dict(p=points[pp_[bp]]["p"], d=points[dd_[bd]]["d"]), fp and fd)
+      # The pairs checked together on the validation traces (one call for all families).
+      chk, _ = ex.run_clusters(config, spec, ctrl,
+                               stack_points([static_pts[f][0] for f in families]), val)
+    for fam in families:
+      if name == "static":
+        point, feas = static_pts[fam]
+        k = families.index(fam)
+        mine = [chk[k][t] for t, f in enumerate(fv) if f == fam]
+        feas = feas and all(episode.meets(spec, s) for s in mine)
+        cost = float(np.mean([s["gpus"] for s in mine]))
+        edges = ([] if point["p"] < spec.max_prefill else ["p at pool bound"]) + (
+            [] if point["d"] < spec.max_decode else ["d at pool bound"])
+      else:
+        b, feas, edges, cost = choose(spec, points, summ, fv, fam, axes)
+        point = points[b]
+      chosen[name][fam] = point
+      selections.append(dict(method=name, family=fam, chosen=json.dumps(point),
+                             feasible_on_val=feas, val_gpus=cost,
+                             edge=",".join(edges) or "-",
+                             grid=json.dumps({k: list(v) for k, v in axes.items()})))
+      log(f"[select] {name:9s} {fam:12s} {point} feasible={feas} val_gpus={cost:.2f} "
+          f"edge={edges or '-'}")
+    timings[name] = time.perf_counter() - t0
+    log(f"[grid] {name}: {len(points)} points x {len(val)} traces in {timings[name]:.0f} s")
+
+  # ---- PPO members: main variant (seeds x lrs) and ablations, one vmapped program
+  r = config.rl
+  main = ex.main_variant(config)
+  variants = [main]
+  members = ex.member_grid(config, [main], list(range(r.seeds)), [r.lr])
+  for lr in config.study.lrs:
+    if lr != r.lr:
+      members += ex.member_grid(config, [main], [0], [lr])
+  if config.study.ablations:
+    abl = [("no_recurrence", policy.flags(False, True, True)),
+           ("no_masks", policy.flags(True, False, True)),
+           ("no_cooldowns", policy.flags(True, True, False))]
+    members += ex.member_grid(config, abl, [0], [r.lr])
+  log(f"[ppo] {len(members)} members: " + ", ".join(f"{n}/s{s}/lr{lr:g}" for n, _, s, lr in members))
+  t0 = time.perf_counter()
+  out = ex.train_policy(config, workdir, members, tag="rl", log=log)
+  timings["ppo"] = time.perf_counter() - t0
+  scores = out["score"]
+  sel_rows = []
+  for j, (n, _, s, lr) in enumerate(members):
+    sel_rows.append(dict(member=j, variant=n, seed=s, lr=lr, val_feasible=scores[j, 0],
+                         val_gpus=-scores[j, 1]))
+  # The step size: the main-variant lr with the best mean validation score (seed 0 rows).
+  def lr_score(lr):
+    js = [j for j, (n, _, s, l) in enumerate(members) if n == "ppo" and l == lr and s == 0]
+    return tuple(scores[js[0]])
+  lrs = sorted({l for n, _, _, l in members if n == "ppo"})
+  best_lr = max(lrs, key=lr_score)
+  log(f"[select] ppo lr grid {lrs}: val (feasible families, -gpus) "
+      f"{[lr_score(l) for l in lrs]} -> {best_lr:g}"
+      + (" (edge)" if len(lrs) > 1 and best_lr in (min(lrs), max(lrs)) else ""))
+
+  # ---- test
+  greedy = policy.controller(spec, ps, greedy=True)
+  params = dict(net=out["best"], flags=out["flags"])
+  summ_ppo, (st_ppo, rows_ppo) = ex.run_clusters(config, spec, greedy, params, test, seed=3)
+  methods, summaries = [], []
+  for j, (n, _, s, lr) in enumerate(members):
+    if n == "ppo" and lr != r.lr:
+      continue
+    methods.append(n)
+    summaries.append(summ_ppo[j])
+  # Merge the seeds of a variant: rows per (variant, family) over members x test seeds.
+  merged = {}
+  for m, s in zip(methods, summaries):
+    merged.setdefault(m, ([], []))
+    merged[m][0].extend(s)
+    merged[m][1].extend(ft)
+  traces_by_method = {}
+  for name in HEURISTICS + ("oracle",):
+    ctrl = baselines.BUILDERS[name](spec)
+    pts = [chosen[name][f] for f in families]
+    summ, _ = ex.run_clusters(config, spec, ctrl, stack_points(pts), test,
+                              oracle=name == "oracle", seed=5)
+    merged[name] = ([summ[families.index(f)][t] for t, f in enumerate(ft)], list(ft))
+  rows = []
+  for m, (ss, ff) in merged.items():
+    rows += ex.aggregate(spec, [ss], ff, [m])
+  # Fluid lower bound (no queueing, no start-up): mean over the scored epochs.
+  E = ex.epochs_of(config, spec)
+  e0 = int(config.data.warmup // spec.epoch_s)
+  for fam in families:
+    lb = [float(np.sum(episode.fluid_demand(spec, *t[2], E)[e0:].mean(axis=0)))
+          for t in test if t[0] == fam]
+    rows.append(dict(method="fluid_bound", family=fam, seeds=len(lb), meets="-",
+                     gpus=float(np.mean(lb)), gpus_std=float(np.std(lb))))
+  verdicts = judge(spec, rows, families)
+  cols = ["method", "family", "seeds", "meets", "gpus", "gpus_std", "prefill_gpus",
+          "decode_gpus", "p99_ttft", "p99_ttft_std", "p99_tpot", "p99_tpot_std",
+          "attainment", "scaling_events", "gpu_transitions"]
+  head = (f"### pd_autoscale study (commit {commit}): test traces, {config.data.test_seeds} "
+          f"seeds per family ({len(members)} PPO members), targets P99 TTFT <= "
+          f"{spec.ttft_slo} s and TPOT <= {spec.tpot_slo} s")
+  md = study_lib.write_table(workdir, "study", rows, columns=cols, header=head)
+  study_lib.write_table(workdir, "selections", selections,
+                        columns=["method", "family", "chosen", "feasible_on_val", "val_gpus",
+                                 "edge", "grid"], header="### Baseline selections (validation)")
+  study_lib.write_table(workdir, "ppo_members", sel_rows, header="### PPO members (validation)")
+  with open(os.path.join(workdir, "study_rows.json"), "w") as f:
+    json.dump(dict(commit=commit, rows=rows, selections=selections, members=sel_rows,
+                   verdicts=verdicts, best_lr=best_lr, timings=timings,
+                   wall_s=time.perf_counter() - t_start), f, indent=1, default=str)
+  plot(config, spec, workdir, rows, families, test, rows_ppo)
+  print(md, flush=True)
+  for v in verdicts:
+    log(f"[verdict] {v['claim']}: {v['verdict']} ({v['ours']})")
+  log(f"study wall time {time.perf_counter() - t_start:.0f} s")
+  return dict(wall_s=time.perf_counter() - t_start)
+
+
+def judge(spec, rows, families):
+  """The abstract's claim per family: PPO meets the targets with fewer GPUs than the best
+  grid-searched heuristic that meets them (all test seeds)."""
+  get = lambda m, f: next((r for r in rows if r["method"] == m and r["family"] == f), None)
+  per = []
+  for fam in families:
+    ok_h = [get(h, fam) for h in HEURISTICS]
+    ok_h = [r for r in ok_h if r and r["meets"].split("/")[0] == r["meets"].split("/")[1]]
+    best = min(ok_h, key=lambda r: r["gpus"]) if ok_h else None
+    p = get("ppo", fam)
+    ppo_ok = p["meets"].split("/")[0] == p["meets"].split("/")[1]
+    fewer = best is not None and p["gpus"] < best["gpus"]
+    per.append(dict(family=fam, ppo_meets=p["meets"], ppo_gpus=p["gpus"],
+                    best_heuristic=best["method"] if best else None,
+                    best_gpus=best["gpus"] if best else None, holds=ppo_ok and fewer))
+  n = sum(x["holds"] for x in per)
+  verdict = "holds" if n == len(per) else ("partly" if n else "does not hold at our scale")
+  ours = "; ".join(
+      f"{x['family']}: ppo {x['ppo_gpus']:.2f} GPUs meets {x['ppo_meets']} vs "
+      + (f"{x['best_heuristic']} {x['best_gpus']:.2f}" if x["best_heuristic"] else "no heuristic feasible")
+      for x in per)
+  return [dict(claim="learned policy meets the same P99 targets as the best grid-searched "
+                     "heuristic with fewer GPUs", ours=ours, verdict=verdict, per_family=per)]
+
+
+def plot(config, spec, workdir, rows, families, test, rows_ppo):
+  import matplotlib  # pylint: disable=g-import-not-at-top
+  matplotlib.use("Agg")
+  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
+  methods = [m for m in ("ppo", "no_recurrence", "no_masks", "no_cooldowns") + HEURISTICS +
+             ("oracle", "fluid_bound") if any(r["method"] == m for r in rows)]
+  fig, axes = plt.subplots(1, 2, figsize=(14, 4))
+  w = 0.8 / len(methods)
+  for i, m in enumerate(methods):
+    g = [next((r["gpus"] for r in rows if r["method"] == m and r["family"] == f), np.nan)
+         for f in families]
+    e = [next((r.get("gpus_std", 0) for r in rows if r["method"] == m and r["family"] == f), 0)
+         for f in families]
+    axes[0].bar(np.arange(len(families)) + i * w, g, w, yerr=e, label=m)
+    a = [next((r.get("attainment", np.nan) for r in rows if r["method"] == m and r["family"] == f),
+              np.nan) for f in families]
+    axes[1].bar(np.arange(len(families)) + i * w, a, w, label=m)
+  for ax, t in zip(axes, ("average GPUs (test)", "SLO attainment (test)")):
+    ax.set_xticks(np.arange(len(families)) + 0.4 - w / 2)
+    ax.set_xticklabels(families)
+    ax.set_title(t)
+  axes[1].set_ylim(0.9, 1.0)
+  axes[1].legend(fontsize=7, ncol=2)
+  fig.tight_layout()
+  fig.savefig(os.path.join(workdir, "study.png"), dpi=110)
+  plt.close(fig)
+  # The first PPO member on each family's first test trace: both pools over time.
+  fig, axes = plt.subplots(1, len(families), figsize=(4 * len(families), 3), squeeze=False)
+  T = len(test)
+  for k, fam in enumerate(families):
+    t = next(i for i, tr in enumerate(test) if tr[0] == fam)
+    r = jax.tree.map(lambda x: np.asarray(x[t]), rows_ppo)  # member 0, trace t
+    ts = np.arange(len(r["gpus"])) * spec.epoch_s
+    ax = axes[0, k]
+    ax.plot(ts, r["prefill_gpus"], label="prefill GPUs")
+    ax.plot(ts, r["decode_gpus"], label="decode GPUs")
+    ax2 = ax.twinx()
+    ax2.plot(ts, r["arrivals"] / spec.epoch_s, color="gray", lw=0.7, label="req/s")
+    ax.set_title(f"PPO on {fam}")
+    ax.set_xlabel("s")
+    if k == 0:
+      ax.legend(fontsize=7)
+  del T
+  fig.tight_layout()
+  fig.savefig(os.path.join(workdir, "pools.png"), dpi=110)
+  plt.close(fig)
