@@ -25,6 +25,7 @@ ARGS = {
     "drift_ident": ("horizon", None, "noise", "cmapss_dir"),
     "flowgda": ("flow_steps", "batch", None, "path"),
     "hybrid_mup": ("steps", "batch_size", "lr", "path"),
+    "latent_debate": ("mlp_steps", "batch", "mlp_lrs", "csv"),
     "lie_bases": ("steps", None, "lrs", "data_path"),
     "lm": ("steps", "batch_size", "lr", "path"),
     "lora_lr": ("steps", "batch", "lr", None),

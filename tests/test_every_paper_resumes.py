@@ -25,6 +25,8 @@ RESUME_TESTS = {
     # The LM task on the unchanged core loop (jaxpapers/nn/lm.py); the loop's SIGKILL test
     # covers it.
     "hybrid_mup": "tests/test_core_resume.py::test_sigkill_then_resume_is_bitwise_exact",
+    "latent_debate": "no checkpoint: nothing trains for more than seconds (probes, CCS); "
+                     "the LM forward passes are cached per chunk in the workdir and reused",
     "lie_bases": "tests/test_lie_bases.py::test_training_resumes_exactly_and_learns",
     "lora_lr": "tests/test_lora_lr.py::"
                "test_pretraining_runs_on_the_core_loop_and_restores_its_checkpoint",
