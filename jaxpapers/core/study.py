@@ -15,7 +15,8 @@ from jaxpapers.core import metrics as metrics_lib
 
 # Study outputs, not code: they never mark a run dirty (see git_commit).
 _OUTPUTS = (":(exclude)*.md", ":(exclude)*.png", ":(exclude)*_rows.json",
-            ":(exclude,glob)**/results/**")
+            ":(exclude,glob)**/results/**", ":(exclude,glob)**/scale.json",
+            ":(exclude,glob)**/quickstart.json")
 
 
 def git_commit(paths=("jaxpapers", "configs", "launch"), cwd: str | None = None) -> str:
