@@ -144,7 +144,8 @@ def test_launcher_errors_are_one_line_with_exit_1(tmp_path):
   env = _runs.env_with_devices(1)
   cases = {
       "--config.train.nosuch=3": "unknown config field 'nosuch' in --config.train.nosuch=3",
-      "--config.train.batch_size=0": "train.batch_size must be >= 1",
+      # Refused by the shared pre-flight pass (core/validate.py), before anything compiles.
+      "--config.train.batch_size=0": "config field train.batch_size=0 must be >= 1",
   }
   for flag, message in cases.items():
     out = _launch(_runs.train_cmd("stompp.py:smoke", tmp_path / "w", flag), env)
