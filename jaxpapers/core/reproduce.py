@@ -212,12 +212,11 @@ def scale_cell(name: str) -> str:
 
 
 def _plan_once(name: str, devices: int) -> dict:
-  root = ROOT
   with tempfile.TemporaryDirectory() as wd:
-    cmd = [sys.executable, os.path.join(root, "launch", "plan.py"),
+    cmd = [sys.executable, os.path.join(ROOT, "launch", "plan.py"),
            f"--config=configs/{name}.py:paper", f"--devices={devices}",
            f"--platform={PLAN_PLATFORM}", f"--workdir={wd}"]
-    r = subprocess.run(cmd, cwd=root, capture_output=True, text=True, timeout=1800)
+    r = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=1800)
     if r.returncode != 0:
       raise ValueError(f"{name}: launch/plan.py --devices={devices} failed: "
                        f"{(r.stderr.strip().splitlines() or [''])[-1]}")

@@ -24,8 +24,9 @@ def git_commit(paths=("jaxpapers", "configs", "launch"), cwd: str | None = None)
 
   Pass the paper's own paths so that unrelated work in progress elsewhere in the tree
   does not mark a paper's table as dirty. Only code marks a run dirty: markdown (READMEs,
-  tables), plots (*.png), raw rows (*_rows.json) and anything under a `results/` folder are
-  a study's outputs, and an earlier part's uncommitted outputs must not mark the next part
+  tables), plots (*.png), raw rows (*_rows.json), the plan and quick-start records
+  (scale.json, quickstart.json) and anything under a `results/` folder are a study's
+  outputs, and an earlier part's uncommitted outputs must not mark the next part
   dirty. 'unknown' outside a git checkout.
   """
   here = cwd or os.path.dirname(os.path.abspath(__file__))

@@ -11,8 +11,8 @@ leaf names the configs share:
             seeds, every, width, iters) must be >= 0
   numbers   no float anywhere may be NaN; learning rates (lr, learning_rate, *_lr, lrs)
             must be finite and > 0
-  paths     a non-empty string leaf named path, dir, drawings, *_path / *_dir / *_file / *_paths must
-            exist (it names user data; empty means the offline default)
+  paths     a non-empty string leaf named path, dir, drawings or *_path / *_dir /
+            *_file / *_paths must exist (it names user data; empty: the offline default)
   workdir   must be a directory or creatable
 
 A paper adds its own checks as `validate(config)` in its experiment module (raise
