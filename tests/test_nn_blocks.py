@@ -151,3 +151,53 @@ def test_mask_decides_what_a_position_sees(mask, mlp, positions):
     assert earlier_changed == 0.0
   else:
     assert earlier_changed > 1e-6
+
+
+def test_unknown_kernel_is_one_line_naming_the_registered_ones():
+  cfg = stack.StackConfig(vocab_size=11, dim=8, pattern="A", n_heads=2, kernel="polysketchy")
+  model = stack.build(cfg)
+  params = model.init(jax.random.PRNGKey(0))
+  with pytest.raises(ValueError, match=r"unknown attention kernel 'polysketchy'.*softmax"):
+    model.apply(params, jnp.zeros((1, 4), jnp.int32))
+
+
+@pytest.mark.parametrize("mask", ["causal", "bidirectional"])
+def test_structured_kernel_gets_the_mask_kind_and_no_dense_mask(mask):
+  """A structured kernel sees (kind, lengths) instead of a (B, T, S) array, and the dense
+  reference with the mask it describes gives the same outputs."""
+  seen = {}
+
+  def masked_reference(q, k, v, dense, scale=None, mask_kind=None, lengths_B=None):
+    seen.update(dense=dense, kind=mask_kind, lengths=lengths_B)
+    return attention.softmax_attention(
+        q, k, v, attention.make_mask(mask_kind, q.shape[1], lengths_B), scale=scale)
+
+  cfg = stack.StackConfig(vocab_size=11, dim=8, pattern="AA", n_heads=2, mask=mask)
+  model = stack.build(cfg)
+  params = model.init(jax.random.PRNGKey(0))
+  tokens = jax.random.randint(jax.random.PRNGKey(1), (2, 5), 0, 11)
+  lengths = jnp.array([5, 3])
+  out = model.apply(params, tokens, lengths_B=lengths,
+                    kernel=attention.structured(masked_reference))
+  assert seen["dense"] is None and seen["kind"] == mask
+  np.testing.assert_array_equal(seen["lengths"], lengths)
+  ref = model.apply(params, tokens, lengths_B=lengths)
+  np.testing.assert_allclose(out, ref, rtol=1e-6, atol=1e-6)
+
+
+def test_cond_reaches_every_block_and_passes_through_the_lm_model():
+  from jaxpapers.nn import lm  # pylint: disable=g-import-not-at-top
+  def shift_by_cond(cfg, p, x, ctx):
+    del cfg, p
+    return x + ctx.cond[:, None, :]
+
+  cond_block = stack.BlockType(lambda c, n: {}, shift_by_cond, residuals=0)
+  cfg = stack.StackConfig(vocab_size=7, dim=4, pattern="AC", n_heads=2)
+  model = stack.build(cfg, {**stack.DEFAULT_BLOCKS, "C": cond_block})
+  lm_model = lm.from_stack(model)
+  params = lm_model.init(jax.random.PRNGKey(0))
+  tokens = jnp.zeros((2, 3), jnp.int32)
+  c = jnp.array([[0.0] * 4, [5.0, -5.0, 5.0, -5.0]])
+  out = lm_model.apply(params, tokens, cond=c)
+  np.testing.assert_allclose(out[0], lm_model.apply(params, tokens, cond=jnp.zeros_like(c))[0])
+  assert not np.allclose(out[1], out[0])

@@ -15,6 +15,12 @@ visible s, written as its O(T^2) reference that honours any mask; a paper with a
 causal (prefix-sum or chunked) form supplies it as another kernel with the same
 signature. Masks: causal (decoders), bidirectional (encoders, masked diffusion LMs),
 key padding, and their intersection.
+
+A dense (B, T, S) mask costs O(T^2) memory, which a linear-time kernel must not pay. A
+kernel marked `structured_mask = True` (see `structured`) therefore receives mask=None and
+the mask as its kind and lengths instead:
+  kernel(q, k, v, None, scale=..., mask_kind='causal' | 'bidirectional', lengths_B=... | None)
+and builds whatever it needs (a block-causal prefix state, a padding vector).
 """
 from __future__ import annotations
 
@@ -123,14 +129,41 @@ def linear_attention(feature_map: Callable = elu_plus_one, eps: float = 1e-6) ->
   return kernel
 
 
+def structured(kernel: Kernel) -> Kernel:
+  """Marks `kernel` as taking the mask as (mask_kind, lengths_B) instead of a dense array."""
+  kernel.structured_mask = True
+  return kernel
+
+
 KERNELS = {"softmax": softmax_attention, "linear_elu": linear_attention(elu_plus_one)}
+
+
+def get_kernel(name: str) -> Kernel:
+  """KERNELS[name], or a one-line error naming the registered kernels."""
+  if name not in KERNELS:
+    raise ValueError(f"unknown attention kernel {name!r}; registered: {sorted(KERNELS)} "
+                     "(a paper adds one with attention.KERNELS[name] = fn, or passes kernel=)")
+  return KERNELS[name]
+
+
+def call_kernel(kernel: Kernel, q, k, v, *, mask, mask_kind: str, lengths_B, scale):
+  """Calls `kernel` with a dense mask, or with the mask's kind and lengths if structured."""
+  if getattr(kernel, "structured_mask", False):
+    return kernel(q, k, v, None, scale=scale, mask_kind=mask_kind, lengths_B=lengths_B)
+  if mask is None and (mask_kind != "bidirectional" or lengths_B is not None):
+    mask = make_mask(mask_kind, q.shape[1], lengths_B)
+  return kernel(q, k, v, mask, scale=scale)
 
 
 def multi_head(p, h_BxTxD, *, n_heads: int, n_kv_heads: int, head_dim: int,
                positions_BxT, mask, kernel: Kernel = softmax_attention,
-               rope_theta: float | None = 10000.0, scale: float | None = None):
+               rope_theta: float | None = 10000.0, scale: float | None = None,
+               mask_kind: str | None = None, lengths_B=None):
   """Self-attention sublayer: q/k/v projections, RoPE (unless rope_theta is None), the
-  kernel, the output projection. `p` holds 'q', 'k', 'v' (D, heads*hd) and 'o'."""
+  kernel, the output projection. `p` holds 'q', 'k', 'v' (D, heads*hd) and 'o'.
+
+  `mask` is the dense mask; `mask_kind` and `lengths_B` describe it for structured kernels
+  (with mask_kind None the kernel gets `mask` as given, the pre-structured behaviour)."""
   B, T, _ = h_BxTxD.shape
   q = (h_BxTxD @ p["q"]).reshape(B, T, n_heads, head_dim)
   k = (h_BxTxD @ p["k"]).reshape(B, T, n_kv_heads, head_dim)
@@ -138,5 +171,9 @@ def multi_head(p, h_BxTxD, *, n_heads: int, n_kv_heads: int, head_dim: int,
   if rope_theta is not None:
     q = blocks.rope(q, positions_BxT, rope_theta)
     k = blocks.rope(k, positions_BxT, rope_theta)
-  out = kernel(q, k, v, mask, scale=scale)
+  if mask_kind is None:
+    out = kernel(q, k, v, mask, scale=scale)
+  else:
+    out = call_kernel(kernel, q, k, v, mask=mask, mask_kind=mask_kind, lengths_B=lengths_B,
+                      scale=scale)
   return out.reshape(B, T, n_heads * head_dim) @ p["o"]

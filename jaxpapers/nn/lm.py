@@ -46,7 +46,8 @@ from jaxpapers.nn import params as params_lib
 class LMModel:
   """What the LM task needs from a model: init, apply and per-parameter optimizer trees.
 
-  init(rng) -> params; apply(params, tokens_BxT) -> logits_BxTxV;
+  init(rng) -> params; apply(params, tokens_BxT, **kw) -> logits_BxTxV (keywords such as
+  cond= pass through to the model, so an objective can condition it, e.g. on a time);
   lr_mults: tree of floats shaped like params (None: all 1); decay_mask: tree of bools
   (None: decay every parameter, as optax.adamw does by default).
   """
@@ -63,7 +64,7 @@ def from_stack(model, parametrization: params_lib.Parametrization | None = None,
   par = parametrization or params_lib.standard()
   from jaxpapers.nn import stack  # pylint: disable=g-import-not-at-top
   return LMModel(init=lambda rng: model.init(rng, par),
-                 apply=lambda p, t: model.apply(p, t, **apply_kw),
+                 apply=lambda p, t, **kw: model.apply(p, t, **{**apply_kw, **kw}),
                  lr_mults=params_lib.lr_multipliers(model.specs, par),
                  decay_mask=params_lib.decay_mask(model.specs, decayed),
                  sharding_rules=stack.TENSOR_PARALLEL_RULES)

@@ -80,11 +80,20 @@ class StackConfig:
 
 
 class Context(NamedTuple):
-  """What every block sees besides its parameters and the residual stream."""
+  """What every block sees besides its parameters and the residual stream.
+
+  `mask` is the dense (B, T, S) mask, or None when the kernel is structured (it then reads
+  `mask_kind` and `lengths_B`, and no O(T^2) array is built). `cond` is an optional
+  conditioning input (e.g. a diffusion time embedding, (B, C) or (B, T, C)); the default
+  blocks ignore it and a paper's own blocks read it.
+  """
   positions_BxT: jax.Array
   mask: jax.Array | None
   kernel: Callable
   n_residual: int   # residual branches in the whole stack (for output-projection scaling)
+  mask_kind: str = "causal"
+  lengths_B: jax.Array | None = None
+  cond: jax.Array | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -130,7 +139,8 @@ def attention_sublayer(cfg: StackConfig, p, x_BxTxD, ctx: Context):
   return x_BxTxD + attn_lib.multi_head(
       p, h, n_heads=cfg.n_heads, n_kv_heads=cfg.kv_heads, head_dim=cfg.hd,
       positions_BxT=ctx.positions_BxT, mask=ctx.mask, kernel=ctx.kernel,
-      rope_theta=cfg.rope_theta if cfg.positions == "rope" else None, scale=scale)
+      rope_theta=cfg.rope_theta if cfg.positions == "rope" else None, scale=scale,
+      mask_kind=ctx.mask_kind, lengths_B=ctx.lengths_B)
 
 
 def mlp_sublayer(cfg: StackConfig, p, x_BxTxD, ctx: Context):
@@ -211,8 +221,9 @@ class Model:
     return params_lib.init(rng, self.specs, parametrization or params_lib.standard())
 
   def hidden(self, params, tokens_BxT, *, positions_BxT=None, lengths_B=None,
-             kernel: Callable | None = None, unroll: bool = False, remat: bool = False):
-    """Final-normed hidden states (B, T, D)."""
+             kernel: Callable | None = None, unroll: bool = False, remat: bool = False,
+             cond=None):
+    """Final-normed hidden states (B, T, D); `cond` reaches every block as ctx.cond."""
     cfg = self.cfg
     B, T = tokens_BxT.shape
     if positions_BxT is None:
@@ -222,8 +233,10 @@ class Model:
       if T > cfg.max_len:
         raise ValueError(f"sequence length {T} exceeds the learned position table ({cfg.max_len})")
       x = x + blocks.learned_positions(params["pos_embed"], positions_BxT)
-    ctx = Context(positions_BxT, attn_lib.make_mask(cfg.mask, T, lengths_B),
-                  kernel or attn_lib.KERNELS[cfg.kernel], self.n_residual)
+    kernel = kernel or attn_lib.get_kernel(cfg.kernel)
+    dense = (None if getattr(kernel, "structured_mask", False)
+             else attn_lib.make_mask(cfg.mask, T, lengths_B))
+    ctx = Context(positions_BxT, dense, kernel, self.n_residual, cfg.mask, lengths_B, cond)
     unit = self.unit
 
     def body(x, layer_params):
@@ -246,7 +259,7 @@ class Model:
     return out * self.cfg.logit_mult if self.cfg.logit_mult != 1.0 else out
 
   def apply(self, params, tokens_BxT, **kw):
-    """Logits (B, T, vocab). Keywords: positions_BxT, lengths_B, kernel, unroll, remat."""
+    """Logits (B, T, vocab). Keywords: positions_BxT, lengths_B, kernel, unroll, remat, cond."""
     return self.logits(params, self.hidden(params, tokens_BxT, **kw))
 
 
