@@ -55,7 +55,7 @@ def get_config(arg=None):
       scaling="zscore", max_n=4000, csv_label="label", mlbench_dir="", npz_dir="",
       xla_opt_level=-1, bit_grid=(1, 2, 3, 4, 6, 8), other_grid=(3, 4, 6, 8),
       ablation_kinds=("ae",), layer_rules=("none", "all", "encoder", "decoder", "each"),
-      pca_k=1, plan_sets=14, plan_train=2800, plan_test=1200, plan_dim=64,
+      pca_k=1, pca_frac=0.0, code_frac=0.0, plan_sets=14, plan_train=2800, plan_test=1200, plan_dim=64,
       parts=("main", "bits", "layers"))
   config = ml_collections.ConfigDict()
   config.experiment = "jaxpapers.papers.lpr.experiment"
@@ -82,6 +82,8 @@ def get_config(arg=None):
       hidden=arg.hidden,          # encoder widths; the decoder mirrors them (PyOD AE)
       latent=arg.latent,          # code size / Deep SVDD output size (16: ae_tuning.py)
       code_relu=arg.code_relu,    # AE/DAE: ReLU on the code (False: linear code)
+      # AE family: round(code_frac * d) code units per dataset, 1..latent (0: latent units)
+      code_frac=arg.code_frac,
       mem_size=50,                # MemAE memory items
       noise_std=0.2,              # DAE corruption (standardized units)
       kl_weight=1.0,              # VAE beta
@@ -106,6 +108,7 @@ def get_config(arg=None):
   config.classical = dict(
       names=arg.classical,
       pca_k=arg.pca_k,  # pca_recon: principal components kept (the linear AE's code size)
+      pca_frac=arg.pca_frac,  # > 0: k = round(pca_frac * d) per dataset instead of pca_k
   )
   # Shapes for `plan` only (a run takes them from its datasets): sets, padded training
   # and test rows, padded width. Defaults: the 14-set study (4000-row cap, optdigits 64).
@@ -121,4 +124,7 @@ def get_config(arg=None):
   )
   if min(arg.plan_sets, arg.plan_train, arg.plan_test, arg.plan_dim) < 1:
     raise ValueError("plan_sets, plan_train, plan_test and plan_dim must be >= 1")
+  for key in ("code_frac", "pca_frac"):
+    if not 0.0 <= arg[key] <= 1.0:
+      raise ValueError(f"{key} must be in [0, 1] (a fraction of the input width), got {arg[key]}")
   return config_lib.lock(config)

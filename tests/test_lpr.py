@@ -443,6 +443,7 @@ def test_real_table_command_runs_on_odds_and_adbench_files(tmp_path):
   assert "mat:cardio: training rows have rank 5 of 8" in notes
   assert "npz:6_cardio" in notes
   assert (work / "paired_gains.md").exists()
+  assert (work / "versus_linear.md").exists()  # the AE beside its linear special case
 
 
 def test_ae_tuning_validation_split_uses_training_rows_only():
@@ -456,3 +457,62 @@ def test_ae_tuning_validation_split_uses_training_rows_only():
     assert all(train_rows[r.tobytes()] == yy for r, yy in zip(x, y))
   assert len(v.y_train) + len(v.y_test) == len(ds.y_train) and v.y_test.sum() >= 1
   assert not {r.tobytes() for r in v.x_train} & {r.tobytes() for r in v.x_test}
+
+
+def test_relative_code_equals_an_ae_built_with_that_code():
+  """code_frac: a 32-wide code masked to round(frac * d) units is the AE with that code.
+
+  Against separately built, unmasked networks of the narrow code (another program shape),
+  with and without LPR; the code size follows the real width, not the padded one.
+  """
+  np.testing.assert_array_equal(
+      np.asarray(detectors.code_size(0.25, jnp.array([4., 8., 9., 13., 30., 64., 200.]), 32)),
+      [1, 2, 2, 3, 8, 16, 32])
+  np.testing.assert_array_equal(np.asarray(detectors.code_size(0.05, 8.0, 32)), 1)
+  rng = np.random.default_rng(5)
+  x = rng.normal(size=(60, 12))
+  y = np.zeros(60, np.int32)
+  y[:6] = 1
+  x[:6, 3:] += 2.0
+  ds = data_lib.split("toy", x, y, 0.5, 0)
+  wide = data_lib.split("wide", rng.normal(size=(40, 20)), np.r_[np.ones(4), np.zeros(36)]
+                        .astype(np.int32), 0.5, 0)
+  for kind, rtol in (("ae", 1e-5), ("memae", 1e-3)):  # memae: the memory is masked too
+    common = dict(kind=kind, hidden=(8,), mem_size=4, steps=20, batch=16, lr=1e-2)
+    masked = detectors.fit(detectors.DetectorConfig(latent=32, code_frac=0.25, **common),
+                           detectors.pad_stack([wide, ds]), [1, 1], [0, 1], [0, 2], 0)
+    narrow = detectors.fit(detectors.DetectorConfig(latent=3, **common),
+                           detectors.pad_stack([ds]), [0, 0], [0, 1], [0, 2], 0)
+    np.testing.assert_allclose(np.asarray(masked["scores"])[:, :30],
+                               np.asarray(narrow["scores"]), rtol=rtol, err_msg=kind)
+  full = detectors.fit(detectors.DetectorConfig(latent=32, **common),
+                       detectors.pad_stack([ds]), [0], [0], [0], 0)
+  assert not np.allclose(np.asarray(full["scores"])[0], np.asarray(narrow["scores"])[0],
+                         rtol=1e-3)
+
+
+def test_pca_recon_relative_k():
+  rng = np.random.default_rng(6)
+  x_tr, x_te = rng.normal(size=(50, 8)), rng.normal(size=(10, 8))
+  for frac, k in ((0.25, 2), (0.1, 1), (0.01, 1), (0.5, 4)):
+    np.testing.assert_allclose(
+        classical.score("pca_recon", x_tr, x_te, pca_frac=frac),
+        classical.score("pca_recon", x_tr, x_te, pca_k=k))
+
+
+def test_auroc_standard_error_against_null_variance_and_simulation():
+  """Hanley-McNeil s.e.: equals the exact null s.d. of Mann-Whitney's U/(n1 n2) at 0.5,
+  and the s.d. of simulated AUROCs under its exponential model elsewhere."""
+  from jaxpapers.papers.lpr import report
+  for n1, n2 in ((3, 36), (20, 50), (100, 400)):
+    np.testing.assert_allclose(report.auroc_se(0.5, n1, n2),
+                               np.sqrt((n1 + n2 + 1) / (12 * n1 * n2)), rtol=1e-12)
+  rng = np.random.default_rng(7)
+  n1, n2, lam = 15, 60, 0.25  # P(anomaly score > normal score) = 1 / (1 + lam) = 0.8
+  sims = [metrics.roc_auc_score(np.r_[np.ones(n1), np.zeros(n2)],
+                                np.r_[rng.exponential(1 / lam, n1), rng.exponential(1, n2)])
+          for _ in range(3000)]
+  np.testing.assert_allclose(report.auroc_se(0.8, n1, n2), np.std(sims), rtol=0.06)
+  res = {"pca_recon": {"s": [0.9]}, "ae": {"s": [0.6, 0.6]}, "vae": {"s": [0.88]}}
+  rows = report.versus_linear(res, ["s"], {"s": (30, 300)}, ["ae", "vae"])
+  assert rows[0]["ae"].endswith("(below)") and rows[0]["vae"].endswith("(within noise)")

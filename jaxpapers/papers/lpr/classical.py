@@ -39,16 +39,20 @@ def pca_recon(x_tr: np.ndarray, x_te: np.ndarray, k: int = 8) -> np.ndarray:
 
 
 def score(name: str, x_tr: np.ndarray, x_te: np.ndarray, seed: int = 0,
-          keep: np.ndarray | None = None, pca_k: int = 8) -> np.ndarray:
+          keep: np.ndarray | None = None, pca_k: int = 8,
+          pca_frac: float = 0.0) -> np.ndarray:
   """Test-split anomaly scores of one classical detector.
 
   `keep` (a column mask, default `datasets.independent_columns(x_tr)`) drops columns
   that are constant or collinear on the training rows: they carry no information and
   give PCA zero eigenvalues, which PyOD's PCA divides by (optdigits, ODDS cardio).
+  `pca_frac` > 0 sets pca_recon's k to round(pca_frac * kept columns), at least 1.
   """
   keep = data_lib.independent_columns(x_tr) if keep is None else keep
   x_tr, x_te = x_tr[:, keep], x_te[:, keep]
   if name == "pca_recon":
+    if pca_frac > 0:  # k relative to the (kept) width: round(frac * d), at least 1
+      pca_k = max(1, int(np.floor(pca_frac * x_tr.shape[1] + 0.5)))
     return pca_recon(np.asarray(x_tr, np.float64), np.asarray(x_te, np.float64), pca_k)
   if name == "iforest":  # random: seeded by `seed`
     m = ensemble.IsolationForest(n_estimators=100, random_state=seed).fit(x_tr)

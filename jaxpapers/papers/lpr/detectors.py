@@ -57,6 +57,9 @@ class DetectorConfig:
   entropy_weight: float = 2e-4   # MemAE attention-entropy weight (Gong et al. 2019)
   eta: float = 1.0               # Deep SAD weight of labeled anomalies
   code_relu: bool = True         # AE/DAE: ReLU on the code (False: linear code)
+  # AE family: code size relative to the input width, clip(round(code_frac * d), 1,
+  # latent) units of the `latent`-wide code per dataset (0: all `latent` units).
+  code_frac: float = 0.0
   spec: quantize.LPRSpec = quantize.LPRSpec()
 
   def __post_init__(self):
@@ -80,6 +83,11 @@ def auroc(scores: jax.Array, labels: jax.Array, mask: jax.Array | None = None) -
   n_neg = jnp.sum(mask) - n_pos
   u = jnp.sum(pos * rank) - n_pos * (n_pos + 1.0) / 2.0
   return u / jnp.maximum(n_pos * n_neg, 1.0)
+
+
+def code_size(frac, d, latent: int):
+  """Code units of a dataset with d real features: clip(round(frac * d), 1, latent)."""
+  return jnp.clip(jnp.floor(frac * d + 0.5), 1, latent)
 
 
 def _center(feats, row_mask):
@@ -126,7 +134,7 @@ def _elementwise(key, shape, draw):
 _TRUNC_STD = 0.87962566103423978
 
 
-def init_padding_invariant(params, key, fmask, output: str | None = None):
+def init_padding_invariant(params, key, fmask, output: str | None = None, code_n=None):
   """Re-draws every parameter so its real part is independent of the padded width.
 
   Same distributions as Flax's defaults (lecun_normal kernels with the REAL fan-in, zero
@@ -134,6 +142,9 @@ def init_padding_invariant(params, key, fmask, output: str | None = None):
   fold_in(key, path, i, j), so padding a dataset beside a wider one changes no draw.
   Padded input rows and the padded columns of the `output` layer (a path such as
   'decoder/Dense_2/kernel', the one that maps back to the input width) are zeroed.
+  `code_n` (a relative code size, `DetectorConfig.code_frac`) is the real fan-in of the
+  layer after the code and the real width of the MemAE memory items, so a masked code
+  of n units starts as an AE built with n units.
   """
   d_real = jnp.sum(fmask)
 
@@ -144,12 +155,13 @@ def init_padding_invariant(params, key, fmask, output: str | None = None):
       return jnp.zeros_like(w)
     if name.endswith("memory"):  # [mem_size, latent]: no padded axis
       unit = _elementwise(k, w.shape, lambda kk: jax.random.normal(kk, (), w.dtype))
-      return unit / jnp.sqrt(jnp.asarray(w.shape[1], w.dtype))
+      return unit / jnp.sqrt(jnp.asarray(w.shape[1] if code_n is None else code_n, w.dtype))
     unit = _elementwise(k, w.shape, lambda kk: jax.random.truncated_normal(
         kk, -2.0, 2.0, (), w.dtype)) / _TRUNC_STD
     if _first_kernel(path):  # [dim, h]: fan-in is the real width
       return unit / jnp.sqrt(d_real) * fmask[:, None]
-    unit = unit / jnp.sqrt(jnp.asarray(w.shape[0], w.dtype))
+    fan_in = code_n if code_n is not None and name == "decoder/Dense_0/kernel" else w.shape[0]
+    unit = unit / jnp.sqrt(jnp.asarray(fan_in, w.dtype))
     if name == output:  # [h, dim]
       unit = unit * fmask[None, :]
     return unit
@@ -177,13 +189,22 @@ class Detector:
     # Flax's init only fixes the structure; the values are re-drawn padding-invariantly.
     out = (f"decoder/Dense_{len(self.cfg.hidden)}/kernel"
            if self.cfg.kind in AE_KINDS else None)
-    params = init_padding_invariant(self.net.init(rng, x_train[:2]), rng, fmask, out)
+    cm = self.code_mask(fmask)
+    params = init_padding_invariant(self.net.init(rng, x_train[:2]), rng, fmask, out,
+                                    None if cm is None else jnp.sum(cm))
     if self.cfg.kind in ("deepsvdd", "deepsad"):
       feats = self.net.apply(quantize.apply_lpr(params, bits, self.cfg.spec), x_train)
       aux = _center(feats, row_mask)
     else:
       aux = jnp.zeros((self.cfg.latent,), x_train.dtype)
     return params, aux
+
+  def code_mask(self, fmask):
+    """[latent] mask of the code units a dataset uses (None: every unit)."""
+    if self.cfg.code_frac <= 0 or self.cfg.kind not in AE_KINDS:
+      return None
+    n = code_size(self.cfg.code_frac, jnp.sum(fmask), self.cfg.latent)
+    return (jnp.arange(self.cfg.latent) < n).astype(fmask.dtype)
 
   def _err(self, recon, x, fmask):
     """Per-sample mean squared error over the real features."""
@@ -192,21 +213,22 @@ class Detector:
   def loss(self, params, aux, x, y, fmask, rng, bits):
     cfg = self.cfg
     p = quantize.apply_lpr(params, bits, cfg.spec)
+    cm = self.code_mask(fmask)
     if cfg.kind == "ae":
-      return jnp.mean(self._err(self.net.apply(p, x), x, fmask))
+      return jnp.mean(self._err(self.net.apply(p, x, cm), x, fmask))
     if cfg.kind == "dae":
       # Noise of feature j from fold_in(rng, j): the same draws whatever the padding.
       noise = jax.vmap(lambda j: jax.random.normal(jax.random.fold_in(rng, j),
                                                    x.shape[:1]))(jnp.arange(x.shape[1]))
       noisy = x + cfg.noise_std * noise.T * fmask[None, :]
-      return jnp.mean(self._err(self.net.apply(p, noisy), x, fmask))
+      return jnp.mean(self._err(self.net.apply(p, noisy, cm), x, fmask))
     if cfg.kind == "vae":
-      recon, mu, logvar = self.net.apply(p, x, rng)
+      recon, mu, logvar = self.net.apply(p, x, rng, cm)
       nll = 0.5 * jnp.sum(jnp.square(recon - x) * fmask[None, :], axis=-1)
       kl = 0.5 * jnp.sum(jnp.exp(logvar) + jnp.square(mu) - 1.0 - logvar, axis=-1)
       return jnp.mean(nll + cfg.kl_weight * kl)
     if cfg.kind == "memae":
-      recon, att = self.net.apply(p, x)
+      recon, att = self.net.apply(p, x, cm)
       ent = -jnp.sum(att * jnp.log(att + 1e-12), axis=-1)
       return jnp.mean(self._err(recon, x, fmask)) + cfg.entropy_weight * jnp.mean(ent)
     if cfg.kind in ("deepsvdd", "deepsad"):
@@ -225,10 +247,13 @@ class Detector:
   def score(self, params, aux, x, fmask, bits):
     cfg = self.cfg
     p = quantize.apply_lpr(params, bits, cfg.spec)
+    cm = self.code_mask(fmask)
     if cfg.kind in ("ae", "dae"):
-      return self._err(self.net.apply(p, x), x, fmask)
-    if cfg.kind in ("vae", "memae"):
-      return self._err(self.net.apply(p, x)[0], x, fmask)
+      return self._err(self.net.apply(p, x, cm), x, fmask)
+    if cfg.kind == "vae":
+      return self._err(self.net.apply(p, x, None, cm)[0], x, fmask)
+    if cfg.kind == "memae":
+      return self._err(self.net.apply(p, x, cm)[0], x, fmask)
     if cfg.kind in ("deepsvdd", "deepsad"):
       return jnp.sum(jnp.square(self.net.apply(p, x) - aux[None, :]), axis=-1)
     return self.net.apply(p, x)[:, 0]

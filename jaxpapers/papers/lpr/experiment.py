@@ -66,7 +66,7 @@ def detector_config(config, kind: str, layers: str | None = None,
       lr=config.optim.lr, weight_decay=config.optim.weight_decay,
       noise_std=config.model.noise_std, kl_weight=config.model.kl_weight,
       entropy_weight=config.model.entropy_weight, eta=config.model.eta,
-      code_relu=config.model.code_relu,
+      code_relu=config.model.code_relu, code_frac=config.model.code_frac,
       spec=quantize.LPRSpec(layers=layers or config.lpr.layers, mode=config.lpr.mode,
                             int_bits=config.lpr.int_bits, groups=tuple(groups)))
 
@@ -153,7 +153,8 @@ def compare(config, workdir, writer=None, data=None, stop_after: int | None = No
           random_method = name in ("iforest", "cblof")
           state["classical"][i, j, s] = (
               _roc(d.y_test, classical.score(name, d.x_train, d.x_test, seed, keep,
-                                             config.classical.pca_k))
+                                             config.classical.pca_k,
+                                             config.classical.pca_frac))
               if random_method or s == 0 else state["classical"][i, j, 0])
       if writer is not None:
         writer.write(step, {f"{name}/auroc": float(state["classical"][i].mean()),
@@ -215,6 +216,7 @@ def _main_tables(config, workdir, writer, data=None, stop_after=None) -> str | N
   """Runs `compare` and writes the AUROC and claims tables; returns their markdown."""
   commit = study_lib.git_commit(PATHS)  # stamped before the run
   t0 = time.perf_counter()
+  data = data or load_datasets(config)
   out = compare(config, workdir, writer, data, stop_after)
   if out is None:
     return None
@@ -229,6 +231,14 @@ def _main_tables(config, workdir, writer, data=None, stop_after=None) -> str | N
         ["dataset"] + list(config.model.kinds),
         f"### LPR - no LPR, AUROC points, paired by seed: mean +- s.d. over "
         f"{config.train.seeds} seeds")
+  ae_kinds = [k for k in config.model.kinds if k in detectors.AE_KINDS]
+  if ae_kinds and "pca_recon" in config.classical.names:
+    counts = {d.name: (int(d.y_test.sum()), int((1 - d.y_test).sum())) for d in data}
+    md += "\n" + study_lib.write_table(
+        workdir, "versus_linear", report.versus_linear(results, names, counts, ae_kinds),
+        ["dataset", "pca_recon"] + ae_kinds,
+        "### AE family (no LPR) - PCA reconstruction (the linear AE), AUROC points: "
+        "difference +- its test-split s.e. (Hanley-McNeil, conservative)")
   claim_rows = report.claims(rows, config.model.kinds, config.classical.names,
                              data_lib.SYNTHETIC_SETS, results)
   return md + "\n" + study_lib.write_table(workdir, "claims", claim_rows,

@@ -42,8 +42,11 @@ class AutoEncoder(nn.Module):
     self.encoder = MLP(tuple(self.hidden) + (self.latent,))
     self.decoder = MLP(tuple(reversed(self.hidden)) + (self.dim,))
 
-  def __call__(self, x):
+  def __call__(self, x, code_mask=None):
+    # `code_mask` (1 = code unit in use) narrows the bottleneck per dataset (a code size
+    # relative to the input width) inside one program of the widest code.
     z = self.encoder(x)
+    z = z if code_mask is None else z * code_mask[None, :]
     return self.decoder(nn.relu(z) if self.code_relu else z)
 
 
@@ -61,10 +64,13 @@ class VAE(nn.Module):
     h = self.encoder(x)
     return h[..., :self.latent], h[..., self.latent:]
 
-  def __call__(self, x, rng=None):
+  def __call__(self, x, rng=None, code_mask=None):
     mu, logvar = self.encode(x)
     logvar = jnp.clip(logvar, -10.0, 10.0)
+    if code_mask is not None:  # unused units: mu = logvar = 0, so their KL term is 0
+      mu, logvar = mu * code_mask[None, :], logvar * code_mask[None, :]
     z = mu if rng is None else mu + jnp.exp(0.5 * logvar) * jax.random.normal(rng, mu.shape)
+    z = z if code_mask is None else z * code_mask[None, :]
     return self.decoder(z), mu, logvar
 
 
@@ -87,13 +93,15 @@ class MemAE(nn.Module):
     self.memory = self.param("memory", nn.initializers.normal(1.0 / self.latent ** 0.5),
                              (self.mem_size, self.latent))
 
-  def __call__(self, x):
+  def __call__(self, x, code_mask=None):
     z = self.encoder(x)
-    att = jax.nn.softmax(z @ self.memory.T, axis=-1)
+    mem = self.memory if code_mask is None else self.memory * code_mask[None, :]
+    z = z if code_mask is None else z * code_mask[None, :]
+    att = jax.nn.softmax(z @ mem.T, axis=-1)
     # Continuous hard shrinkage: relu(w - l) * w / (|w - l| + eps).
     att = nn.relu(att - self.shrink) * att / (jnp.abs(att - self.shrink) + 1e-12)
     att = att / (jnp.sum(jnp.abs(att), axis=-1, keepdims=True) + 1e-12)
-    return self.decoder(att @ self.memory), att
+    return self.decoder(att @ mem), att
 
 
 def build(kind: str, dim: int, hidden: Sequence[int], latent: int, mem_size: int = 50,

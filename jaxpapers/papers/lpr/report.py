@@ -120,3 +120,35 @@ def claims(rows: list[dict], kinds, classical_names, synthetic_sets,
         "paper": "largest on collective anomalies",
         "holds": "yes" if best == "clustered" and gain[best] > real_gain else "no"})
   return out
+
+
+def auroc_se(a, n_pos: int, n_neg: int) -> float:
+  """Hanley & McNeil (1982) standard error of an AUROC a from n_pos/n_neg test rows."""
+  q1, q2 = a / (2 - a), 2 * a * a / (1 + a)
+  var = (a * (1 - a) + (n_pos - 1) * (q1 - a * a) + (n_neg - 1) * (q2 - a * a))
+  return float(np.sqrt(max(var, 0.0) / max(n_pos * n_neg, 1)))
+
+
+def versus_linear(results: dict, datasets: list[str], counts: dict, kinds,
+                  ref: str = "pca_recon") -> list[dict]:
+  """Each AE-family detector (no LPR) minus PCA reconstruction, per set, with its noise.
+
+  The test-split noise of a difference of two AUROCs on the same rows is taken as
+  sqrt(se_1^2 + se_2^2) with Hanley-McNeil standard errors (`counts[ds]` = (anomalies,
+  normals) of the test split): conservative, since it ignores the positive correlation
+  of two detectors scored on the same rows. A set is "below" / "above" when the
+  difference of the seed-mean AUROCs is beyond 2 of those s.e., else "within noise".
+  """
+  rows = []
+  for ds in datasets:
+    n_pos, n_neg = counts[ds]
+    b = float(np.mean(results[ref][ds]))
+    row = {"dataset": ds, ref: f"{100 * b:.1f}"}
+    for k in kinds:
+      a = float(np.mean(results[k][ds]))
+      se = np.hypot(auroc_se(a, n_pos, n_neg), auroc_se(b, n_pos, n_neg))
+      diff = a - b
+      word = "below" if diff < -2 * se else "above" if diff > 2 * se else "within noise"
+      row[k] = f"{100 * diff:+.1f} +- {100 * se:.1f} ({word})"
+    rows.append(row)
+  return rows
