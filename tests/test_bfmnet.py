@@ -593,7 +593,7 @@ def test_per_run_seed_and_hinge_weight_match_a_plain_run():
 def test_grid_sweep_spread_over_8_devices_matches_one_device():
   # Issue 51: the grid study's runs (cells x lr x hinge x seed) are split over every device
   # by core.sharding.spread (vmapped, or with map_runs a lax.map per device). One sweep
-  # cell of 3 runs (padded to 8 on 8 devices) must equal the previous 1-device program,
+  # cell of 3 runs (on 3 of the 8 devices) must equal the previous 1-device program,
   # jax.jit(jax.vmap(one run)), as the committed study tables were computed.
   assert jax.device_count() == 8
   cfg = _config("smoke,steps=4,log_every=2")

@@ -103,27 +103,52 @@ def test_spread_pads_and_drops_the_padding():
   assert out.shape == (5,)
   np.testing.assert_allclose(out, np.tanh(np.asarray(x) * 0.5).sum(1) + np.asarray(x)[:, 0],
                              rtol=1e-6)
-  # Padded to 8 rows, one per device, and the padding dropped: a second call with 3 rows
-  # gives its own 3 (the padded copies of the last row never leak into the output).
-  assert sharding.padded_size(5, 8) == 8
+  # 5 rows on 8 devices run on the first 5 devices, one row each (no padded copies); 12
+  # rows are padded to 16 and the padding dropped (padded rows never leak into outputs).
+  assert len(out.sharding.device_set) == 5
+  assert sharding.padded_size(12, 8) == 16
+  x12 = jnp.arange(12 * 3, dtype=jnp.float32).reshape(12, 3) / 30
+  out12 = f(x12, jnp.float32(0.5))
+  assert out12.shape == (12,)
+  np.testing.assert_allclose(out12, np.tanh(np.asarray(x12) * 0.5).sum(1)
+                             + np.asarray(x12)[:, 0], rtol=1e-6)
   np.testing.assert_allclose(f(x[:3], jnp.float32(0.5)), out[:3], rtol=1e-6)
   with pytest.raises(ValueError, match="in_axes"):
     sharding.spread(lambda x: x, in_axes=1)(x)
 
 
+def test_spread_donates_a_chunked_state():
+  """A state passed back chunk after chunk is donated (its old buffer is freed) and the
+  chunks give what one vmapped loop gives."""
+  step = sharding.spread(lambda s, k: s * 0.5 + k, in_axes=(0, None), donate_argnums=(0,))
+  init = jnp.arange(8 * 4, dtype=jnp.float32).reshape(8, 4)
+  want = np.asarray(init)
+  state = step(init, jnp.float32(0.0))
+  assert not init.is_deleted()  # the caller's array is copied, never donated
+  for k in (1.0, 2.0):
+    prev = state
+    state = step(state, jnp.float32(k))
+    assert prev.is_deleted()
+  for k in (0.0, 1.0, 2.0):
+    want = want * 0.5 + k
+  np.testing.assert_allclose(state, want, rtol=1e-6)
+
+
 def test_spread_plan_compiles_the_program_spread_runs():
   fn = lambda x, w: jnp.tanh(x @ w).sum()
-  x = jax.ShapeDtypeStruct((5, 4, 3), jnp.float32)
   w = jnp.ones((3, 2), jnp.float32)
-  jitted, args = sharding.spread_plan(fn, x, w, in_axes=(0, None))
-  assert args[0].shape == (8, 4, 3) and args[1].shape == (3, 2)  # padded as spread pads
-  assert len(args[0].sharding.device_set) == 8 and args[1].sharding.is_fully_replicated
-  compiled = jitted.lower(*args).compile()
-  xs = jnp.arange(5 * 4 * 3, dtype=jnp.float32).reshape(5, 4, 3) / 50
-  want = sharding.spread(fn, in_axes=(0, None))(xs, w)
-  got = compiled(jax.device_put(sharding.pad_leading(xs, 8), args[0].sharding),
-                 jax.device_put(w, args[1].sharding))
-  np.testing.assert_allclose(got[:5], want, rtol=1e-6)
+  for n, n_pad, devices in ((5, 5, 5), (12, 16, 8)):
+    x = jax.ShapeDtypeStruct((n, 4, 3), jnp.float32)
+    jitted, args = sharding.spread_plan(fn, x, w, in_axes=(0, None))
+    assert args[0].shape == (n_pad, 4, 3) and args[1].shape == (3, 2)  # as spread pads
+    assert len(args[0].sharding.device_set) == devices
+    assert args[1].sharding.is_fully_replicated
+    compiled = jitted.lower(*args).compile()
+    xs = jnp.arange(n * 4 * 3, dtype=jnp.float32).reshape(n, 4, 3) / 50
+    want = sharding.spread(fn, in_axes=(0, None))(xs, w)
+    got = compiled(jax.device_put(sharding.pad_leading(xs, n_pad), args[0].sharding),
+                   jax.device_put(w, args[1].sharding))
+    np.testing.assert_allclose(got[:n], want, rtol=1e-6)
 
 
 def test_population_on_the_mesh_resumes_bitwise(tmp_path):

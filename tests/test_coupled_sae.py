@@ -258,7 +258,7 @@ def test_coupled_training_fits_voxels_and_resumes_exactly(tmp_path):
 
 
 def test_grid_spread_over_8_devices_equals_one_device():
-  """One study cell (a 3-member (lr, beta) grid, padded to 8) through `sharding.spread`
+  """One study cell (a 3-member (lr, beta) grid, on 3 of the 8 devices) through `sharding.spread`
   on the 8 forced devices gives the 1-device `jit(vmap)` numbers."""
   assert jax.device_count() == 8
   cfg, split = _tiny_train_setup()
@@ -273,7 +273,8 @@ def test_grid_spread_over_8_devices_equals_one_device():
   args = (states, lrs, betas, data, jax.random.PRNGKey(4), jnp.float32(10.0), jnp.int32(5))
   spread_out = model.make_train(spec, 12)(*args)
   ref = jax.jit(jax.vmap(model.member_run(spec, 12), in_axes=model.GRID_AXES))(*args)
-  assert len(spread_out[0]["params"]["maps"]["m"].sharding.device_set) == 8
+  m = spread_out[0]["params"]["maps"]["m"]  # one member per device (first n of the 8)
+  assert len(m.sharding.device_set) == min(m.shape[0], 8) > 1
   assert len(ref[0]["params"]["maps"]["m"].sharding.device_set) == 1
   assert spread_out[1]["loss"].shape == (3, 12)
   for a, b in zip(jax.tree.leaves(spread_out), jax.tree.leaves(ref)):

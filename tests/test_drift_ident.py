@@ -302,8 +302,8 @@ def test_cmapss_task_runs_on_generated_files_and_needs_a_dir(tmp_path):
 
 
 def test_runs_spread_over_8_devices_equal_one_device():
-  """One study cell (5 runs over seeds x kinds x beta x noise, padded to 8) split over
-  the 8 forced devices gives the 1-device `jit(vmap)` numbers."""
+  """One study cell (5 runs over seeds x kinds x beta x noise, one per device on 5 of
+  the 8 forced devices) gives the 1-device `jit(vmap)` numbers."""
   assert jax.device_count() == 8
   # The proxy test's program (same system, T, records, scale; 8 padded rows), so the
   # spread side reuses its compilation when both run.
@@ -313,7 +313,7 @@ def test_runs_spread_over_8_devices_equal_one_device():
           jnp.asarray([0.3, 0.1, 1.0, 0.3, 0.3], jnp.float32))
   spread = simulate.batch_fn(system, steps, 4000, 1, 1.0)(*args)
   ref = jax.jit(jax.vmap(simulate.one_run(system, steps, 4000, 1, 1.0)))(*args)
-  assert len(spread["pseudo"].sharding.device_set) == 8
+  assert len(spread["pseudo"].sharding.device_set) == 5  # spread uses the first n devices
   assert len(ref["pseudo"].sharding.device_set) == 1
   assert spread["pseudo"].shape == (5, 1, len(estimators.METHODS))
   for k in ref:

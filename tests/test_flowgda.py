@@ -206,7 +206,7 @@ def test_bad_config_and_missing_data():
 
 
 def test_flowgda_program_spread_over_devices_equals_one_device():
-  # One study cell, FlowGDA with two ablation variants for 3 seeds (padded to the 8
+  # One study cell, FlowGDA with two ablation variants for 3 seeds (on 3 of the 8
   # forced devices) on a tiny 3-domain feature set: sharding.spread over seeds equals
   # the same program jit(vmap)-ed on one device.
   from jaxpapers.papers.flowgda import pipeline
@@ -228,7 +228,8 @@ def test_flowgda_program_spread_over_devices_equals_one_device():
   args = (keys, zn, y, head0, stats, mask, weights, lrs)
   heads, hist = pipeline.flowgda_program(**static)(*args)
   heads1, hist1 = pipeline.flowgda_program(**static, spread=False)(*args)
-  assert len(jax.tree.leaves(heads)[0].sharding.device_set) == 8
+  leaf = jax.tree.leaves(heads)[0]  # one seed per device (spread uses the first n of 8)
+  assert len(leaf.sharding.device_set) == min(leaf.shape[0], 8) > 1
   assert hist["loss"].shape == (s, 2)  # seeds x variants (mean of the last steps)
   for a, b in zip(jax.tree.leaves((heads, hist)), jax.tree.leaves((heads1, hist1))):
     assert a.shape == b.shape
@@ -242,4 +243,4 @@ def test_paper_plan_has_the_prior_work_sizes():
   assert (config.data.n, config.data.n_inter, config.flow.batch) == (2000, 21, 256)
   p = experiment.plan(config)
   assert p.steps == config.flow.steps
-  assert p.args[3].shape == (8, 23, 2000, config.model.feat)  # 3 seeds padded to 8
+  assert p.args[3].shape == (3, 23, 2000, config.model.feat)  # 3 seeds on 3 of 8 devices

@@ -266,7 +266,7 @@ def _lanes(spec):
 
 def test_lanes_spread_over_8_devices_match_one_device():
   # Issue 51: train_chunk splits the lanes (kind x seed x lr) over every device with
-  # core.sharding.spread. Three lanes (padded to 8) must give the numbers of the previous
+  # core.sharding.spread. Three lanes (on 3 of the 8 devices) must give the numbers of the previous
   # 1-device program, jax.jit(jax.vmap(one lane)), compiled with the same options.
   assert jax.device_count() == 8
   st0 = _lanes([("adapters", 0, 1e-2), ("lowrank", 0, 1e-2), ("multitask", 1, 1e-2)])

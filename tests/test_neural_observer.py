@@ -255,7 +255,7 @@ def test_learning_rate_selection_prefers_certified_then_validation():
 
 def test_stage1_spread_over_devices_equals_the_one_device_run_loop():
   # One study cell: stage 1 (point-guided pre-training, the JAX stage) of 4 runs (2 seeds
-  # x 2 learning rates, padded to the 8 forced devices) through sharding.spread equals
+  # x 2 learning rates, on 4 of the 8 forced devices) through sharding.spread equals
   # each run's stage 1 on one device by the study's own path, Trainer.run's loop of
   # AOT-compiled chunks. Tolerance: Adam divides by sqrt(v), so on near-zero gradients
   # (the zero-initialised biases) float32 reordering shows up at ~1e-5 relative.
@@ -265,7 +265,8 @@ def test_stage1_spread_over_devices_equals_the_one_device_run_loop():
   seeds, lrs = (0, 1), (1e-3, 3e-3)
   probs = [prob0, train.build_problem(cfg, "pendulum", 1)]
   (params, R), aux = trainer.stage1_spread(probs, seeds, lrs)
-  assert len(params["W2"].sharding.device_set) == 8
+  # one run per device: spread puts n < 8 rows on the first n devices
+  assert len(params["W2"].sharding.device_set) == min(params["W2"].shape[0], 8) > 1
   n_chunks = cfg.stage1_steps // cfg.sdp_every
   assert aux["hinge"].shape == (4, n_chunks)
   i = 0

@@ -339,7 +339,7 @@ def test_unknown_method_and_problem_are_named():
 # --- scale: the lanes spread over devices ----------------------------------------------
 
 def test_spread_lanes_equal_one_device_vmap():
-  # One study cell (S-OGDA and perturbed S-OGDA on a 3 x 3 game, 3 lanes padded to the 8
+  # One study cell (S-OGDA and perturbed S-OGDA on a 3 x 3 game, 3 lanes on 3 of the 8
   # forced devices) through sharding.spread equals the same lane program vmapped on one
   # device: the spread changes where lanes run, not what they compute.
   assert jax.device_count() == 8
@@ -356,7 +356,8 @@ def test_spread_lanes_equal_one_device_vmap():
   fn = methods.lane_fn(spec, method, config.run.block, 3)
   spread = methods.lane_program(spec, method, config.run.block, 3)(*args)
   single = jax.jit(jax.vmap(fn, in_axes=methods.LANE_AXES))(*args)
-  assert len(spread[1].x.sharding.device_set) == 8
+  # one lane per device: spread puts n < 8 lanes on the first n devices
+  assert len(spread[1].x.sharding.device_set) == min(spread[1].x.shape[0], 8) > 1
   for a, b in zip(jax.tree.leaves(spread), jax.tree.leaves(single)):
     assert a.shape == b.shape and a.dtype == b.dtype
     if jnp.issubdtype(a.dtype, jnp.integer):
@@ -373,7 +374,9 @@ def test_paper_plan_has_the_paper_sizes():
   assert (config.problem.n, config.run.seeds, max(config.run.horizons)) == (50, 20, 1_024_000)
   p = experiment.plan(config)
   assert p.steps == 1_024_000
-  # The planned arguments are the spread layout: lanes padded to the device count.
-  assert p.args[0].shape[0] % jax.device_count() == 0
+  # The planned arguments are the spread layout: n < 8 lanes on n devices, else padded
+  # to a multiple of the device count.
+  lanes = p.args[0].shape[0]
+  assert lanes < jax.device_count() or lanes % jax.device_count() == 0
   with pytest.raises(ValueError, match="exclude each other"):
     load_config("paper,smoke")

@@ -432,7 +432,7 @@ def _one_device():
 
 
 def test_depth_study_cell_spread_over_8_devices_equals_one_device():
-  """A depth-study cell (3 seeds, padded to 8 and split over the 8 forced devices by
+  """A depth-study cell (3 seeds, one per device on 3 of the 8 forced devices, by
   core.sharding.spread) gives the numbers of the same cell on one device."""
   from jaxpapers.papers.stompp import study
   assert jax.device_count() == 8
@@ -451,8 +451,8 @@ def test_depth_study_cell_spread_over_8_devices_equals_one_device():
 
 
 def test_resnet_study_rows_spread_over_8_devices_equal_rows_one_at_a_time():
-  """The architecture study's vmapped rows, split over the 8 devices (3 rows padded to
-  8), equal the same rows trained one after another on one device (its CPU path)."""
+  """The architecture study's vmapped rows, split over the 8 devices (3 rows on 3 of
+  the 8), equal the same rows trained one after another on one device (its CPU path)."""
   from jaxpapers.papers.stompp import study_resnet
   config = load_config(CONFIG, "smoke,resnet_steps=4,chunk=2,resnet_width=4,"
                        "refresh_every=2,batch_size=16")

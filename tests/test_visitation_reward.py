@@ -230,7 +230,7 @@ def test_a_run_alone_equals_the_same_run_beside_others(tmp_path):
 def test_study_group_spread_over_8_devices_matches_one_device():
   # Issue 51: a study group's lanes (seed x method x lr x scale) are split over every
   # device by core.sharding.spread. One group of the smoke study (point_reach, sparse and
-  # svm, two seeds; 4 lanes padded to 8) must give the previous 1-device program's
+  # svm, two seeds; 4 lanes on 4 of the 8 devices) must give the previous 1-device program's
   # numbers, jax.jit(jax.vmap(one whole run)).
   assert jax.device_count() == 8
   config = config_lib.load("configs/visitation_reward.py:smoke")

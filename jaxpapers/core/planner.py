@@ -24,6 +24,8 @@ import dataclasses
 import os
 from typing import Any, Callable
 
+import jax
+
 # name: (bf16 dense FLOP/s, float32-path dense FLOP/s, device memory bytes, source)
 PLATFORMS = {
     "h100": (989e12, 494.7e12, 80e9, "H100 SXM: 989 TFLOP/s bf16, 495 TF32 (dense), 80 GB"),
@@ -80,9 +82,16 @@ def estimate(plan: Plan, *, devices: int, platform: str = "h100", mfu: float = 0
   peak = bf16_peak if plan.bf16 else f32_peak
   r = compiled_costs(plan.fn, plan.args)
   step_s = r["flops_per_device"] / (peak * mfu)
-  r.update(label=plan.label, devices=devices, platform=platform, platform_source=source,
+  # A spread of n < devices rows runs on n devices (sharding.spread_mesh): count the
+  # devices that hold a shard of an argument, so the step's FLOPs are not multiplied by
+  # idle devices.
+  used = max([len(a.sharding.device_set) for a in jax.tree.leaves(plan.args)
+              if getattr(a, "sharding", None) is not None] or [devices])
+  used = min(used, devices)
+  r.update(label=plan.label, devices=devices, devices_used=used, platform=platform,
+           platform_source=source,
            peak_flops=peak, precision="bf16" if plan.bf16 else "float32", mfu=mfu,
-           flops_per_step=r["flops_per_device"] * devices, step_seconds=step_s,
+           flops_per_step=r["flops_per_device"] * used, step_seconds=step_s,
            steps=plan.steps, run_hours=step_s * plan.steps / 3600,
            device_memory_bytes=mem_cap,
            fits=(r.get("bytes_per_device", 0) <= mem_cap) if mem_cap else None)
@@ -100,7 +109,10 @@ def format_report(r: dict) -> str:
   gb = lambda b: _si(b, "B")
   lines = [
       f"plan: {r['label']}",
-      f"  mesh: {r['devices']} devices, platform {r['platform']} ({r['platform_source']})",
+      f"  mesh: {r['devices']} devices"
+      + (f" ({r['devices_used']} hold the work)" if r.get("devices_used", r["devices"])
+         < r["devices"] else "")
+      + f", platform {r['platform']} ({r['platform_source']})",
       f"  FLOPs per step: {_si(r['flops_per_step'], 'FLOP')} "
       f"({_si(r['flops_per_device'], 'FLOP')} per device)",
   ]

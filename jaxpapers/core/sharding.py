@@ -19,17 +19,20 @@ axis and the optimizer's copies of the leaf. A rule whose axes the mesh lacks, o
 dimension does not divide, is skipped for that leaf (it stays replicated along that axis).
 
 `spread` runs a function vmapped over a leading axis (seeds x hyper-parameters, problem
-instances, markets) with that axis split over every device, padding it to a multiple of
-the device count and dropping the padding from the results.
+instances, markets) with that axis split over the devices: n rows on n < D devices use the
+first n devices (one row each, no padding); otherwise the axis is padded to a multiple of
+D and the padding is dropped from the results.
 """
 from __future__ import annotations
 
 import math
 import re
+import weakref
 from typing import Callable, Sequence
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
 from jaxpapers.core import mesh as mesh_lib
@@ -110,11 +113,23 @@ def pad_leading(tree, n_to: int):
   return jax.tree.map(pad, tree)
 
 
-def _spread_jit(vmapped, m: Mesh, axes):
+def _spread_jit(vmapped, m: Mesh, axes, donate_argnums=()):
   split = NamedSharding(m, spread_spec(m))
   repl = NamedSharding(m, P())
   return jax.jit(vmapped, in_shardings=tuple(split if ax is not None else repl
-                                             for ax in axes), out_shardings=split)
+                                             for ax in axes), out_shardings=split,
+                 donate_argnums=donate_argnums)
+
+
+def spread_mesh(m: Mesh, n: int) -> Mesh:
+  """The mesh `spread` uses for n rows: the first n devices when n < m.size in a single
+  process (idle devices would otherwise compute copies of the last row), else `m`.
+
+  With several processes every one must hold a shard of the result, so the whole mesh is
+  kept and the rows are padded."""
+  if n >= m.size or jax.process_count() > 1:
+    return m
+  return Mesh(np.asarray(m.devices).reshape(-1)[:n], ("spread",))
 
 
 def _axes(in_axes, n_args):
@@ -132,49 +147,70 @@ def _leading(args, axes) -> int:
   return sizes.pop()
 
 
-def spread(fn: Callable, mesh: Mesh | None = None, *, in_axes=0):
+def spread(fn: Callable, mesh: Mesh | None = None, *, in_axes=0, donate_argnums=()):
   """`fn` vmapped over the leading axis of its arguments, that axis split over the mesh.
 
   Returns a callable with fn's arguments; `in_axes` is 0 (mapped) or None (replicated)
-  per argument, or one of them for all. The leading axis (length n) is padded to a
-  multiple of the device count by repeating its last row, so any n runs; the padding is
-  dropped from every output, which therefore has leading axis n, as `jax.vmap(fn)` would
-  give. Each device computes n / devices rows, so a grid of 8k points on 8 devices takes
-  about the time of k on one. The mesh defaults to every device (built on first call).
+  per argument, or one of them for all. n rows on n < D devices run on the first n
+  devices (`spread_mesh`); otherwise the leading axis is padded to a multiple of D by
+  repeating its last row and the padding is dropped from every output, which therefore
+  has leading axis n, as `jax.vmap(fn)` would give. Each device computes ceil(n / D) rows,
+  so a grid of 8k points on 8 devices takes about the time of k on one. The mesh defaults
+  to every device (built on first call).
+
+  `donate_argnums` donates those arguments' buffers to the outputs (a chunked study passes
+  its state back in each chunk, so the old state's memory is reused). Only buffers this
+  callable returned on its previous call are donated: any other argument (the caller's
+  initial state, which it may still use) is copied first, so donation never deletes an
+  array the caller did not get from here.
   """
   vmapped = jax.vmap(fn, in_axes=in_axes)
-  cache = {}
+  cache = {"returned": {}}
+
+  def ours(x) -> bool:
+    ref = cache["returned"].get(id(x))
+    return ref is not None and ref() is x
+
+  def guard(a):  # a copy unless every leaf is one of our previous outputs
+    return jax.tree.map(lambda x: x if ours(x) else jnp.array(x, copy=True), a)
 
   def call(*args):
     axes = _axes(in_axes, len(args))
     if "mesh" not in cache:
       cache["mesh"] = mesh or mesh_lib.make_mesh()
-    m = cache["mesh"]
     n = _leading(args, axes)
+    m = spread_mesh(cache["mesh"], n)
     n_pad = padded_size(n, m.size)
     split = NamedSharding(m, spread_spec(m))
     repl = NamedSharding(m, P())
+    args = [guard(a) if i in donate_argnums else a for i, a in enumerate(args)]
     args = [jax.device_put(pad_leading(a, n_pad), split) if ax is not None
             else jax.device_put(a, repl) for a, ax in zip(args, axes)]
-    if "fn" not in cache:  # one jit; it retraces only for new shapes
-      cache["fn"] = _spread_jit(vmapped, m, axes)
-    out = cache["fn"](*args)
-    return jax.tree.map(lambda x: x[:n], out)
+    key = m.size
+    if key not in cache:  # one jit per mesh; it retraces only for new shapes
+      cache[key] = _spread_jit(vmapped, m, axes, donate_argnums)
+    out = cache[key](*args)
+    if n != n_pad:
+      out = jax.tree.map(lambda x: x[:n], out)
+    if donate_argnums:
+      cache["returned"] = {id(x): weakref.ref(x) for x in jax.tree.leaves(out)}
+    return out
 
   return call
 
 
-def spread_plan(fn: Callable, *args, mesh: Mesh | None = None, in_axes=0):
+def spread_plan(fn: Callable, *args, mesh: Mesh | None = None, in_axes=0, donate_argnums=()):
   """(jitted program, abstract arguments) of `spread(fn)(*args)`, for `core.planner.Plan`.
 
   `args` may be arrays or `jax.ShapeDtypeStruct`s (nothing is allocated): the mapped
-  ones are padded to a multiple of the device count exactly as `spread` pads them, and
+  ones are padded exactly as `spread` pads them, on the mesh `spread` would use, and
   every argument carries the sharding `spread` would give it, so the planner compiles the
   very program a study runs.
   """
   axes = _axes(in_axes, len(args))
-  m = mesh or mesh_lib.make_mesh()
-  n_pad = padded_size(_leading(args, axes), m.size)
+  n = _leading(args, axes)
+  m = spread_mesh(mesh or mesh_lib.make_mesh(), n)
+  n_pad = padded_size(n, m.size)
   split = NamedSharding(m, spread_spec(m))
   repl = NamedSharding(m, P())
 
@@ -183,4 +219,4 @@ def spread_plan(fn: Callable, *args, mesh: Mesh | None = None, in_axes=0):
     return jax.ShapeDtypeStruct(shape, x.dtype, sharding=repl if ax is None else split)
 
   out = tuple(jax.tree.map(lambda x, ax=ax: abstract(x, ax), a) for a, ax in zip(args, axes))
-  return _spread_jit(jax.vmap(fn, in_axes=in_axes), m, axes), out
+  return _spread_jit(jax.vmap(fn, in_axes=in_axes), m, axes, donate_argnums), out

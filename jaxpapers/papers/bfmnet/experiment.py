@@ -268,7 +268,8 @@ def plan(config) -> planner.Plan:
     # XLA counts the lax.map body (one run's step) once: the run calls it `per` times a step.
     steps, what = cfg.optim.steps * per, f"one run's step ({per} per device per step)"
   else:
-    fn, args = sharding.spread_plan(one, states, start, ids, in_axes=(0, None, 0))
+    fn, args = sharding.spread_plan(one, states, start, ids, in_axes=(0, None, 0),
+                                    donate_argnums=(0,))
     steps, what = cfg.optim.steps, "one step of every run"
   label = (f"BFMNet grid sweep, n={n}: {runs} runs ({len(cells)} cells x {len(grid)} "
            f"(lr, hinge)), {cfg.optim.batch} markets per step, hidden {cfg.model.hidden}, "

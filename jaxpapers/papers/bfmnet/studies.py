@@ -66,6 +66,9 @@ def classical_study(config, workdir):
   rows = []
   for k, n in enumerate(config.study.ns):
     cfg = experiment._variant(config, n, k)
+    # This study *is* the classical baselines: evaluate them whatever `classical` says
+    # (the smoke config turns them off for the main study, which left nothing to rank).
+    cfg.eval.classical = True
     res = experiment.run_cells(cfg, cells, os.path.join(workdir, f"n{n}"), kinds=[])
     for (valuation, dist), r in zip(cells, res):
       truthful = experiment.proven_truthful(r, valuation)

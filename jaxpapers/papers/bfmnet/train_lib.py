@@ -258,8 +258,8 @@ def make_chunk(step_fn, length: int, map_runs: bool = False, mesh=None):
   them one after another (lax.map), for large sweeps at large n.
   """
   one_cell = cell_fn(step_fn, length)
-  if not map_runs:
-    return sharding.spread(one_cell, mesh, in_axes=(0, None, 0))
+  if not map_runs:  # the states come back each chunk: their buffers are donated
+    return sharding.spread(one_cell, mesh, in_axes=(0, None, 0), donate_argnums=(0,))
 
   def block(states_K, start, ids_Kx2):  # one device's runs, one after another
     return jax.lax.map(lambda a: one_cell(a[0], start, a[1]), (states_K, ids_Kx2))

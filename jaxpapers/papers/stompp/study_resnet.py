@@ -169,7 +169,8 @@ def build_arch(config, arch: str, width: int, rows, data, num_classes,
   # Compiled ahead of time once: the same executable gives XLA's FLOP count and runs
   # every chunk of every group (no second compile for the cost analysis).
   take = lambda tree, g: jax.tree.map(lambda a: a[np.asarray(g)], tree)
-  mesh = rows_mesh(sequential)
+  # Fewer rows than devices run on that many devices, as core.sharding.spread does.
+  mesh = sharding.spread_mesh(rows_mesh(sequential), len(g0))
   repl = NamedSharding(mesh, P())
   images, labels = jax.device_put(images, repl), jax.device_put(labels, repl)
   row_idx = lambda c0, g: jnp.asarray(idx_all[c0:c0 + chunk][:, seed_of_row[np.asarray(g)]]
