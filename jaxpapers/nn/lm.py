@@ -108,11 +108,19 @@ def optimizer(config, model: LMModel, lr):
 
 def make_task(config, data: text_lib.TokenData, model: LMModel, *, seed: int | None = None,
               hparams: dict | None = None, objective: Callable = next_token_nats,
-              make_optimizer: Callable | None = None) -> loop.Task:
+              make_optimizer: Callable | None = None, eval_samples: int = 1,
+              regularizer: Callable | None = None,
+              train_metrics: Callable | None = None) -> loop.Task:
   """The LM pretraining Task. `seed` (default config.seed) picks the training windows;
   `hparams` overrides float hyper-parameters ('lr', 'weight_decay'), possibly traced;
   `make_optimizer(config, model, lr)` replaces the per-class AdamW of `optimizer` (a paper
-  comparing optimizers passes its own; `model` then needs only `init` and `apply`)."""
+  comparing optimizers passes its own; `model` then needs only `init` and `apply`).
+
+  A stochastic objective (a diffusion LM's sampled ELBO) is evaluated with `eval_samples`
+  fixed keys per window: 'bpb' is their mean and 'bpb_se' the Monte-Carlo standard error
+  of that mean (the spread over keys of the whole held-out estimate / sqrt(K); 0 for
+  K = 1). `regularizer(params) -> scalar` is added to the training loss only (never to the
+  held-out bound); `train_metrics(params) -> {name: scalar}` joins the logged metrics."""
   seed = config.seed if seed is None else seed
   hp = {"lr": config.optim.lr, **(hparams or {})}
   unknown = set(hp) - {"lr"}
@@ -129,8 +137,8 @@ def make_task(config, data: text_lib.TokenData, model: LMModel, *, seed: int | N
   bytes_per_row = float(data.token_bytes[val[:, 1:]].sum()) / len(val)
   dtype = precision.compute_dtype(config)
 
-  def apply(p, tokens):  # float32 master weights, the forward pass in `dtype`
-    return model.apply(precision.cast(p, dtype), tokens)
+  def apply(p, tokens, **kw):  # float32 master weights, the forward pass in `dtype`
+    return model.apply(precision.cast(p, dtype), tokens, **kw)
 
   def init(rng):
     params = model.init(rng)
@@ -138,19 +146,34 @@ def make_task(config, data: text_lib.TokenData, model: LMModel, *, seed: int | N
 
   def train_step(state, batch, rng, step):
     def loss_fn(p):
-      return jnp.mean(objective(apply, p, batch["tokens"], rng).astype(jnp.float32))
+      loss = jnp.mean(objective(apply, p, batch["tokens"], rng).astype(jnp.float32))
+      return loss + (regularizer(p) if regularizer is not None else 0.0)
     loss, grads = jax.value_and_grad(loss_fn)(state["params"])
     updates, opt_state = opt.update(grads, state["opt"], state["params"])
     params = optax.apply_updates(state["params"], updates)
+    extra = train_metrics(state["params"]) if train_metrics is not None else {}
     return ({"params": params, "opt": opt_state},
-            {"loss": loss, "grad_norm": optax.tree.norm(grads), "lr": sched(step)})
+            {"loss": loss, "grad_norm": optax.tree.norm(grads), "lr": sched(step), **extra})
 
   def eval_step(state, batch):
-    nats_B = jnp.sum(objective(apply, state["params"], batch["tokens"],
-                               jax.random.PRNGKey(0)).astype(jnp.float32), axis=-1)
+    def nats(key):
+      return jnp.sum(objective(apply, state["params"], batch["tokens"],
+                               key).astype(jnp.float32), axis=-1)
+    if eval_samples == 1:  # the original single fixed key
+      nats_KxB = nats(jax.random.PRNGKey(0))[None]
+    else:
+      nats_KxB = jax.lax.map(nats, jax.random.split(jax.random.PRNGKey(0), eval_samples))
     m = batch["mask"].astype(jnp.float32)
-    return {"count": jnp.sum(m), "loss": jnp.sum(m * nats_B) / T,
-            "bpb": jnp.sum(m * nats_B) / (math.log(2) * bytes_per_row)}
+    nats_B = jnp.mean(nats_KxB, axis=0)
+    out = {"count": jnp.sum(m), "loss": jnp.sum(m * nats_B) / T,
+           "bpb": jnp.sum(m * nats_B) / (math.log(2) * bytes_per_row)}
+    if eval_samples > 1:
+      # Each key's held-out bpb is a sum over batches, so the per-key sums (divided by the
+      # loop's row count) add up across batches; the standard error is taken afterwards
+      # from these K totals (`mc_standard_error`).
+      per_key = jnp.sum(m[None] * nats_KxB, axis=1) / (math.log(2) * bytes_per_row)
+      out.update({f"bpb_key/{k}": per_key[k] for k in range(eval_samples)})
+    return out
 
   def train_batch(step, rows):
     return {"tokens": windows(seed, step)[rows]}
@@ -168,3 +191,12 @@ def make_task(config, data: text_lib.TokenData, model: LMModel, *, seed: int | N
                    train_batch=train_batch, eval_batches=eval_batches,
                    sharding_rules=getattr(model, "sharding_rules", ()))
 
+
+
+def mc_standard_error(metrics: dict, prefix: str = "bpb_key/") -> float:
+  """The Monte-Carlo standard error of the mean held-out bpb over `eval_samples` keys,
+  from the per-key totals an evaluation with eval_samples > 1 returns."""
+  vals = np.asarray([v for k, v in sorted(metrics.items()) if k.startswith(prefix)], float)
+  if len(vals) < 2:
+    return 0.0
+  return float(np.std(vals, ddof=1) / math.sqrt(len(vals)))
