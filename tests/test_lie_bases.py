@@ -330,9 +330,9 @@ def test_training_resumes_exactly_and_learns(tmp_path):
 
 
 def test_seeds_spread_over_8_devices_equal_one_device():
-  """One study cell (3 seeds padded to 8 x 2 learning rates, the learned path and the
-  Stiefel baseline) split over the 8 forced devices gives the 1-device `jit(vmap)`
-  numbers."""
+  """One study cell (3 seeds x 2 learning rates; the learned path, the Stiefel-Cayley,
+  Riemannian Adam and neural-QR baselines) spread over the 8 forced devices (one seed per
+  device) gives the 1-device `jit(vmap)` numbers."""
   assert jax.device_count() == 8
   config = load_config("smoke,n=12,width=8,int_steps=2,n_train=16,seeds=3")
   problem, data = experiment.setup(config, "bm")
@@ -348,7 +348,9 @@ def test_seeds_spread_over_8_devices_equal_one_device():
   spread = methods.path_chunk(*args, kind=problem.kind, spec=spec, n=6)
   ref = jax.jit(jax.vmap(methods.path_seed(problem.kind, spec, 6),
                          in_axes=methods.SEED_AXES))(*args)
-  assert len(spread[2].sharding.device_set) == 8 and len(ref[2].sharding.device_set) == 1
+  # Over several devices (core.sharding.spread: all 8 with padding, or one seed per
+  # device where it puts n < D rows on the first n devices).
+  assert len(spread[2].sharding.device_set) > 1 and len(ref[2].sharding.device_set) == 1
   assert spread[1].shape == (3, 2, 6)
   for a, b in zip(jax.tree.leaves(spread), jax.tree.leaves(ref)):
     np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-5, atol=1e-6)
@@ -360,3 +362,130 @@ def test_seeds_spread_over_8_devices_equal_one_device():
       jnp.array(x0), taus, train, coef)
   for a, b in zip(jax.tree.leaves(sx), jax.tree.leaves(rx)):
     np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-5, atol=1e-6)
+  # Riemannian Adam and the neural-QR baseline: the same check.
+  st0 = methods.radam_init(jnp.array(x0))
+  sa = methods.radam_chunk(st0, taus, train, coef, kind=problem.kind, n=6)
+  ra = jax.jit(jax.vmap(methods.radam_seed(problem.kind, 6), in_axes=(0, None, 0, None)))(
+      st0, taus, train, coef)
+  assert len(sa[1].sharding.device_set) > 1
+  # QR in another batch layout: float32 round-off up to ~4e-6 after 6 steps.
+  for a, b in zip(jax.tree.leaves(sa), jax.tree.leaves(ra)):
+    np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-4, atol=2e-5)
+  qp = jax.vmap(lambda k: methods.qr_init(k, 1, problem.m, spec))(keys)
+  qst = jax.vmap(jax.vmap(methods.path_state, (None, 0)), (0, None))(qp, taus)
+  _, _, ref0 = experiment.geometry(problem)
+  qargs = (qst, taus, s, sqrt_w, ref0, train, val, coef)
+  sq = methods.qr_chunk(*qargs, kind=problem.kind, features=spec.features, n=6)
+  rq = jax.jit(jax.vmap(methods.qr_seed(problem.kind, spec.features, 6),
+                        in_axes=(0, None, None, None, None, 0, 0, None)))(*qargs)
+  for a, b in zip(jax.tree.leaves(sq), jax.tree.leaves(rq)):
+    np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-4, atol=2e-5)
+
+
+# --- the baselines added for issue 47 and the convergence rule ----------------------------
+
+def _np_radam(x, g_fn, lr, steps, b1=0.9, b2=0.999, eps=1e-8):
+  """Riemannian Adam on the Stiefel manifold written from Becigneul & Ganea (2019) / geoopt
+  in float64 NumPy: projected gradient, scalar second moment, QR retraction, moment
+  transported by projection."""
+  proj = lambda x, u: u - x @ (0.5 * (x.T @ u + u.T @ x))  # noqa: E731
+  m, v = np.zeros_like(x), 0.0
+  for t in range(1, steps + 1):
+    rg = proj(x, g_fn(x))
+    m = b1 * m + (1 - b1) * rg
+    v = b2 * v + (1 - b2) * np.sum(rg * rg)
+    d = (m / (1 - b1 ** t)) / (np.sqrt(v / (1 - b2 ** t)) + eps)
+    q, r = np.linalg.qr(x - lr * d)
+    x = q * np.sign(np.diag(r))[None, :]
+    m = proj(x, m)
+  return x
+
+
+def test_riemannian_adam_matches_numpy_and_finds_eigenvectors():
+  rng = np.random.default_rng(0)
+  q = np.linalg.qr(rng.normal(size=(10, 10)))[0]
+  h = (q * np.arange(1.0, 11.0)) @ q.T
+  coef = targets.brockett_weights(3)
+  x0 = np.linalg.qr(rng.normal(size=(10, 3)))[0]
+  grad = lambda x: 2 * h @ x * coef[None, :] / coef.sum()  # noqa: E731  (operator objective)
+  run = lambda n: methods.radam_chunk(  # noqa: E731
+      methods.radam_init(jnp.asarray(x0[None, None], jnp.float32)), jnp.asarray([0.05]),
+      jnp.asarray(h[None], jnp.float32), jnp.asarray(coef), kind="operator", n=n)
+  st, losses = run(5)
+  np.testing.assert_allclose(np.asarray(st["x"][0, 0]), _np_radam(x0, grad, 0.05, 5), atol=1e-5)
+  st, losses = run(1500)
+  x = np.asarray(st["x"][0, 0])
+  np.testing.assert_allclose(x.T @ x, np.eye(3), atol=1e-5)
+  np.testing.assert_allclose(np.abs(np.sum(x * q[:, :3], 0)), 1.0, atol=1e-2)
+
+
+def test_neural_qr_basis_is_gram_schmidt_under_the_quadrature_on_any_grid():
+  config = load_config("smoke")
+  spec = methods.spec_from(config.model)
+  params = methods.qr_init(jax.random.key(0), 1, 4, spec._replace(out_scale=2.0))
+  rs = []
+  for n in (80, 160):  # a random 6-frequency MLP needs ~80 nodes to be integrated to 1e-3
+    grid = quadrature.make_grid(n, 0.0, 1.0)
+    s = jnp.asarray(methods.normalized_coords(grid))
+    ref = grid.sqrt_w[:, None] * quadrature.reference_basis(grid, "fourier", 4)
+    q = np.asarray(methods.qr_basis(params, s, jnp.asarray(grid.sqrt_w, jnp.float32),
+                                    jnp.asarray(ref, jnp.float32), spec.features), np.float64)
+    f = ref + grid.sqrt_w[:, None] * np.asarray(generator.net(params, s, 0.0, spec.features))
+    # Independent classical Gram-Schmidt of the functions in the weighted inner product.
+    gs = np.zeros_like(f)
+    for k in range(4):
+      v = f[:, k] - gs[:, :k] @ (gs[:, :k].T @ f[:, k])
+      gs[:, k] = v / np.linalg.norm(v)
+    np.testing.assert_allclose(q, gs, atol=2e-5)
+    rs.append(gs.T @ f)  # R = the Gram-Schmidt coefficients: integrals of the functions
+  # The same functions on both grids: the quadrature integrals (R) agree.
+  np.testing.assert_allclose(rs[0], rs[1], atol=1e-3)
+
+
+def test_lobpcg_finds_the_oscillator_eigenvalues():
+  p = targets.make_problem("oscillator", _target_cfg(), 64)
+  for pre in ("none", "kinetic"):
+    u, curve = methods.lobpcg(p, p.ref_w, pre, 500)
+    np.testing.assert_allclose(u.T @ u, np.eye(p.m), atol=1e-10)
+    np.testing.assert_allclose(np.sum(u * (p.op_w @ u), 0), np.arange(p.m) + 0.5, atol=1e-6)
+  assert curve[0] > curve[-1]
+
+
+def test_multilag_residual_separates_mixtures_the_one_step_residual_misses():
+  cfg = _target_cfg()
+  p = targets.make_problem("schrodinger", cfg, 32)
+  d = targets.sample_data(p, cfg, seed=0)["train"]
+  modes = p.truth_w[:, :p.m].astype(np.float64)
+  mixed = modes.copy()  # rotate modes 2 and 3 (E ~ 2.6, 4.3) by 45 degrees into each other
+  mixed[:, 2], mixed[:, 3] = ((modes[:, 2] + modes[:, 3]) / np.sqrt(2),
+                              (modes[:, 2] - modes[:, 3]) / np.sqrt(2))
+  lags = tuple(cfg.lags)
+  for lg in ((1,), lags):
+    assert float(targets.dynamics_terms(modes.astype(np.float32), d, lg)[1]) < 1e-5
+  one = float(targets.dynamics_terms(mixed.astype(np.float32), d, (1,))[1])
+  many = float(targets.dynamics_terms(mixed.astype(np.float32), d, lags)[1])
+  assert many > 10 * one
+  # Closed form of one lag for a mixture of two modes whose coefficients turn at rates
+  # th2, th3 per step with energy shares q, 1 - q: residual ~ 4 q (1 - q) sin^2((th2 - th3)
+  # / 2) <= sin^2(...), for each of the 2 mixed functions, averaged over m (the others
+  # are pure); finite trajectories add small cross terms, hence the 1.5 margin.
+  th = 2 * np.arctan(0.5 * cfg.dt * p.eigvals[2:4])  # Crank-Nicolson phase per step
+  assert 0 < one < 1.5 * 2 * np.sin(0.5 * (th[0] - th[1])) ** 2 / p.m
+
+
+def test_until_flat_stops_when_the_gap_stops_falling():
+  # gap(t) = 1 / t: its relative fall over a chunk of C ending at t is C / (t - C), below
+  # 0.1 first at t > 110; chunks of 10 end at 120.
+  t = {"n": 0}
+
+  def advance(n):
+    steps = np.arange(t["n"] + 1, t["n"] + n + 1)
+    t["n"] += n
+    return (0.5 + 1.0 / steps)[None, None, :].repeat(2, 0)
+
+  curves, done = experiment.until_flat(advance, lambda: np.zeros((2, 1)), np.full(2, 0.5),
+                                       1000, 10, 0.1)
+  assert done == 120 and curves.shape == (2, 1, 120)
+  t["n"] = 0
+  assert experiment.until_flat(advance, lambda: np.zeros((2, 1)), np.full(2, 0.5), 50, 10,
+                               None)[1] == 50

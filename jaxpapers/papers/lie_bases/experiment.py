@@ -71,13 +71,65 @@ def variants(problem, spec: methods.PathSpec, lrs, ranks=None, steps=None, refs=
           "ref": jnp.asarray(np.stack([x[3] for x in rows]), jnp.float32)}
 
 
+def optimum(problem, data) -> np.ndarray:
+  """Per seed, the training objective's optimum where it is known (pca: the SVD of the
+  training curves; operator: eigh) or the best known value (dynamics: the better of the
+  true modes and exact DMD): the reference of every convergence curve."""
+  coef = targets.brockett_weights(problem.m)
+  kind = targets.loss_kind(problem)
+  out = []
+  for tr in data["train"]:
+    cands = [methods.exact_basis(problem, tr)]
+    if problem.kind == "dynamics":
+      cands.append(problem.truth_w[:, :problem.m])
+    out.append(min(float(targets.objective(kind, np.asarray(u, np.float32), tr, coef))
+                   for u in cands))
+  return np.asarray(out)
+
+
+def flat(curves: np.ndarray, opt: np.ndarray, chunk: int) -> np.ndarray:
+  """Relative decrease of the best-so-far gap to the optimum over the last `chunk` steps,
+  per lane (mean gap over seeds): curves (seeds, V, T), opt (seeds,) -> (V,)."""
+  best = np.minimum.accumulate(curves - opt[:, None, None], axis=-1).mean(0)  # (V, T)
+  if best.shape[-1] <= chunk:
+    return np.full(best.shape[0], np.inf)
+  now, before = best[:, -1], best[:, -chunk - 1]
+  return (before - now) / np.maximum(np.abs(now), 1e-7)
+
+
+def is_flat(curves, val, opt, chunk: int, tol, groups=None) -> bool:
+  """Whether, in every group of lanes (default: all lanes one group), the lane with the
+  best mean validation loss has a gap that fell by less than `tol` over the last chunk."""
+  val = np.where(np.isfinite(val), np.asarray(val), np.inf).mean(0)
+  rel = flat(curves, opt, chunk)
+  groups = groups or [list(range(val.size))]
+  return all(rel[g[int(np.argmin(val[g]))]] < tol for g in groups)
+
+
+def until_flat(advance, validate, opt, max_steps: int, chunk: int, tol, groups=None):
+  """Runs `advance(n) -> losses (seeds, V, n)` in chunks until `is_flat` or `max_steps`.
+  tol None: exactly max_steps. Returns (curves (seeds, V, T), steps)."""
+  curves, done = [], 0
+  while done < max_steps:
+    n = min(chunk, max_steps - done)
+    curves.append(np.asarray(advance(n)))
+    done += n
+    if tol is not None and is_flat(np.concatenate(curves, -1), validate(), opt, chunk, tol,
+                                   groups):
+      break
+  return np.concatenate(curves, -1), done
+
+
 def fit_path(config, problem, data, spec: methods.PathSpec, hp: dict, steps: int,
-             chunk: int | None = None, workdir: str | None = None, writer=None):
+             chunk: int | None = None, workdir: str | None = None, writer=None,
+             tol=None, opt=None, groups=None):
   """Trains the path on all (seed, variant) lanes (variants: `variants(...)`).
 
-  With `workdir`, checkpoints after every chunk and resumes from the latest one.
+  With `workdir`, checkpoints after every chunk and resumes from the latest one. With
+  `tol` (and `opt`, the per-seed optimum), stops early once the validation-selected
+  lane's gap is flat (`is_flat`, per lane group `groups`); `steps` is then the cap.
   Returns dict(params (seeds, V, ...), u (seeds, V, N, m), val (seeds, V), curves
-  (seeds, V, steps done in this call)).
+  (seeds, V, steps done in this call), steps).
   """
   seeds = data["train"].shape[0]
   coef = jnp.asarray(targets.brockett_weights(problem.m))
@@ -91,11 +143,12 @@ def fit_path(config, problem, data, spec: methods.PathSpec, hp: dict, steps: int
     state, start = ckpt.restore_or(state)
   train, val = jnp.asarray(data["train"]), jnp.asarray(data["val"])
   chunk = chunk or steps
+  kind = targets.loss_kind(problem)
   curves, step, us, vals = [], start, None, None
   while step < steps or us is None:
     n = min(chunk, steps - step)
     state, losses, us, vals = methods.path_chunk(state, hp, s, sqrt_w, train, val, coef,
-                                                 kind=problem.kind, spec=spec, n=n)
+                                                 kind=kind, spec=spec, n=n)
     step += n
     if writer is not None and n:
       last, v = np.asarray(losses[:, :, -1]), np.asarray(vals)
@@ -108,10 +161,13 @@ def fit_path(config, problem, data, spec: methods.PathSpec, hp: dict, steps: int
     curves.append(np.asarray(losses))
     if ckpt is not None and n:
       ckpt.save(step, state)
+    if tol is not None and step < steps and is_flat(np.concatenate(curves, -1), vals, opt,
+                                                    chunk, tol, groups):
+      break
   if ckpt is not None:
     ckpt.close()
   return {"params": state["params"], "u": np.asarray(us), "val": np.asarray(vals),
-          "curves": np.concatenate(curves, -1)}
+          "curves": np.concatenate(curves, -1), "steps": step}
 
 
 def select(fit: dict, hp: dict) -> dict:
@@ -119,31 +175,126 @@ def select(fit: dict, hp: dict) -> dict:
   best = int(np.argmin(np.where(np.isfinite(fit["val"]), fit["val"], np.inf).mean(0)))
   return {"params": jax.tree.map(lambda x: x[:, best], fit["params"]),
           "u": fit["u"][:, best], "lr": float(hp["lr"][best]), "index": best,
-          "curves": fit["curves"][:, best]}
+          "curves": fit["curves"][:, best], "steps": fit.get("steps")}
 
 
-def fit_stiefel(problem, data, taus, steps: int):
+def fit_stiefel(problem, data, taus, steps: int, chunk: int | None = None, tol=None,
+                opt=None):
   """The Stiefel-Cayley baseline on all (seed, tau) lanes, tau chosen on validation.
 
   `taus` are in units of 1/L, L the objective's curvature (`targets.curvature`, from
   seed 0's training data), so one grid fits objectives of very different scales (the
-  oscillator's discretized H has lambda_max ~ 1e4).
+  oscillator's discretized H has lambda_max ~ 1e4). `chunk`, `tol`, `opt`: `until_flat`.
   """
   seeds = data["train"].shape[0]
+  kind = targets.loss_kind(problem)
   scale = 1.0 / targets.curvature(problem.kind, data["train"][0],
                                   targets.brockett_weights(problem.m))
   taus = jnp.asarray(np.asarray(taus) * scale, jnp.float32)
   coef = jnp.asarray(targets.brockett_weights(problem.m))
-  x0 = jnp.broadcast_to(jnp.asarray(problem.ref_w, jnp.float32),
-                        (seeds, taus.size) + problem.ref_w.shape)
-  x, losses = methods.stiefel_chunk(jnp.array(x0), taus, jnp.asarray(data["train"]), coef,
-                                    kind=problem.kind, n=steps)
-  val = np.asarray(methods.stiefel_eval(x, jnp.asarray(data["val"]), coef, kind=problem.kind))
-  val = np.where(np.isfinite(val), val, np.inf)  # a diverged step size is never chosen
+  box = {"x": jnp.array(jnp.broadcast_to(jnp.asarray(problem.ref_w, jnp.float32),
+                                         (seeds, taus.size) + problem.ref_w.shape))}
+  train, valdata = jnp.asarray(data["train"]), jnp.asarray(data["val"])
+
+  def advance(n):
+    box["x"], losses = methods.stiefel_chunk(box["x"], taus, train, coef, kind=kind, n=n)
+    return losses
+
+  def validate():
+    v = np.asarray(methods.stiefel_eval(box["x"], valdata, coef, kind=kind))
+    return np.where(np.isfinite(v), v, np.inf)  # a diverged step size is never chosen
+
+  curves, done = until_flat(advance, validate, opt, steps, chunk or steps, tol)
+  val = validate()
   best = int(np.argmin(val.mean(0)))
-  return {"u": np.asarray(x[:, best]), "tau": float(taus[best]),
-          "tau_rel": float(np.asarray(taus)[best] / scale), "val": val,
-          "curves": np.asarray(losses)}
+  return {"u": np.asarray(box["x"][:, best]), "tau": float(taus[best]),
+          "tau_rel": float(np.asarray(taus)[best] / scale), "val": val, "grid": list(taus / scale),
+          "curves": curves, "steps": done, "index": best}
+
+
+def fit_radam(problem, data, lrs, steps: int, chunk: int | None = None, tol=None, opt=None):
+  """Riemannian Adam on the Stiefel manifold on all (seed, lr) lanes, lr chosen on
+  validation; same start (the reference basis) and stopping rule as the path."""
+  seeds = data["train"].shape[0]
+  kind = targets.loss_kind(problem)
+  lr = jnp.asarray(lrs, jnp.float32)
+  coef = jnp.asarray(targets.brockett_weights(problem.m))
+  x0 = jnp.array(jnp.broadcast_to(jnp.asarray(problem.ref_w, jnp.float32),
+                                  (seeds, lr.size) + problem.ref_w.shape))
+  box = {"st": methods.radam_init(x0)}
+  train, valdata = jnp.asarray(data["train"]), jnp.asarray(data["val"])
+
+  def advance(n):
+    box["st"], losses = methods.radam_chunk(box["st"], lr, train, coef, kind=kind, n=n)
+    return losses
+
+  def validate():
+    v = np.asarray(methods.stiefel_eval(box["st"]["x"], valdata, coef, kind=kind))
+    return np.where(np.isfinite(v), v, np.inf)
+
+  curves, done = until_flat(advance, validate, opt, steps, chunk or steps, tol)
+  val = validate()
+  best = int(np.argmin(val.mean(0)))
+  return {"u": np.asarray(box["st"]["x"][:, best]), "lr": float(lrs[best]), "val": val,
+          "grid": list(lrs), "curves": curves, "steps": done, "index": best}
+
+
+def fit_qr(config, problem, data, spec: methods.PathSpec, lrs, steps: int,
+           chunk: int | None = None, tol=None, opt=None):
+  """The neural-QR baseline (MLP functions + reference, QR under the quadrature) on all
+  (seed, lr) lanes, Adam, lr chosen on validation, the path's stopping rule."""
+  seeds = data["train"].shape[0]
+  kind = targets.loss_kind(problem)
+  lr = jnp.asarray(lrs, jnp.float32)
+  coef = jnp.asarray(targets.brockett_weights(problem.m))
+  s, sqrt_w, ref = geometry(problem)
+  keys = jnp.stack([_key(config, problem.name, i, "qr") for i in range(seeds)])
+  params0 = jax.vmap(lambda k: methods.qr_init(k, problem.grid.dim, problem.m, spec))(keys)
+  box = {"st": jax.vmap(jax.vmap(methods.path_state, (None, 0)), (0, None))(params0, lr)}
+  train, valdata = jnp.asarray(data["train"]), jnp.asarray(data["val"])
+
+  def advance(n):
+    box["st"], losses, box["u"], box["val"] = methods.qr_chunk(
+        box["st"], lr, s, sqrt_w, ref, train, valdata, coef, kind=kind,
+        features=spec.features, n=n)
+    return losses
+
+  def validate():
+    v = np.asarray(box["val"])
+    return np.where(np.isfinite(v), v, np.inf)
+
+  curves, done = until_flat(advance, validate, opt, steps, chunk or steps, tol)
+  val = validate()
+  best = int(np.argmin(val.mean(0)))
+  return {"u": np.asarray(box["u"][:, best]), "lr": float(lrs[best]), "val": val,
+          "grid": list(lrs), "curves": curves, "steps": done, "index": best,
+          "params": jax.tree.map(lambda x: x[:, best], box["st"]["params"])}
+
+
+def qr_on(problem, params, spec: methods.PathSpec) -> np.ndarray:
+  """The neural-QR basis on another grid: its functions there, Gram-Schmidt there."""
+  s, sqrt_w, ref = geometry(problem)
+  f = lambda p: methods.qr_basis(p, s, sqrt_w, ref, spec.features)  # noqa: E731
+  return np.asarray(jax.jit(jax.vmap(f))(params))
+
+
+def fit_lobpcg(problem, data, preconds, steps: int):
+  """LOBPCG from the reference basis, preconditioner chosen on validation (the
+  operator has no data: validation = the objective itself). `steps` caps its iterations."""
+  coef = targets.brockett_weights(problem.m).astype(np.float64)
+  seeds = data["train"].shape[0]
+  runs = [methods.lobpcg(problem, problem.ref_w, p, steps) for p in preconds]
+  # The objective in float64 (float32 cannot rank converged runs), rounded to 1e-9
+  # relative so that equally converged runs tie; ties go to fewer iterations.
+  val = np.asarray([[float(np.sum(coef * np.sum(q * (np.asarray(data["val"][i], np.float64)
+                                                      @ q), 0)) / np.sum(coef))
+                     for q, _ in runs] for i in range(seeds)])
+  mean = val.mean(0)
+  best = min(range(len(runs)), key=lambda j: (round(mean[j] / abs(mean).max(), 9),
+                                               len(runs[j][1])))
+  return {"u": np.stack([runs[best][0]] * seeds), "precond": preconds[best], "val": val,
+          "grid": list(preconds), "curves": [c for _, c in runs],
+          "steps": len(runs[best][1]), "index": best}
 
 
 def path_on(problem, params, spec: methods.PathSpec, steps: int | None = None, ref=None,
@@ -224,7 +375,8 @@ def plan(config):
 
   def step(st, hp, s, sqrt_w, tr, coef):
     return jax.vmap(lambda st, h: methods.path_step(st, h, tr, s, sqrt_w, coef,
-                                                    kind=problem.kind, spec=spec))(st, hp)
+                                                    kind=targets.loss_kind(problem),
+                                                    spec=spec))(st, hp)
 
   train = jax.ShapeDtypeStruct((seeds,) + _train_shape(problem, config), jnp.float32)
   fn, args = sharding.spread_plan(step, state, hp, s, sqrt_w, train, coef,

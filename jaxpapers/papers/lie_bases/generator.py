@@ -20,10 +20,11 @@ from jaxpapers.papers.lie_bases import lowrank
 
 
 def init_mlp(rng: jax.Array, dim: int, rank: int, width: int, depth: int, features: int,
-             out_scale: float) -> dict:
+             out_scale: float, outputs: int | None = None) -> dict:
   """LeCun-normal MLP (d Fourier-featured coords + t) -> 2r; last layer scaled down so the
-  path starts close to the reference basis (both a and b non-zero, so gradients flow)."""
-  sizes = [dim * (1 + 2 * features) + 1] + [width] * depth + [2 * rank]
+  path starts close to the reference basis (both a and b non-zero, so gradients flow).
+  `outputs` overrides the 2r outputs (the neural-QR baseline's m functions)."""
+  sizes = [dim * (1 + 2 * features) + 1] + [width] * depth + [outputs or 2 * rank]
   params = []
   keys = jax.random.split(rng, len(sizes) - 1)
   for i, (k, n_in, n_out) in enumerate(zip(keys, sizes[:-1], sizes[1:])):
@@ -42,13 +43,18 @@ def _features(s: jax.Array, t, features: int) -> jax.Array:
                           jnp.full((n, 1), t, s.dtype)], axis=-1)
 
 
-def ab(params: dict, s: jax.Array, t, features: int) -> tuple[jax.Array, jax.Array]:
-  """a(x, t), b(x, t): (N, r) each, at normalized coordinates s (N, d)."""
+def net(params: dict, s: jax.Array, t, features: int) -> jax.Array:
+  """The MLP's outputs (N, outputs) at normalized coordinates s (N, d) and time t."""
   h = _features(s, t, features)
   layers = params["layers"]
   for layer in layers[:-1]:
     h = jnp.tanh(h @ layer["w"] + layer["b"][None, :])
-  out = h @ layers[-1]["w"] + layers[-1]["b"][None, :]
+  return h @ layers[-1]["w"] + layers[-1]["b"][None, :]
+
+
+def ab(params: dict, s: jax.Array, t, features: int) -> tuple[jax.Array, jax.Array]:
+  """a(x, t), b(x, t): (N, r) each, at normalized coordinates s (N, d)."""
+  out = net(params, s, t, features)
   r = out.shape[-1] // 2
   return out[:, :r], out[:, r:]
 

@@ -8,6 +8,17 @@ the learned path and of the baselines.
   Riemannian gradient descent with the Cayley retraction of Wen & Yin (2013):
   X <- (I + tau/2 W)^{-1} (I - tau/2 W) X, W = G X^T - X G^T, G the Euclidean gradient. W
   is the same rank-2m skew form as our generator, so the step reuses `lowrank.apply`.
+* `radam`: Riemannian Adam (Becigneul & Ganea 2019) on the Stiefel manifold as geoopt
+  defines it for one manifold-valued parameter: the Riemannian gradient is the tangent
+  projection G - X sym(X^T G), the first moment is a tangent vector transported by
+  re-projection, the second moment is one scalar (the squared Riemannian norm), and the
+  retraction is the QR map with a positive R diagonal.
+* `neural QR`: a resolution-independent neural competitor: an MLP f(x) with m outputs
+  added to the reference basis, orthonormalised by QR of its weighted node values (=
+  Gram-Schmidt under the quadrature), trained with Adam on the same objective.
+* `lobpcg`: the preconditioned block eigen-solver of Knyazev (2001) (NumPy) for the
+  operator target, from the same start, with no / Jacobi / shifted-kinetic
+  preconditioning.
 * `exact`: the eigendecomposition / SVD the objective is built on (ground truth of the
   discrete problem), and exact DMD for the simulation modes.
 
@@ -174,3 +185,167 @@ def exact_basis(problem: targets.Problem, train: np.ndarray) -> np.ndarray:
   phase = np.exp(-0.5j * np.angle(np.sum(modes ** 2, 0)))
   real = (modes * phase).real
   return real / np.linalg.norm(real, axis=0)
+
+
+# --- Riemannian Adam on the Stiefel manifold ---------------------------------------------
+
+def _sym(a):
+  return 0.5 * (a + a.T)
+
+
+def stiefel_proj(x, u):
+  """Tangent projection at X (embedded metric): u - X sym(X^T u)."""
+  return u - x @ _sym(x.T @ u)
+
+
+def qr_retract(y):
+  """The QR retraction: the Q factor with a positive R diagonal (geoopt's EuclideanStiefel)."""
+  q, r = jnp.linalg.qr(y)
+  return q * jnp.where(jnp.diagonal(r) < 0, -1.0, 1.0)[None, :]
+
+
+def radam_seed(kind, n: int, b1: float = 0.9, b2: float = 0.999, eps: float = 1e-8):
+  """`one(state, lrs, train, coef)` of ONE seed, vmapped over its learning rates: n steps
+  of Riemannian Adam; state = dict(x (N, m), m (N, m), v (), t ())."""
+  def lane(st, lr, data, coef):
+    grad = jax.value_and_grad(lambda u: targets.objective(kind, u, data, coef))
+
+    def step(st, _):
+      x = st["x"]
+      loss, g = grad(x)
+      rg = stiefel_proj(x, g)
+      mom = b1 * st["m"] + (1 - b1) * rg
+      v = b2 * st["v"] + (1 - b2) * jnp.sum(rg * rg)  # one manifold: one scalar
+      t = st["t"] + 1.0
+      direction = (mom / (1 - b1 ** t)) / (jnp.sqrt(v / (1 - b2 ** t)) + eps)
+      xn = qr_retract(x - lr * direction)
+      return {"x": xn, "m": stiefel_proj(xn, mom), "v": v, "t": t}, loss
+
+    return jax.lax.scan(step, st, None, length=n)
+
+  return lambda st, lrs, data, coef: jax.vmap(lane, in_axes=(0, 0, None, None))(
+      st, lrs, data, coef)
+
+
+@functools.lru_cache(maxsize=None)
+def _radam_program(kind, n: int):
+  return sharding.spread(radam_seed(kind, n), in_axes=(0, None, 0, None))
+
+
+def radam_chunk(state, lrs, train, coef, *, kind, n):
+  """n Riemannian Adam steps on every (seed, lr) lane; state leaves (seeds, lrs, ...)."""
+  return _radam_program(kind, n)(state, lrs, train, coef)
+
+
+def radam_init(x0):
+  return {"x": x0, "m": jnp.zeros_like(x0), "v": jnp.zeros(x0.shape[:-2], x0.dtype),
+          "t": jnp.zeros(x0.shape[:-2], x0.dtype)}
+
+
+# --- the neural basis orthonormalised by QR under the quadrature --------------------------
+
+def qr_basis(params, s, sqrt_w, ref_w, features: int):
+  """Q of W^1/2 (ref + f): Gram-Schmidt of the functions ref_k + f_k in the quadrature
+  inner product (positive R diagonal, so Q is a smooth function of the parameters). The
+  functions are defined at any x, so the same parameters give the basis on any grid."""
+  f = generator.net(params, s, 0.0, features)
+  return qr_retract(ref_w + sqrt_w[:, None] * f)
+
+
+def qr_seed(kind, features: int, n: int):
+  """`one(state, lrs, s, sqrt_w, ref, train, val, coef)` of ONE seed over its lrs: n Adam
+  steps, then the bases and their validation loss."""
+  def lane(st, lr, s, sqrt_w, ref, tr, va, coef):
+    loss_of = lambda p, d: targets.objective(  # noqa: E731
+        kind, qr_basis(p, s, sqrt_w, ref, features), d, coef)
+
+    def step(st, _):
+      loss, g = jax.value_and_grad(loss_of)(st["params"], tr)
+      upd, opt = optax.adam(lr).update(g, st["opt"], st["params"])
+      return {"params": optax.apply_updates(st["params"], upd), "opt": opt}, loss
+
+    st, losses = jax.lax.scan(step, st, None, length=n)
+    return st, losses, qr_basis(st["params"], s, sqrt_w, ref, features), loss_of(
+        st["params"], va)
+
+  return lambda st, lrs, s, sqrt_w, ref, tr, va, coef: jax.vmap(
+      lane, in_axes=(0, 0, None, None, None, None, None, None))(
+          st, lrs, s, sqrt_w, ref, tr, va, coef)
+
+
+@functools.lru_cache(maxsize=None)
+def _qr_program(kind, features: int, n: int):
+  return sharding.spread(qr_seed(kind, features, n),
+                         in_axes=(0, None, None, None, None, 0, 0, None))
+
+
+def qr_chunk(state, lrs, s, sqrt_w, ref, train, val, coef, *, kind, features, n):
+  """n Adam steps of the neural-QR basis on every (seed, lr) lane (seeds over devices)."""
+  return _qr_program(kind, features, n)(state, lrs, s, sqrt_w, ref, train, val, coef)
+
+
+def qr_init(key, dim: int, m: int, spec: PathSpec):
+  return generator.init_mlp(key, dim, 0, spec.width, spec.depth, spec.features,
+                            spec.out_scale, outputs=m)
+
+
+# --- LOBPCG for the operator target ---------------------------------------------------------
+
+def kinetic_form(problem) -> np.ndarray:
+  """W^-1/2 (1/2 D^T W D) W^-1/2: the kinetic part of the oscillator's quadratic form."""
+  from jaxpapers.papers.lie_bases import quadrature
+  grid = problem.grid
+  d = quadrature.legendre_interp(grid, grid.x, derivative=0)
+  sw = grid.sqrt_w
+  dw = sw[:, None] * d / sw[None, :]
+  k = 0.5 * dw.T @ dw
+  return 0.5 * (k + k.T)
+
+
+def preconditioner(problem, kind: str):
+  """None | "jacobi" (1 / diag H) | "kinetic" ((K + I)^-1, the shifted-Laplacian
+  preconditioner of Schroedinger eigen-solvers), as a dense matrix."""
+  if kind == "none":
+    return None
+  if kind == "jacobi":
+    return np.diag(1.0 / np.diag(problem.op_w))
+  if kind == "kinetic":
+    return np.linalg.inv(kinetic_form(problem) + np.eye(problem.grid.size))
+  raise ValueError(f"unknown preconditioner {kind!r}; known: none, jacobi, kinetic")
+
+
+def lobpcg(problem, x0: np.ndarray, precond: str, maxiter: int, tol: float = 1e-9):
+  """LOBPCG (Knyazev 2001) for the m lowest eigenvectors of the discretized operator.
+
+  Float64 NumPy. Each iteration: residuals R = A X - X diag(X^T A X), preconditioned
+  W = T R, Rayleigh-Ritz on span[X, W, P] orthonormalised by an SVD that drops
+  directions below 1e-10 (the robust form of Hetmaniuk & Lehoucq 2006: scipy's Cholesky
+  variant broke down at iteration 1 on this operator, lambda_max / gap ~ 2e4), P the part
+  of the new X orthogonal to the old. Stops when every residual norm < tol * lambda_max.
+  Returns (basis (N, m) by increasing Rayleigh quotient, objective per iteration).
+  """
+  coef = targets.brockett_weights(problem.m).astype(np.float64)
+  a = np.asarray(problem.op_w, np.float64)
+  t = preconditioner(problem, precond)
+  scale = np.linalg.norm(a, 2)
+  x = np.linalg.qr(np.asarray(x0, np.float64))[0]
+  p, curve = None, []
+
+  def ritz(basis, k):
+    u, sv, _ = np.linalg.svd(basis, full_matrices=False)
+    q = u[:, sv > 1e-10 * sv[0]]
+    vals, vecs = np.linalg.eigh(q.T @ a @ q)
+    return q @ vecs[:, :k], vals[:k]
+
+  x, lam = ritz(x, problem.m)
+  for _ in range(maxiter):
+    curve.append(float(np.sum(coef * lam) / np.sum(coef)))
+    r = a @ x - x * lam[None, :]
+    if np.max(np.linalg.norm(r, axis=0)) < tol * scale:
+      break
+    w = r if t is None else t @ r
+    blocks = [x, w] + ([] if p is None else [p])
+    xn, lam = ritz(np.concatenate(blocks, 1), problem.m)
+    p = xn - x @ (x.T @ xn)
+    x = xn
+  return x, np.asarray(curve)
