@@ -20,7 +20,9 @@ them); `datasets=wbc+wine+optdigits+local+global+dependency+clustered` runs with
 Randomness depends only on (study seed, detector), never on a dataset's name or on what
 else is in the run. Defaults since issue 50: 5 seeds, AE code size 16 and pca_recon with
 k = 1, both chosen by the validation rule of `jaxpapers/papers/lpr/ae_tuning.py`
-(training rows only; see the README). Columns constant or collinear on the training rows
+(training rows only; see the README). `code_frac=0.25,latent=32` gives the AE family a
+code of round(0.25 d) units per set instead (searched in the tuning's third round, not
+chosen); `pca_frac` the same for pca_recon's k. Columns constant or collinear on the training rows
 are dropped for the classical detectors, with a line in the run log. Expected results and runtimes: the README's tables (the
 main table took 10-20 min on the heavily shared 2-core CPU; smoke ~30 s wall).
 """

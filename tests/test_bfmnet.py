@@ -610,7 +610,7 @@ def test_grid_sweep_spread_over_8_devices_matches_one_device():
   out, m = train_lib.make_chunk(step, 2)(states, jnp.asarray(0), ids)
   leaf = jax.tree.leaves(out["params"])[0]
   assert leaf.shape[0] == 3                      # the padding is dropped
-  assert len(leaf.devices()) == 8, leaf.sharding  # computed on all 8 devices
+  assert len(leaf.devices()) == 3, leaf.sharding  # one run per device, 3 of the 8
   for a, b in zip(jax.tree.leaves((ref, ref_m)), jax.tree.leaves((out, m))):
     np.testing.assert_allclose(np.asarray(b), np.asarray(a), rtol=1e-5, atol=1e-7)
   # the three runs really differ (seeds, rates, cells), so equality is not trivial
