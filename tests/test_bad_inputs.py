@@ -34,6 +34,7 @@ ARGS = {
     "neural_observer": ("steps", None, "lr", "csv_path"),
     "pd_autoscale": ("iterations", "envs", "lr", "trace"),
     "perturbed_eg": ("t_max", None, "sigma", None),
+    "stgib": ("steps", "batch", "lr", "path"),
     "stompp": ("steps", "batch_size", "lr", "data_path"),
     "visitation_reward": ("iterations", "num_envs", "lr", None),
 }

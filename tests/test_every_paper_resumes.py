@@ -35,6 +35,7 @@ RESUME_TESTS = {
     "neural_observer": "tests/test_neural_observer.py::test_run_resumes_bit_for_bit_after_a_kill",
     "perturbed_eg": "tests/test_perturbed_eg.py::test_resume_is_bitwise_exact",
     "pd_autoscale": "tests/test_pd_autoscale.py::test_training_resumes_exactly",
+    "stgib": "tests/test_stgib.py::test_training_resumes_exactly",
     "visitation_reward": "tests/test_visitation_reward.py::test_smoke_train_resumes_exactly",
     "stompp": "tests/test_stompp.py::"
               "test_augmented_run_resumes_exactly_and_reports_the_committed_network",

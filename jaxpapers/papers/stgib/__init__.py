@@ -1,0 +1,1 @@
+"""STGIB: spatio-temporal graph information bottleneck explanations (abstract 13)."""

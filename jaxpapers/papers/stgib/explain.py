@@ -1,0 +1,134 @@
+"""Post-hoc explainers of the backbone and the explanation metrics.
+
+Every explanation is a score per (input step, edge) of a window, [t_in, E]: the mask
+probabilities of the trained-in methods (STGIB, GSAT, decoupled), attention weights, or
+one of these post-hoc explainers of the unmasked backbone:
+
+  gnnexplainer  Ying et al. 2019, as in PyG's GNNExplainer: a sigmoid edge mask (here one
+                per step) optimised by Adam (lr 0.01, 100 steps) to keep the masked
+                prediction close to the full one (MSE for regression) + 0.005 * sum(mask) +
+                1.0 * mean mask entropy
+  saliency      |d sum(y_hat) / d m| at m = 1 (Simonyan et al. on the edge mask)
+  ig            integrated gradients (Sundararajan et al. 2017) of sum(y_hat) along
+                m = a * 1, a in (0, 1], baseline m = 0, Riemann midpoints; |attribution|
+
+Metrics (per window, then averaged):
+  auroc         of the scores against the simulator's causal gates (windows whose truth
+                is all 0 or all 1 are skipped)
+  fid_plus      MAE(keep all but the top-k entries) - MAE(full): higher = the explanation
+                is necessary
+  fid_minus     MAE(keep only the top-k entries) - MAE(full): lower = it is sufficient
+  consistency   mean Jaccard overlap of the top-k edges of adjacent input steps
+"""
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from jaxpapers.papers.stgib import model as model_lib
+
+
+def _pred(spec, params, x, r, override):
+  return model_lib.forward(spec, params, x, jax.random.PRNGKey(0), r, False,
+                           override=override)[0]
+
+
+def gnnexplainer(spec, params, x, r, steps=100, lr=0.01, size=0.005, ent=1.0, key=None):
+  """[t_in, E] mask of one window (PyG's defaults: init N(1, 0.1 * relu gain))."""
+  key = jax.random.PRNGKey(0) if key is None else key
+  full = jax.lax.stop_gradient(_pred(spec, params, x, r, None))
+  std = jnp.sqrt(2.0) * jnp.sqrt(2.0 / (2 * spec.n))
+  logits = 1.0 + std * jax.random.normal(key, (spec.t_in, spec.e))
+  opt = optax.adam(lr)
+
+  def loss(lg):
+    m = jax.nn.sigmoid(lg)
+    y = _pred(spec, params, x, r, m)
+    h = -m * jnp.log(m + 1e-15) - (1 - m) * jnp.log(1 - m + 1e-15)
+    return jnp.mean((y - full) ** 2) + size * m.sum() + ent * h.mean()
+
+  def body(carry, _):
+    lg, o = carry
+    g = jax.grad(loss)(lg)
+    u, o = opt.update(g, o, lg)
+    return (optax.apply_updates(lg, u), o), None
+
+  (lg, _), _ = jax.lax.scan(body, (logits, opt.init(logits)), None, length=steps)
+  return jax.nn.sigmoid(lg)
+
+
+def saliency(spec, params, x, r):
+  f = lambda m: _pred(spec, params, x, r, m).sum()
+  return jnp.abs(jax.grad(f)(jnp.ones((spec.t_in, spec.e))))
+
+
+def integrated_gradients(spec, params, x, r, steps=16, signed=False):
+  f = lambda m: _pred(spec, params, x, r, m).sum()
+  ones = jnp.ones((spec.t_in, spec.e))
+  alphas = (jnp.arange(steps) + 0.5) / steps
+  grads = jax.vmap(lambda a: jax.grad(f)(a * ones))(alphas)
+  attr = grads.mean(0) * ones  # (m - baseline) * average gradient along the path
+  return attr if signed else jnp.abs(attr)
+
+
+def topk_mask(scores, frac):
+  """[W, t_in, E] scores -> 0/1 mask of the top frac of each window's entries."""
+  w = scores.reshape(scores.shape[0], -1)
+  k = max(1, int(round(frac * w.shape[1])))
+  # Rank with a tiny deterministic tie-break so equal scores (attention of a node with one
+  # in-edge, constant masks) do not all enter or all leave the top-k together.
+  tie = np.arange(w.shape[1])[None] * 1e-9
+  order = np.argsort(-(np.asarray(w, np.float64) + tie), axis=1)
+  out = np.zeros_like(w, dtype=np.float32)
+  np.put_along_axis(out, order[:, :k], 1.0, axis=1)
+  return out.reshape(scores.shape)
+
+
+def auroc(scores, truth):
+  """Mann-Whitney AUROC (ties count one half); nan if truth is constant."""
+  s = np.asarray(scores, np.float64).ravel()
+  y = np.asarray(truth, bool).ravel()
+  n1, n0 = y.sum(), (~y).sum()
+  if n1 == 0 or n0 == 0:
+    return np.nan
+  order = np.argsort(s, kind="mergesort")
+  ranks = np.empty(len(s))
+  sorted_s = s[order]
+  # average ranks for ties
+  i = 0
+  while i < len(s):
+    j = i
+    while j + 1 < len(s) and sorted_s[j + 1] == sorted_s[i]:
+      j += 1
+    ranks[order[i:j + 1]] = 0.5 * (i + j) + 1
+    i = j + 1
+  return float((ranks[y].sum() - n1 * (n1 + 1) / 2) / (n1 * n0))
+
+
+def mean_auroc(scores, truth):
+  vals = [auroc(s, t) for s, t in zip(scores, truth)]
+  vals = [v for v in vals if np.isfinite(v)]
+  return float(np.mean(vals)) if vals else float("nan")
+
+
+def consistency(scores, frac):
+  """Mean Jaccard of the top-k edge sets at adjacent input steps, [W, t_in, E]."""
+  W, T, E = scores.shape
+  k = max(1, int(round(frac * E)))
+  tie = np.arange(E)[None, None] * 1e-9
+  top = np.argsort(-(np.asarray(scores, np.float64) + tie), axis=2)[..., :k]
+  sets = np.zeros((W, T, E), bool)
+  np.put_along_axis(sets, top, True, axis=2)
+  inter = (sets[:, 1:] & sets[:, :-1]).sum(-1)
+  union = (sets[:, 1:] | sets[:, :-1]).sum(-1)
+  return float(np.mean(inter / np.maximum(union, 1)))
+
+
+def truth_consistency(truth):
+  """The same Jaccard for the ground-truth sets themselves (the reference)."""
+  a, b = truth[:, 1:], truth[:, :-1]
+  inter = (a & b).sum(-1)
+  union = (a | b).sum(-1)
+  return float(np.mean(np.where(union > 0, inter / np.maximum(union, 1), 1.0)))

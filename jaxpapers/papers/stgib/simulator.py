@@ -1,0 +1,174 @@
+"""A road-network traffic simulator whose causal dependencies are known at every step.
+
+Nodes are sensors on a grid of roads; every road segment between neighbours is a pair of
+directed edges j -> i with a delay d_e (steps a disturbance needs to travel) and a weight
+w_e. The speed deviation from the node's daily profile follows a gated graph VAR
+
+    r_t[i] = rho r_{t-1}[i] + sum_{e = j->i} g_e(t) w_e(t) r_{t-d_e}[j] + shock_t[i] + sigma eps
+
+and speed_t[i] = free_i - dip_i * rush(t) + scale * r_t[i]. The gate g_e(t) in {0, 1} is
+the ground truth: node j's value at t - d_e reaches i at t only while g_e(t) = 1, so an
+intervention on what edge e carries at a step with g_e = 0 changes nothing (tested).
+
+Gates switch with the regime of the day (`markov` generator): at night only a few edges
+couple, in the morning rush the inbound edges (towards the centre), in the evening the
+outbound ones, at midday a random third; closures cut an edge for hours; incidents are
+shocks at one node that propagate along the open, active edges with their delays.
+The `flicker` generator keeps each edge's marginal activity but redraws every gate
+independently at every step: it breaks the persistence that STGIB's Markov prior over
+masks assumes, so the study can say what the simulator decided and what the method did.
+
+Steps are 5 minutes (288 a day), as in METR-LA / PEMS-BAY.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+STEPS_PER_DAY = 288
+GENERATORS = ("markov", "flicker")
+
+
+@dataclasses.dataclass(frozen=True)
+class Graph:
+  n: int
+  src: np.ndarray  # [E] int32
+  dst: np.ndarray  # [E] int32
+  coords: np.ndarray  # [N, 2] for plots
+
+
+def grid_graph(rows: int, cols: int) -> Graph:
+  """Both directions of every road segment between grid neighbours."""
+  src, dst = [], []
+  idx = lambda r, c: r * cols + c
+  for r in range(rows):
+    for c in range(cols):
+      for dr, dc in ((0, 1), (1, 0)):
+        rr, cc = r + dr, c + dc
+        if rr < rows and cc < cols:
+          src += [idx(r, c), idx(rr, cc)]
+          dst += [idx(rr, cc), idx(r, c)]
+  coords = np.array([(c, -r) for r in range(rows) for c in range(cols)], np.float32)
+  return Graph(rows * cols, np.array(src, np.int32), np.array(dst, np.int32), coords)
+
+
+def regime_of(t: np.ndarray) -> np.ndarray:
+  """0 night, 1 morning rush, 2 midday, 3 evening rush, from the 5-minute step index."""
+  h = (t % STEPS_PER_DAY) * 24.0 / STEPS_PER_DAY
+  return np.select([(h >= 6.5) & (h < 9.5), (h >= 9.5) & (h < 15.5), (h >= 15.5) & (h < 19)],
+                   [1, 2, 3], 0)
+
+
+def rush(t: np.ndarray) -> np.ndarray:
+  """The daily congestion profile in [0, 1]: two smooth peaks (8:00, 17:15)."""
+  h = (t % STEPS_PER_DAY) * 24.0 / STEPS_PER_DAY
+  return np.exp(-0.5 * ((h - 8.0) / 1.0) ** 2) + np.exp(-0.5 * ((h - 17.25) / 1.2) ** 2)
+
+
+@dataclasses.dataclass
+class Sim:
+  graph: Graph
+  speed: np.ndarray  # [T, N] mph
+  r: np.ndarray  # [T, N] deviation
+  gate: np.ndarray  # [T, E] ground-truth causal gates (after closures)
+  delay: np.ndarray  # [E]
+  weight: np.ndarray  # [E] relative weights (normalized over the active in-edges)
+  closed: np.ndarray  # [T, E] bool
+  incidents: list  # (t, node, length)
+  distractor: np.ndarray  # [T, N] a non-causal sensor channel
+  t0: int = 0
+
+
+def _regime_sets(graph: Graph, rng) -> np.ndarray:
+  """[4, E] bool: the edges each regime activates."""
+  centre = graph.coords.mean(0)
+  d = np.linalg.norm(graph.coords - centre, axis=1)
+  inbound = d[graph.dst] < d[graph.src]  # towards the centre
+  outbound = d[graph.dst] > d[graph.src]
+  e = len(graph.src)
+  night = rng.random(e) < 0.1
+  am = inbound & (rng.random(e) < 0.85)
+  mid = rng.random(e) < 0.33
+  pm = outbound & (rng.random(e) < 0.85)
+  return np.stack([night, am, mid, pm])
+
+
+def simulate(graph: Graph, steps: int, seed: int, generator: str = "markov",
+             rho: float = 0.3, coupling: float = 0.65, sigma: float = 0.15,
+             incident_rate: float = 0.06, closure_rate: float = 0.5,
+             override: np.ndarray | None = None) -> Sim:
+  """Simulates `steps` 5-minute steps.
+
+  override: optional [steps, E] array; where finite, it replaces the value edge e carries
+  at step t (node src's deviation d_e steps earlier). All randomness is drawn before the
+  dynamics run, so an override changes the trajectory only through the dynamics.
+  """
+  if generator not in GENERATORS:
+    raise ValueError(f"generator {generator!r}; known: {', '.join(GENERATORS)}")
+  rng = np.random.default_rng(seed)
+  n, e = graph.n, len(graph.src)
+  delay = rng.integers(1, 3, size=e)  # 1 or 2 steps (5-10 minutes)
+  raw = rng.uniform(0.5, 1.0, size=e)
+  weight = raw  # relative weights; normalized per step over the active in-edges below
+  sets = _regime_sets(graph, rng)
+  t = np.arange(steps)
+  reg = regime_of(t)
+  gate = sets[reg]  # [T, E]
+  if generator == "flicker":
+    gate = rng.random((steps, e)) < gate.mean(0, keepdims=True)  # each edge's own rate
+  # Closures: about closure_rate per day, each cuts one edge (both directions) for 2-6 h.
+  closed = np.zeros((steps, e), bool)
+  for _ in range(rng.poisson(closure_rate * steps / STEPS_PER_DAY)):
+    k = rng.integers(e)
+    a = rng.integers(steps)
+    ln = rng.integers(24, 73)
+    both = (graph.src == graph.dst[k]) & (graph.dst == graph.src[k])
+    closed[a:a + ln, k] = True
+    closed[a:a + ln, both] = True
+  gate = gate & ~closed
+  shock = np.zeros((steps, n))
+  incidents = []
+  for _ in range(rng.poisson(incident_rate * steps)):
+    a, node, ln = rng.integers(steps), rng.integers(n), rng.integers(1, 4)
+    shock[a:a + ln, node] -= rng.uniform(3.0, 6.0)
+    incidents.append((int(a), int(node), int(ln)))
+  eps = sigma * rng.standard_normal((steps, n))
+  distractor = np.zeros((steps, n))
+  dnoise = rng.standard_normal((steps, n))
+  r = np.zeros((steps, n))
+  for s in range(steps):
+    carried = np.where(s - delay >= 0, r[np.maximum(s - delay, 0), graph.src], 0.0)
+    if override is not None:
+      o = override[s]
+      carried = np.where(np.isfinite(o), o, carried)
+    # Normalized over the in-edges active now, so that rho + sum of incoming weights =
+    # rho + coupling < 1 (a contraction whatever the gates: a stable process) and one open
+    # edge carries the whole coupling: the causal edges matter for the forecast.
+    act = np.zeros(n)
+    np.add.at(act, graph.dst, np.where(gate[s], weight, 0.0))
+    w_t = coupling * weight / np.maximum(act[graph.dst], 1e-9)
+    msg = np.where(gate[s], w_t * carried, 0.0)
+    inflow = np.zeros(n)
+    np.add.at(inflow, graph.dst, msg)
+    prev = r[s - 1] if s else np.zeros(n)
+    r[s] = rho * prev + inflow + shock[s] + eps[s]
+    distractor[s] = (0.9 * distractor[s - 1] if s else 0.0) + 0.45 * dnoise[s]
+  free = rng.uniform(60.0, 70.0, size=n)
+  dip = rng.uniform(10.0, 25.0, size=n)
+  speed = free[None] - dip[None] * rush(t)[:, None] + 4.0 * r
+  return Sim(graph, speed.astype(np.float32), r, gate, delay, weight, closed, incidents,
+             distractor.astype(np.float32))
+
+
+def window_truth(sim: Sim, t_last: np.ndarray, t_in: int) -> np.ndarray:
+  """[W, t_in, E] ground truth of the edge explanation of windows ending at t_last.
+
+  Input step tau's value of node src reaches dst at tau + d_e, and does so only if the gate
+  is open then: the model's edge mask at tau is causal iff g_e(tau + d_e) = 1 (arrivals
+  after the window's end fall inside the forecast horizon, which they also drive).
+  """
+  taus = t_last[:, None] - t_in + 1 + np.arange(t_in)[None]  # [W, t_in]
+  arrive = taus[..., None] + sim.delay[None, None]  # [W, t_in, E]
+  arrive = np.minimum(arrive, len(sim.gate) - 1)
+  return sim.gate[arrive, np.arange(len(sim.delay))[None, None]]

@@ -1,0 +1,423 @@
+"""STGIB (abstract 13): the simulator's ground truth, the masks' closed forms, the recursive
+bound, message passing, the explainers, the loaders, sharding and exact resume."""
+import itertools
+import pickle
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from jaxpapers.core import config as config_lib
+from jaxpapers.papers.stgib import data as data_lib
+from jaxpapers.papers.stgib import experiment as ex
+from jaxpapers.papers.stgib import explain
+from jaxpapers.papers.stgib import model as model_lib
+from jaxpapers.papers.stgib import simulator as sim_lib
+from jaxpapers.papers.stgib import train as train_lib
+
+G = sim_lib.grid_graph(2, 3)
+
+
+def _run_of(gate, value):
+  """(start, length) of the longest run of gate == value."""
+  best, cur, start = (0, 0), 0, 0
+  for t, g in enumerate(gate):
+    if g == value:
+      cur = cur + 1
+      if cur == 1:
+        start = t
+      if cur > best[1]:
+        best = (start, cur)
+    else:
+      cur = 0
+  return best
+
+
+# ------------------------------------------------------------------ simulator
+
+def test_intervening_on_a_non_causal_edge_changes_nothing_and_on_a_causal_one_does():
+  steps = 2 * sim_lib.STEPS_PER_DAY
+  base = sim_lib.simulate(G, steps, seed=3)
+  hits = 0
+  for e in range(len(G.src)):
+    t0, ln = _run_of(base.gate[:, e], False)
+    if ln >= 10:  # the edge is closed or inactive: what it carries is irrelevant
+      ov = np.full((steps, len(G.src)), np.nan)
+      ov[t0:t0 + ln, e] = 25.0
+      np.testing.assert_array_equal(sim_lib.simulate(G, steps, 3, override=ov).speed,
+                                    base.speed)
+    t1, ln1 = _run_of(base.gate[:, e], True)
+    if ln1 >= 3:  # active: the destination's speed moves at that very step
+      ov = np.full((steps, len(G.src)), np.nan)
+      ov[t1, e] = 25.0
+      s = sim_lib.simulate(G, steps, 3, override=ov).speed
+      np.testing.assert_array_equal(s[:t1], base.speed[:t1])  # nothing before
+      assert abs(s[t1, G.dst[e]] - base.speed[t1, G.dst[e]]) > 1.0
+      hits += 1
+  assert hits >= 3
+
+
+def test_regimes_closures_and_the_flicker_generator():
+  s = sim_lib.simulate(G, 4 * sim_lib.STEPS_PER_DAY, seed=1, closure_rate=3.0)
+  assert not np.any(s.gate & s.closed)  # a closed edge never carries
+  reg = sim_lib.regime_of(np.arange(len(s.gate)))
+  # Under the markov generator gates change only with the regime or a closure.
+  changes = np.any(s.gate[1:] != s.gate[:-1], axis=1)
+  explained = (reg[1:] != reg[:-1]) | np.any(s.closed[1:] != s.closed[:-1], axis=1)
+  assert not np.any(changes & ~explained)
+  f = sim_lib.simulate(G, 4 * sim_lib.STEPS_PER_DAY, seed=1, generator="flicker")
+  # Same activity level, no persistence: adjacent gates agree at chance level.
+  agree = lambda g: np.mean(g[1:] == g[:-1])
+  assert agree(f.gate) < 0.85 < agree(s.gate)
+  with pytest.raises(ValueError, match="generator"):
+    sim_lib.simulate(G, 10, 0, generator="dense")
+
+
+def test_window_truth_is_the_gate_at_arrival():
+  s = sim_lib.simulate(G, 400, seed=2)
+  last = np.array([20, 100, 250])
+  truth = sim_lib.window_truth(s, last, 12)
+  for w, tl in enumerate(last):
+    for k in range(12):
+      for e in range(len(G.src)):
+        assert truth[w, k, e] == s.gate[tl - 11 + k + s.delay[e], e]
+
+
+# ------------------------------------------------------------------ masks and the bound
+
+@pytest.mark.parametrize("temp", [0.3, 1.0])
+def test_relaxed_bernoulli_is_above_one_half_with_probability_p(temp):
+  p = jnp.array([0.1, 0.4, 0.8])
+  n = 40000
+  m = model_lib.relaxed_bernoulli(jax.random.PRNGKey(0), jnp.broadcast_to(p, (n, 3)), temp)
+  freq = np.mean(np.asarray(m) > 0.5, axis=0)
+  se = np.sqrt(np.asarray(p) * (1 - np.asarray(p)) / n)
+  np.testing.assert_array_less(np.abs(freq - np.asarray(p)), 4 * se)
+  assert np.all((np.asarray(m) >= 0) & (np.asarray(m) <= 1))
+
+
+def test_kl_bernoulli_and_markov_prior_closed_forms():
+  for p, q in [(0.2, 0.7), (0.5, 0.5), (0.9, 0.1), (0.01, 0.3)]:
+    ref = sum(a * np.log(a / b) for a, b in ((p, q), (1 - p, 1 - q)))
+    assert float(model_lib.kl_bernoulli(p, q)) == pytest.approx(ref, rel=1e-5)
+  r, kappa = 0.3, 0.8
+  P = np.array([[1 - float(model_lib.markov_prior(0.0, r, kappa)),
+                 float(model_lib.markov_prior(0.0, r, kappa))],
+                [1 - float(model_lib.markov_prior(1.0, r, kappa)),
+                 float(model_lib.markov_prior(1.0, r, kappa))]])
+  pi = np.array([1 - r, r])
+  np.testing.assert_allclose(pi @ P, pi, atol=1e-7)  # r is the stationary marginal
+
+
+def _chain_logp(path, first, tab):
+  lp = np.log(first if path[0] else 1 - first)
+  for t in range(1, len(path)):
+    p1 = tab[t - 1][path[t - 1]]
+    lp += np.log(p1 if path[t] else 1 - p1)
+  return lp
+
+
+def test_recursive_bound_equals_the_full_trajectory_kl_brute_force_and_monte_carlo():
+  rng = np.random.default_rng(0)
+  T, r, kappa = 6, 0.3, 0.7
+  q1 = 0.6
+  q_tab = rng.uniform(0.05, 0.95, size=(T - 1, 2))
+  p_tab = [[r * (1 - kappa), r * (1 - kappa) + kappa]] * (T - 1)
+  bound = float(model_lib.recursive_bound(q1, jnp.asarray(q_tab), r, kappa))
+  # brute force over all 2^T trajectories
+  full = 0.0
+  for path in itertools.product([0, 1], repeat=T):
+    lq = _chain_logp(path, q1, q_tab)
+    full += np.exp(lq) * (lq - _chain_logp(path, r, p_tab))
+  assert bound == pytest.approx(full, rel=1e-5)
+  # Monte Carlo of log q - log p over sampled trajectories, and the training estimator
+  # (the per-step KL at the sampled m_{t-1}) over the same samples: both unbiased.
+  n = 20000
+  m = np.zeros((n, T), int)
+  m[:, 0] = rng.random(n) < q1
+  for t in range(1, T):
+    m[:, t] = rng.random(n) < q_tab[t - 1][m[:, t - 1]]
+  lr = np.array([_chain_logp(p, q1, q_tab) - _chain_logp(p, r, p_tab) for p in m])
+  assert abs(lr.mean() - bound) < 4 * lr.std() / np.sqrt(n)
+  est = float(model_lib.kl_bernoulli(q1, r)) + sum(
+      np.asarray(model_lib.kl_bernoulli(q_tab[t - 1][m[:, t - 1]],
+                                        model_lib.markov_prior(m[:, t - 1], r, kappa)))
+      for t in range(1, T))
+  assert abs(est.mean() - bound) < 4 * est.std() / np.sqrt(n)
+
+
+def test_gsat_r_schedule():
+  got = [float(model_lib.gsat_r(s, 100)) for s in (0, 9, 10, 20, 35, 99)]
+  np.testing.assert_allclose(got, [0.9, 0.9, 0.8, 0.7, 0.7, 0.7], atol=1e-6)
+
+
+def test_segment_sum_message_passing_matches_a_dense_adjacency_product():
+  rng = np.random.default_rng(0)
+  n, H = G.n, 5
+  z = rng.standard_normal((n, 2 * H)).astype(np.float32)
+  w = rng.standard_normal((2 * H, H)).astype(np.float32)
+  m = rng.random(len(G.src)).astype(np.float32)
+  got = model_lib.segment_message(jnp.asarray(z), jnp.asarray(m), jnp.asarray(w),
+                                  jnp.asarray(G.src), jnp.asarray(G.dst), n)
+  A = np.zeros((n, n))
+  A[G.dst, G.src] = m
+  deg = np.bincount(G.dst, minlength=n)
+  np.testing.assert_allclose(np.asarray(got), (A @ (z @ w)) / deg[:, None], rtol=1e-5,
+                             atol=1e-5)
+
+
+def _spec(kind="stgib", **kw):
+  return model_lib.Spec(kind=kind, n=G.n, src=tuple(G.src.tolist()),
+                        dst=tuple(G.dst.tolist()), hidden=8, **kw)
+
+
+def test_forward_kl_is_the_recursive_sum_and_masks_gate_messages():
+  spec = _spec()
+  p = model_lib.init(spec, jax.random.PRNGKey(0))
+  x = jax.random.normal(jax.random.PRNGKey(1), (12, G.n, 4))
+  y, aux = model_lib.forward(spec, p, x, jax.random.PRNGKey(2), 0.3, False)
+  q, f = np.asarray(aux["edge"]), np.asarray(aux["feat"])
+  # deterministic pass: m_{t-1} is the previous probability; chain starts at r
+  prev_e = np.concatenate([np.full((1, spec.e), 0.3), q[:-1]])
+  prev_f = np.concatenate([np.full((1, G.n, 4), 0.3), f[:-1]])
+  kl_np = lambda a, b: a * np.log(a / b) + (1 - a) * np.log((1 - a) / (1 - b))
+  want = np.mean([kl_np(q[t], 0.3 * 0.2 + 0.8 * prev_e[t]).mean() +
+                  kl_np(f[t], 0.3 * 0.2 + 0.8 * prev_f[t]).mean() for t in range(12)])
+  assert float(aux["kl"]) == pytest.approx(want, rel=1e-4)
+  # Cutting edge 0 at every step changes the forecast (the mask really gates messages),
+  # and an all-ones override is the unmasked backbone.
+  back = _spec("stgnn")
+  pb = model_lib.init(back, jax.random.PRNGKey(0))
+  full, _ = model_lib.forward(back, pb, x, jax.random.PRNGKey(0), 0.3, False)
+  ov = jnp.ones((12, spec.e)).at[:, 0].set(0.0)
+  cut, _ = model_lib.forward(back, pb, x, jax.random.PRNGKey(0), 0.3, False, override=ov)
+  assert np.abs(np.asarray(cut - full)).max() > 1e-6
+  same, _ = model_lib.forward(back, pb, x, jax.random.PRNGKey(0), 0.3, False,
+                              override=jnp.ones((12, spec.e)))
+  np.testing.assert_array_equal(np.asarray(same), np.asarray(full))
+
+
+# ------------------------------------------------------------------ explainers and metrics
+
+def test_auroc_topk_and_consistency_against_brute_force():
+  from sklearn.metrics import roc_auc_score
+  rng = np.random.default_rng(0)
+  s = rng.integers(0, 5, 200).astype(float)  # ties
+  y = rng.random(200) < 0.3
+  assert explain.auroc(s, y) == pytest.approx(roc_auc_score(y, s))
+  sc = rng.random((2, 3, 10))
+  top = explain.topk_mask(sc, 0.2)
+  for w in range(2):
+    thr = np.sort(sc[w].ravel())[-6]
+    np.testing.assert_array_equal(top[w], (sc[w] >= thr).astype(np.float32))
+  # consistency: top-2 of 10 edges at adjacent steps; brute force Jaccard
+  want = []
+  for w in range(2):
+    for t in range(2):
+      a = set(np.argsort(-sc[w, t])[:2])
+      b = set(np.argsort(-sc[w, t + 1])[:2])
+      want.append(len(a & b) / len(a | b))
+  assert explain.consistency(sc, 0.2) == pytest.approx(np.mean(want))
+
+
+def test_saliency_matches_finite_differences_and_ig_is_complete():
+  spec = _spec("stgnn")
+  p = model_lib.init(spec, jax.random.PRNGKey(0))
+  x = jax.random.normal(jax.random.PRNGKey(1), (12, G.n, 4))
+  f = lambda m: float(explain._pred(spec, p, x, 0.7, m).sum())  # pylint: disable=protected-access
+  sal = np.asarray(explain.saliency(spec, p, x, 0.7))
+  h = 1e-2
+  for t, e in [(11, 0), (5, 3), (0, 7)]:
+    up = np.ones((12, spec.e), np.float32)
+    dn = np.ones((12, spec.e), np.float32)
+    up[t, e] += h
+    dn[t, e] -= h
+    assert sal[t, e] == pytest.approx(abs(f(up) - f(dn)) / (2 * h), rel=0.05, abs=1e-4)
+  ig = np.asarray(explain.integrated_gradients(spec, p, x, 0.7, steps=64, signed=True))
+  gap = f(np.ones((12, spec.e), np.float32)) - f(np.zeros((12, spec.e), np.float32))
+  assert ig.sum() == pytest.approx(gap, rel=0.02, abs=1e-3)
+
+
+def test_gnnexplainer_lowers_its_objective_from_the_pyg_initialisation():
+  spec = _spec("stgnn")
+  p = model_lib.init(spec, jax.random.PRNGKey(0))
+  x = jax.random.normal(jax.random.PRNGKey(1), (12, G.n, 4))
+  full = np.asarray(explain._pred(spec, p, x, 0.7, None))  # pylint: disable=protected-access
+
+  def objective(m):  # PyG GNNExplainer's regression loss, written out independently
+    y = np.asarray(explain._pred(spec, p, x, 0.7, jnp.asarray(m)))  # pylint: disable=protected-access
+    h = -(m * np.log(m + 1e-15) + (1 - m) * np.log(1 - m + 1e-15))
+    return np.mean((y - full) ** 2) + 0.005 * m.sum() + 1.0 * h.mean()
+
+  m = np.asarray(explain.gnnexplainer(spec, p, x, 0.7, steps=100))
+  m0 = np.full_like(m, 1 / (1 + np.exp(-1.0)))  # the initial logits' centre, sigmoid(1)
+  assert m.shape == (12, spec.e) and np.all((m > 0) & (m < 1))
+  assert objective(m) < objective(m0) - 0.05
+
+
+def test_historical_average_on_a_hand_case():
+  T, N = 288 * 3, 2
+  vals = np.tile(np.arange(288, dtype=np.float32)[:, None] + 10, (3, N))
+  vals[:, 1] += 5
+  tr = data_lib.Traffic(vals, (np.arange(T) % 288 / 288).astype(np.float32),
+                        np.array([0, 1], np.int32), np.array([1, 0], np.int32),
+                        np.zeros_like(vals), "hand")
+  w = data_lib.windows(tr, 12, 12)
+  last = w.split["test"][:5]
+  ha = ex.historical_average(w, last, 12)
+  yi = last[:, None] + 1 + np.arange(12)[None]
+  np.testing.assert_allclose(ha, vals[yi])  # every day is the same: HA is exact
+
+
+# ------------------------------------------------------------------ loaders
+
+def _values(T=400, N=3):
+  rng = np.random.default_rng(0)
+  return (60 + rng.standard_normal((T, N))).astype(np.float32)
+
+
+def test_metr_loader_reads_a_generated_pandas_h5_and_dcrnn_pickle(tmp_path):
+  import pandas as pd
+  v = _values()
+  idx = pd.date_range("2012-03-01", periods=len(v), freq="5min")
+  pd.DataFrame(v, index=idx, columns=["773869", "767541", "767542"]).to_hdf(
+      tmp_path / "m.h5", key="df")
+  adj = np.array([[1, 0.5, 0], [0, 1, 0.2], [0.3, 0, 1]])
+  with open(tmp_path / "adj.pkl", "wb") as f:
+    pickle.dump([["773869", "767541", "767542"], {"773869": 0}, adj], f, protocol=2)
+  tr = data_lib.load_metr(str(tmp_path / "m.h5"), str(tmp_path / "adj.pkl"))
+  np.testing.assert_array_equal(tr.values, v)
+  assert sorted(zip(tr.src.tolist(), tr.dst.tolist())) == [(0, 1), (1, 2), (2, 0)]
+  assert tr.tod[12] == pytest.approx(1 / 24)
+  # malformed: a pickle of the wrong shape, a file that is not HDF5
+  with open(tmp_path / "bad.pkl", "wb") as f:
+    pickle.dump({"adj": adj}, f)
+  with pytest.raises(data_lib.DataError, match="adjacency pickle"):
+    data_lib.load_metr(str(tmp_path / "m.h5"), str(tmp_path / "bad.pkl"))
+  (tmp_path / "x.h5").write_text("not hdf5")
+  with pytest.raises(data_lib.DataError, match="not a pandas HDF5"):
+    data_lib.load_metr(str(tmp_path / "x.h5"), str(tmp_path / "adj.pkl"))
+  with pytest.raises(data_lib.DataError, match="not found"):
+    data_lib.load_metr(str(tmp_path / "none.h5"), str(tmp_path / "adj.pkl"))
+
+
+def test_pems_loader_reads_npz_and_distance_csv(tmp_path):
+  v = _values(N=4)
+  np.savez(tmp_path / "p.npz", data=np.stack([v, v * 0 + 1, v * 0], -1))
+  (tmp_path / "d.csv").write_text("from,to,cost\n0,1,100.5\n2,3,20\n")
+  tr = data_lib.load_pems(str(tmp_path / "p.npz"), str(tmp_path / "d.csv"))
+  np.testing.assert_array_equal(tr.values, v)
+  assert sorted(zip(tr.src.tolist(), tr.dst.tolist())) == [(0, 1), (1, 0), (2, 3), (3, 2)]
+  np.savez(tmp_path / "k.npz", flow=v)
+  with pytest.raises(data_lib.DataError, match="expected 'data'"):
+    data_lib.load_pems(str(tmp_path / "k.npz"), str(tmp_path / "d.csv"))
+  (tmp_path / "e.csv").write_text("from,to,cost\n0,9,1\n")
+  with pytest.raises(data_lib.DataError, match="outside"):
+    data_lib.load_pems(str(tmp_path / "p.npz"), str(tmp_path / "e.csv"))
+  bad = v.copy()
+  bad[3, 1] = np.nan
+  np.savez(tmp_path / "n.npz", data=bad[..., None])
+  with pytest.raises(data_lib.DataError, match="NaN"):
+    data_lib.load_pems(str(tmp_path / "n.npz"), str(tmp_path / "d.csv"))
+
+
+def test_csv_loader_reads_speed_and_adjacency_csv(tmp_path):
+  import pandas as pd
+  v = _values()
+  idx = pd.date_range("2020-01-01", periods=len(v), freq="5min")
+  df = pd.DataFrame(v, columns=["a", "b", "c"])
+  df.insert(0, "time", idx.astype(str))
+  df.to_csv(tmp_path / "s.csv", index=False)
+  np.savetxt(tmp_path / "a.csv", np.array([[0, 1, 0], [1, 0, 1], [0, 0, 0]]), delimiter=",")
+  tr = data_lib.load_csv(str(tmp_path / "s.csv"), str(tmp_path / "a.csv"))
+  np.testing.assert_allclose(tr.values, v, rtol=1e-6)
+  assert sorted(zip(tr.src.tolist(), tr.dst.tolist())) == [(0, 1), (1, 0), (1, 2)]
+  np.savetxt(tmp_path / "w.csv", np.eye(2), delimiter=",")
+  with pytest.raises(data_lib.DataError, match="the table has 3 sensors"):
+    data_lib.load_csv(str(tmp_path / "s.csv"), str(tmp_path / "w.csv"))
+  (tmp_path / "t.csv").write_text("a,b\n1,x\n")
+  with pytest.raises(data_lib.DataError):
+    data_lib.load_csv(str(tmp_path / "t.csv"), str(tmp_path / "a.csv"))
+
+
+def test_a_loaded_file_trains_through_the_launcher_entry(tmp_path):
+  v = _values(T=600, N=3)
+  np.savez(tmp_path / "p.npz", data=v[..., None])
+  (tmp_path / "d.csv").write_text("from,to,cost\n0,1,1\n1,2,1\n")
+  cfg = config_lib.load(f"configs/stgib.py:smoke,source=pems,path={tmp_path}/p.npz,"
+                        f"adj={tmp_path}/d.csv,steps=10,ckpt_every=10")
+  final = ex.train_and_evaluate(cfg, str(tmp_path / "run"))
+  assert np.isfinite(final["test/mae_15min"]) and "test/auroc" not in final
+
+
+def test_bad_config_values_give_one_clear_error():
+  for arg, msg in [("generator=dense", "generator"), ("kind=gin", "kind"),
+                   ("sparsity=1.5", "sparsity"), ("source=pems", "path= and adj="),
+                   ("steps=15,eval_every=10", "multiple"),
+                   ("path=configs/stgib.py", "source=metr")]:
+    cfg = config_lib.load(f"configs/stgib.py:{arg}")
+    with pytest.raises(ValueError, match=msg):
+      ex.validate(cfg)
+  with pytest.raises(ValueError, match="methods"):
+    config_lib.load("configs/stgib.py:methods=gcn")
+
+
+# ------------------------------------------------------------------ sharding and resume
+
+def _tiny(tmp_path=None):
+  cfg = config_lib.load("configs/stgib.py:smoke,steps=20,eval_every=10,ckpt_every=10")
+  tr = data_lib.load(cfg.data)
+  return cfg, tr, data_lib.windows(tr, 12, 12)
+
+
+def test_eight_devices_give_the_one_device_numbers():
+  assert jax.device_count() == 8
+  cfg, tr, w = _tiny()
+  spec = ex.spec_of(cfg, tr)
+  M = 3  # padded to 8 on the mesh
+  mem = jax.tree.map(lambda *x: jnp.stack(x), *[train_lib.member_init(spec, s, 20)
+                                                 for s in range(M)])
+  args = (mem, jnp.array([1e-3, 3e-3, 1e-2]), jnp.int32(0), jnp.asarray(w.feats),
+          jnp.asarray(w.target), jnp.asarray(w.split["train"]))
+  st8, l8, _ = train_lib.make_chunk(spec, 4, 3, 20, w.mean, w.std)(*args)
+  st1, l1, _ = _one_device_chunk(spec, w, args)
+  np.testing.assert_allclose(np.asarray(l8), np.asarray(l1), rtol=1e-5)
+  for a, b in zip(jax.tree.leaves(st8["params"]), jax.tree.leaves(st1["params"])):
+    np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-4, atol=1e-6)
+
+
+def _one_device_chunk(spec, w, args):
+  mesh1 = jax.sharding.Mesh(np.array(jax.devices()[:1]), ("data",))
+  fn = train_lib.make_chunk(spec, 4, 3, 20, w.mean, w.std, mesh=mesh1)
+  return fn(*args)
+
+
+def test_training_resumes_exactly(tmp_path):
+  cfg, tr, w = _tiny()
+  spec = ex.spec_of(cfg, tr)
+  full = train_lib.train_members(spec, cfg, w, [0], [3e-3], str(tmp_path / "a"), "m",
+                                 log=lambda *a: None)
+  with pytest.raises(SystemExit, match="halt_after"):
+    train_lib.train_members(spec, cfg, w, [0], [3e-3], str(tmp_path / "b"), "m",
+                            log=lambda *a: None, halt_after=10)
+  resumed = train_lib.train_members(spec, cfg, w, [0], [3e-3], str(tmp_path / "b"), "m",
+                                    log=lambda *a: None)
+  for key in ("final", "best"):
+    for a, b in zip(jax.tree.leaves(full[key]), jax.tree.leaves(resumed[key])):
+      np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+  np.testing.assert_array_equal(full["curve"], resumed["curve"])
+
+
+def test_smoke_config_reports_forecasts_and_explanations(tmp_path):
+  cfg = config_lib.load("configs/stgib.py:smoke")
+  final = ex.train_and_evaluate(cfg, str(tmp_path))
+  for k in ("test/mae_15min", "test/mae_60min", "test/auroc", "test/fid_plus",
+            "test/consistency"):
+    assert np.isfinite(final[k]), k
+
+
+def test_paper_preset_and_plan_shapes():
+  cfg = config_lib.load("configs/stgib.py:paper")
+  assert cfg.data.plan_nodes == 207 and cfg.data.plan_steps == 34272
+  assert cfg.data.t_in == 12 and cfg.data.t_out == 12
