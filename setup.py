@@ -34,6 +34,9 @@ PAPER_EXTRAS = {
     "visitation": ["gymnax>=1.0.1,<1.1", "six>=1.17,<2"],
     # coupled_sae: voxelwise ridge baselines (himalaya) and the LeBel et al. .hf5 files.
     "coupled_sae": ["himalaya>=0.4.11,<0.5", "h5py>=3.16,<3.17"],
+    # lgs: the PDE corpus (ETDRK spectral solvers; brings equinox, jaxtyping) and the
+    # The Well / PDEBench HDF5 loaders.
+    "lgs": ["exponax>=0.2.0,<0.3", "h5py>=3.16,<3.17"],
     # stgib: pandas' HDF5 reader (METR-LA / PEMS-BAY speed tables) needs PyTables.
     "stgib": ["pandas>=3.1,<3.2", "tables>=3.11.1,<3.12"],
 }

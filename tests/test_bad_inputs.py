@@ -26,6 +26,8 @@ ARGS = {
     "flowgda": ("flow_steps", "batch", None, "path"),
     "hybrid_mup": ("steps", "batch_size", "lr", "path"),
     "latent_debate": ("mlp_steps", "batch", "mlp_lrs", "csv"),
+    "lgs": ("steps", "batch_size", "lr", "real_path"),
+    "lhdlm": ("steps", "batch_size", "lr", "path"),
     "lie_bases": ("steps", None, "lrs", "data_path"),
     "lm": ("steps", "batch_size", "lr", "path"),
     "lora_lr": ("steps", "batch", "lr", None),

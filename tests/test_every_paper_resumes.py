@@ -27,6 +27,8 @@ RESUME_TESTS = {
     "hybrid_mup": "tests/test_core_resume.py::test_sigkill_then_resume_is_bitwise_exact",
     "latent_debate": "no checkpoint: nothing trains for more than seconds (probes, CCS); "
                      "the LM forward passes are cached per chunk in the workdir and reused",
+    "lgs": "tests/test_lgs.py::test_training_is_deterministic_and_resumes_exactly",
+    "lhdlm": "tests/test_lhdlm.py::test_training_resumes_exactly",
     "lie_bases": "tests/test_lie_bases.py::test_training_resumes_exactly_and_learns",
     "lora_lr": "tests/test_lora_lr.py::"
                "test_pretraining_runs_on_the_core_loop_and_restores_its_checkpoint",

@@ -1,0 +1,108 @@
+"""LGS: latent generative PDE solver, PhyVAE + pyramidal flow-forcing transformer (abstract 17).
+
+arXiv 2602.11229. A multi-family 2-D PDE corpus generated with exponax (eight families,
+random parameters and initial conditions, cached in the workdir), one PhyVAE for all of
+them, PFlowFT (input-noised pyramidal flow matching on the next latent, the context
+updated on its own predictions) against the same transformer trained deterministically
+(MSE) and with DPOT-style input noise, a pixel-space flow-matching transformer, FNO and
+U-Net; fine-tuning on a held-out Kolmogorov flow at 2x resolution.
+
+  # PhyVAE + PFlowFT (3 seeds), test L2RE per family at 1/5/10/20 steps:
+  python launch/train.py --config=configs/lgs.py --workdir=/tmp/lgs
+  # the study (every model, lr grids on validation, 3 seeds, FLOPs, fine-tuning):
+  flock /tmp/jaxpapers_heavy.lock nice -n 5 python launch/study.py --config=configs/lgs.py --workdir=/tmp/lgs_study
+  # real data instead of the generated corpus (The Well or PDEBench HDF5, 2-D):
+  python launch/train.py --config=configs/lgs.py:real_path=/data/shear_flow_train_0.hdf5,real_format=well --workdir=/tmp/lgs_well
+  # the paper-size plan (PFlowFT step, 128^2 -> 32^2 x 16 latent, DiT-B-like, 8 devices):
+  python launch/plan.py --config=configs/lgs.py:paper --devices=8 --platform=h100
+
+Expected on the shared 2-core CPU: `:smoke` in under a minute; the study's runtime and
+numbers are in jaxpapers/papers/lgs/README.md.
+"""
+import ml_collections
+
+from jaxpapers.core import config as config_lib
+
+FAMILIES = ("adv_diff", "burgers", "ks", "kdv", "gray_scott", "swift_hohenberg",
+            "navier_stokes", "cahn_hilliard")
+
+SMOKE = dict(resolution=16, ft_resolution=32, frames=8, n_train=2, n_val=1, n_test=1,
+             n_ft=2, n_ft_test=1, families=("adv_diff", "gray_scott"), width=16, depth=1,
+             heads=2, vae_widths=(8, 8, 8), fno_width=8, fno_modes=4, unet_widths=(8, 8),
+             batch_size=4, vae_steps=4, steps=4, chunk=2, seeds=2, rollout_steps=3,
+             val_steps=2, lrs=(1e-3, 3e-3), flow_steps=1, ft_epochs=1, ft_batch=2, patch=2)
+# The paper's sizes (its section on the corpus and model): 16 systems at 128^2, a
+# 2.5 M-trajectory corpus, fine-tuning at 256^2. Widths follow a DiT-B-like transformer
+# (our reading; the abstract gives no width).
+PAPER = dict(resolution=128, ft_resolution=256, latent=16, width=768, depth=12, heads=12,
+             batch_size=256, steps=200_000, vae_steps=100_000, frames=32, patch=4,
+             vae_widths=(128, 256, 512), seeds=1)
+
+
+def get_config(arg=None):
+  arg = config_lib.parse_arg(
+      arg, smoke_args=SMOKE, paper_args=PAPER, smoke=False, paper=False, seed=0,
+      study="main", families=FAMILIES, resolution=32, ft_resolution=64, frames=24,
+      n_train=8, n_val=2, n_test=2, n_ft=4, n_ft_test=2, cache_dir="", real_path="",
+      real_format="well", context=2, latent=4, vae_widths=(32, 48, 64), beta=1e-3,
+      width=48, depth=2, heads=4, patch=4, stages=2, flow_steps=4, sigma_max=0.3,
+      sigma_inf=0.1, fno_width=24, fno_modes=8, unet_widths=(32, 64, 96), batch_size=16,
+      vae_steps=200, steps=150, vae_lr=1e-3, lr=1e-3, chunk=50, seeds=3,
+      rollout_steps=20, val_steps=10, lrs=(3e-4, 1e-3, 3e-3), ft_epochs=5, ft_batch=8,
+      bf16=False, plan_trajectories=1024)
+  config = ml_collections.ConfigDict()
+  config.experiment = "jaxpapers.papers.lgs.experiment"
+  config.seed = arg.seed
+  config.bf16 = arg.bf16  # bf16 matmuls in the transformer (compute dtype)
+  config.plan_trajectories = arg.plan_trajectories  # latent trajectories resident in plan
+
+  config.data = ml_collections.ConfigDict()
+  config.data.families = tuple(arg.families)  # pdes.FAMILY_NAMES
+  config.data.resolution = arg.resolution  # grid of the pre-training corpus (H = W)
+  config.data.ft_resolution = arg.ft_resolution  # held-out Kolmogorov grid (2x)
+  config.data.frames = arg.frames  # frames per trajectory
+  config.data.n_train = arg.n_train  # trajectories per family and split
+  config.data.n_val = arg.n_val
+  config.data.n_test = arg.n_test
+  config.data.n_ft = arg.n_ft  # Kolmogorov fine-tuning trajectories
+  config.data.n_ft_test = arg.n_ft_test
+  config.data.cache_dir = arg.cache_dir  # "" = <workdir>/corpus
+  config.data.real_path = arg.real_path  # a The Well / PDEBench HDF5 file ("" = corpus)
+  config.data.real_format = arg.real_format  # well | pdebench
+
+  config.model = ml_collections.ConfigDict()
+  config.model.context = arg.context  # K context frames (updated on own predictions)
+  config.model.latent = arg.latent  # PhyVAE latent channels (grid = resolution / 4)
+  config.model.vae_widths = tuple(arg.vae_widths)
+  config.model.beta = arg.beta  # KL weight per latent element
+  config.model.width = arg.width  # transformer width (PFlowFT and its baselines)
+  config.model.depth = arg.depth
+  config.model.heads = arg.heads
+  config.model.patch = arg.patch  # pixel-space transformer patch (pixel_fm)
+  config.model.stages = arg.stages  # pyramid stages (1 = plain flow matching)
+  config.model.flow_steps = arg.flow_steps  # Euler steps per stage
+  config.model.sigma_max = arg.sigma_max  # context noise levels while training
+  config.model.sigma_inf = arg.sigma_inf  # context noise level at inference
+  config.model.fno_width = arg.fno_width
+  config.model.fno_modes = arg.fno_modes
+  config.model.unet_widths = tuple(arg.unet_widths)
+
+  config.train = ml_collections.ConfigDict()
+  config.train.batch_size = arg.batch_size
+  config.train.vae_steps = arg.vae_steps
+  config.train.steps = arg.steps  # every dynamics model, the same budget
+  config.train.vae_lr = arg.vae_lr
+  config.train.lr = arg.lr  # train.py's PFlowFT learning rate (the study tunes lrs)
+  config.train.chunk = arg.chunk  # steps per scanned, checkpointed chunk
+  config.train.seeds = arg.seeds
+  config.train.ft_epochs = arg.ft_epochs
+  config.train.ft_batch = arg.ft_batch
+
+  config.eval = ml_collections.ConfigDict()
+  config.eval.rollout_steps = arg.rollout_steps
+  config.eval.val_steps = arg.val_steps  # rollout length of the lr selection
+
+  config.study = ml_collections.ConfigDict()
+  config.study.name = arg.study
+  config.study.lrs = tuple(arg.lrs)  # every dynamics model's lr grid
+  return config_lib.lock(config)

@@ -1,0 +1,1 @@
+"""LGS: latent generative PDE solver (arXiv 2602.11229)."""

@@ -1,0 +1,311 @@
+"""LGS (arXiv 2602.11229) study: every model on the same corpus, seeds and budget.
+
+1. PhyVAE per seed; every split encoded by its own seed's VAE.
+2. Every dynamics model (PFlowFT, latent MSE, latent DPOT-style, pixel flow matching,
+   FNO, U-Net): the lr grid on seed 0, selection by the validation rollout L2RE
+   (mean over families and the first `val_steps` steps), then the other seeds at the
+   chosen lr; test L2RE per family at 1/5/10/20 steps; persistence as the trivial model.
+3. FLOPs of one dynamics step (batch 1) from XLA's cost analysis, every model.
+4. Context noise level at inference (PFlowFT), the ablation of the "noise" explanation.
+5. Fine-tuning on the held-out Kolmogorov flow at 2x resolution for `ft_epochs` epochs:
+   PFlowFT (with its PhyVAE) vs FNO and U-Net, 1-step L2RE before and after.
+"""
+from __future__ import annotations
+
+import json
+import os
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxpapers.core import planner
+from jaxpapers.core import study as study_lib
+from jaxpapers.papers.lgs import experiment as E
+from jaxpapers.papers.lgs import train as T
+
+NAMES = dict(lgs="LGS (PFlowFT)", latent_mse="latent MSE", latent_dpot="latent DPOT-noise",
+             pixel_fm="pixel flow matching", fno="FNO", unet="U-Net", persistence="persistence")
+
+
+def _pick(tree, idx):
+  return jax.tree.map(lambda a: a[np.asarray(idx)], tree)
+
+
+def _cat(*trees):
+  return jax.tree.map(lambda *a: jnp.concatenate(a), *trees)
+
+
+def dynamics_flops(config, kind, shape, vae_params=None):
+  """XLA cost-analysis FLOPs of one dynamics step at batch 1 (and of the decode)."""
+  sp = E.spec(config, kind)
+  p = jax.eval_shape(lambda: T.init_params(sp, jax.random.PRNGKey(0), shape))
+  ctx = jax.ShapeDtypeStruct((1, sp.context) + shape, jnp.float32)
+  mask = jax.ShapeDtypeStruct((1, 2), jnp.float32)
+  key = jax.ShapeDtypeStruct((2,), jnp.uint32)
+  fn = jax.jit(lambda pp, c, m, k: T.dynamics_step(sp, pp, c, m, k, 1.0))
+  out = dict(step=planner.compiled_costs(fn, (p, ctx, mask, key))["flops_per_device"])
+  if kind in T.LATENT:
+    vsp = E.spec(config, "vae")
+    z = jax.ShapeDtypeStruct((1,) + shape, jnp.float32)
+    dec = jax.jit(lambda vp, zz: T.decode(vsp, vp, zz))
+    out["decode"] = planner.compiled_costs(dec, (vae_params, z))["flops_per_device"]
+  return out
+
+
+def run(config, workdir, commit="unknown"):
+  t_start = time.perf_counter()
+  log = lambda *a: print(*a, flush=True)
+  data, fams = E.corpus(config, workdir, log)
+  mean, std = E.stats(data["train"], len(fams))
+  xs = {s: E.normalize(v, mean, std) for s, v in data.items()}
+  masks = {s: v["mask"] for s, v in data.items()}
+  K, S, VS = config.model.context, config.eval.rollout_steps, config.eval.val_steps
+  seeds = list(range(config.train.seeds))
+  lrs = list(config.study.lrs)
+  R = config.data.resolution
+  rows_out = dict(commit=commit, families=fams, seeds=seeds, lrs=lrs, selection={},
+                  curves={}, errors={}, flops={}, noise={}, finetune={})
+
+  # 1. PhyVAE.
+  vae, vcurve = E.train_vae(config, workdir, xs["train"], masks["train"], seeds, log=log)
+  rows_out["curves"]["vae"] = vcurve
+  zs = [{s: E.encode_all(config, _pick(vae["params"], i), xs[s]) for s in xs}
+        for i in range(len(seeds))]
+  z_std = np.array([z["train"].std() for z in zs], np.float32)
+  lat = {s: np.stack([z[s] / z_std[i] for i, z in enumerate(zs)]) for s in xs}
+  res_lat = np.array([E.residual_std(lat["train"][i]) for i in seeds], np.float32)
+  res_pix = E.residual_std(xs["train"])
+  # Reconstruction L2RE of the test frames (the floor under every latent model's error).
+  vsp = E.spec(config, "vae")
+  rec = []
+  for i in seeds:
+    dec = E.decode_all(config, _pick(vae["params"], i), zs[i]["test"][:, K:K + S].reshape(
+        (-1,) + zs[i]["test"].shape[2:]))
+    rec.append(dec.reshape(xs["test"][:, K:K + S].shape) * masks["test"][:, None, None, None])
+  rec_err = E.errors(np.stack(rec), data["test"], mean, std, K)
+  rows_out["vae_recon_l2re"] = float(rec_err.mean())
+  log(f"[vae] test reconstruction L2RE {rec_err.mean():.4f}")
+
+  # 2. Dynamics models.
+  test_err, chosen, trained = {}, {}, {}
+  def ctx_of(kind, split, idx):
+    if kind in T.LATENT:
+      return lat[split][np.asarray(idx)][:, :, :K]
+    return np.broadcast_to(xs[split][None, :, :K], (len(idx),) + xs[split][:, :K].shape)
+  def res_of(kind, idx):
+    return res_lat[np.asarray(idx)] if kind in T.LATENT else np.full(len(idx), res_pix, np.float32)
+  def vae_of(kind, idx):
+    return (_pick(vae["params"], idx), z_std[np.asarray(idx)]) if kind in T.LATENT else None
+
+  n_s = len(seeds)
+  for kind in T.DYNAMICS:
+    # All seeds x lrs in one vmapped program; member index = lr_index * n_seeds + seed.
+    lat_kind = kind in T.LATENT
+    tx = lat["train"] if lat_kind else xs["train"]
+    res = res_lat if lat_kind else res_pix
+    state, curve, members = E.train_dynamics(config, workdir, kind, tx, masks["train"], res,
+                                             seeds, lrs, tag=kind, log=log)
+    rows_out["curves"][kind] = curve
+    idx = [s for _, s in [(lr, s) for lr in lrs for s in seeds]]
+    pred = E.rollout_members(config, kind, state["params"], ctx_of(kind, "val", idx),
+                             masks["val"], res_of(kind, idx), VS, vae=vae_of(kind, idx))
+    val = E.errors(pred, data["val"], mean, std, K).mean(axis=(1, 2)).reshape(len(lrs), n_s)
+    best = int(np.argmin(val.mean(axis=1)))
+    edge = best in (0, len(lrs) - 1)
+    rows_out["selection"][kind] = dict(grid=lrs, val_l2re=val.mean(1).tolist(),
+                                       chosen=lrs[best], edge=edge)
+    log(f"[select {kind}] lr grid {lrs} -> val L2RE@1..{VS} (mean of {n_s} seeds) "
+        f"{[round(float(v), 4) for v in val.mean(1)]}: chose {lrs[best]}"
+        f"{'  (EDGE of the grid)' if edge else ''}")
+    chosen[kind] = lrs[best]
+    keep = np.arange(best * n_s, (best + 1) * n_s)
+    trained[kind] = _pick(state["params"], keep)
+    def test_rollout(sig=None):
+      p = E.rollout_members(config, kind, state["params"], ctx_of(kind, "test", idx),
+                            masks["test"], res_of(kind, idx), S, vae=vae_of(kind, idx),
+                            sigma_inf=sig)
+      return E.errors(p[keep], data["test"], mean, std, K)
+    test_err[kind] = test_rollout()
+    if kind == "lgs":
+      for sig in sorted({0.0, config.model.sigma_inf, config.model.sigma_max}):
+        e2 = test_err[kind] if sig == config.model.sigma_inf else test_rollout(float(sig))
+        rows_out["noise"][f"{sig:g}"] = {f"l2re@{k}": float(e2[:, :, k - 1].mean())
+                                         for k in E.REPORT_STEPS if k <= S}
+      log(f"[noise] {rows_out['noise']}")
+    log(f"[{kind}] test L2RE@1/5/10/20 "
+        f"{[round(float(test_err[kind][:, :, k - 1].mean()), 4) for k in E.REPORT_STEPS if k <= S]}"
+        f" ({time.perf_counter() - t_start:.0f} s)")
+  test_err["persistence"] = E.errors(
+      np.asarray(T.persistence(jnp.asarray(xs["test"][:, :K]), S))[None].repeat(len(seeds), 0),
+      data["test"], mean, std, K)
+
+  # 3. FLOPs per dynamics step.
+  lat_shape = (R // 4, R // 4, config.model.latent)
+  for kind in T.DYNAMICS:
+    shape = lat_shape if kind in T.LATENT else (R, R, 2)
+    rows_out["flops"][kind] = dynamics_flops(config, kind, shape, _pick(vae["params"], 0))
+  log(f"[flops] {rows_out['flops']}")
+
+  # 5. Fine-tuning on the held-out Kolmogorov flow at 2x resolution.
+  rows_out["finetune"] = finetune(config, workdir, vae, trained, chosen, seeds, log)
+  rows_out["errors"] = {k: v.tolist() for k, v in test_err.items()}
+  rows_out["test_fam"] = data["test"]["fam"].tolist()
+  rows_out["wall_s"] = time.perf_counter() - t_start
+  with open(os.path.join(workdir, "lgs_rows.json"), "w") as f:
+    json.dump(rows_out, f)
+  return report(rows_out, workdir, config)
+
+
+def finetune(config, workdir, vae, trained, chosen, seeds, log):
+  """1-step test L2RE on the held-out Kolmogorov flow before/after `ft_epochs` epochs."""
+  K = config.model.context
+  ft = E.finetune_corpus(config, workdir)
+  mean, std = E.stats(ft["finetune"], 1)
+  xf = {s: E.normalize(v, mean, std) for s, v in ft.items()}
+  mk = {s: v["mask"] for s, v in ft.items()}
+  n_ft, frames = xf["finetune"].shape[:2]
+  bs = config.train.ft_batch
+  ep_pairs = -(-n_ft * (frames - K) // bs)
+  ep_frames = -(-n_ft * frames // bs)
+  E_ = config.train.ft_epochs
+  M = len(seeds)
+  out = {}
+
+  def one_step(kind, params, ctx, res, vae_):
+    pred = E.rollout_members(config, kind, params, ctx, mk["ft_test"], res, 1, vae=vae_)
+    return E.errors(pred, ft["ft_test"], mean, std, K)[:, :, 0].mean(axis=1)
+
+  def members(kind, params, lr):
+    sp = E.spec(config, kind)
+    tx = T.optimizer()
+    return dict(params=params, opt=jax.vmap(tx.init)(params),
+                key=jax.random.split(jax.random.PRNGKey(77), M),
+                lr=jnp.full((M,), lr, jnp.float32), loss=jnp.zeros((M,)))
+
+  res_pix = E.residual_std(xf["finetune"])
+  for kind in ("fno", "unet"):
+    ctx = np.broadcast_to(xf["ft_test"][None, :, :K], (M,) + xf["ft_test"][:, :K].shape)
+    res = np.full(M, res_pix, np.float32)
+    before = one_step(kind, trained[kind], ctx, res, None)
+    m, curve, _ = E.train_dynamics(config, workdir, kind, xf["finetune"], mk["finetune"],
+                                   res_pix, seeds, [chosen[kind]], tag=f"ft_{kind}", log=log,
+                                   steps=E_ * ep_pairs, init=members(kind, trained[kind],
+                                                                     chosen[kind]), batch=bs)
+    after = one_step(kind, m["params"], ctx, res, None)
+    out[kind] = dict(before=before.tolist(), after=after.tolist(), steps=E_ * ep_pairs)
+    log(f"[finetune {kind}] 1-step L2RE {before.mean():.4f} -> {after.mean():.4f}")
+
+  # LGS: the pretrained PhyVAE and PFlowFT zero-shot at 2x resolution, then 5 epochs of
+  # VAE fine-tuning followed by 5 epochs of PFlowFT on the fine-tuned latents.
+  def latents(vparams):
+    zs = [{s: E.encode_all(config, _pick(vparams, i), xf[s]) for s in xf} for i in range(M)]
+    z_std = np.array([z["finetune"].std() for z in zs], np.float32)
+    lat = {s: np.stack([z[s] / z_std[i] for i, z in enumerate(zs)]) for s in xf}
+    res = np.array([E.residual_std(lat["finetune"][i]) for i in range(M)], np.float32)
+    return lat, z_std, res
+  lat, z_std0, res0 = latents(vae["params"])
+  before = one_step("lgs", trained["lgs"], lat["ft_test"][:, :, :K], res0,
+                    (vae["params"], z_std0))
+  vmem = members("vae", vae["params"], config.train.vae_lr)
+  vae_ft, _ = E.train_vae(config, workdir, xf["finetune"], mk["finetune"], seeds,
+                          tag="ft_vae", log=log, steps=E_ * ep_frames, init=vmem, batch=bs)
+  lat, z_std, res = latents(vae_ft["params"])
+  m, _, _ = E.train_dynamics(config, workdir, "lgs", lat["finetune"], mk["finetune"], res,
+                             seeds, [chosen["lgs"]], tag="ft_lgs", log=log,
+                             steps=E_ * ep_pairs, batch=bs,
+                             init=members("lgs", trained["lgs"], chosen["lgs"]))
+  after = one_step("lgs", m["params"], lat["ft_test"][:, :, :K], res,
+                   (vae_ft["params"], z_std))
+  out["lgs"] = dict(before=before.tolist(), after=after.tolist(), steps=E_ * ep_pairs,
+                    vae_steps=E_ * ep_frames)
+  log(f"[finetune lgs] 1-step L2RE {before.mean():.4f} -> {after.mean():.4f}")
+  return out
+
+
+def _ms(v):
+  v = np.asarray(v, np.float64)
+  return f"{v.mean():.3f} ± {v.std():.3f}"
+
+
+def report(r, workdir, config):
+  """Tables (markdown), the plot and the verdict rows from the raw study rows."""
+  fams = r["families"]
+  fam_of = np.asarray(r["test_fam"])
+  S = config.eval.rollout_steps
+  steps = [k for k in (1, 5, 10, 20) if k <= S]
+  kinds = list(T.DYNAMICS) + ["persistence"]
+  err = {k: np.asarray(v) for k, v in r["errors"].items()}  # [M, B, S]
+  per_fam = {k: np.stack([err[k][:, fam_of == f].mean(axis=1) for f in range(len(fams))], 1)
+             for k in kinds}  # [M, F, S]
+  rows = []
+  for f, name in enumerate(fams):
+    for k in kinds:
+      row = dict(family=name, model=NAMES[k])
+      for s in steps:
+        row[f"L2RE@{s}"] = _ms(per_fam[k][:, f, s - 1])
+      rows.append(row)
+  summary = []
+  for k in kinds:
+    row = dict(model=NAMES[k])
+    for s in steps:
+      row[f"L2RE@{s}"] = _ms(per_fam[k][:, :, s - 1].mean(axis=1))
+    if k in r["flops"]:
+      fl = r["flops"][k]
+      row["MFLOP/step"] = f"{fl['step'] / 1e6:.2f}"
+      row["lr"] = r["selection"][k]["chosen"]
+    summary.append(row)
+  # Wins: families where LGS has the lowest mean L2RE among the trained baselines.
+  base = [k for k in T.DYNAMICS if k != "lgs"]
+  wins = {}
+  for s in steps:
+    m = {k: per_fam[k][:, :, s - 1].mean(axis=0) for k in kinds}
+    wins[s] = int(sum(m["lgs"][f] < min(m[b][f] for b in base) for f in range(len(fams))))
+  header = (f"### LGS study: test L2RE (mean ± std over {len(r['seeds'])} seeds), commit "
+            f"{r['commit']}")
+  md = study_lib.write_table(workdir, "lgs_summary", summary, header=header)
+  md += "\n" + study_lib.write_table(workdir, "lgs_per_family", rows,
+                                     header="### Per family")
+  sel = [dict(model=NAMES[k], grid=str(v["grid"]), val_l2re=str([round(x, 4) for x in v["val_l2re"]]),
+              chosen=v["chosen"], edge=v["edge"]) for k, v in r["selection"].items()]
+  md += "\n" + study_lib.write_table(workdir, "lgs_selection", sel,
+                                     header="### Learning-rate selection (validation)")
+  ft = [dict(model=NAMES[k], before=_ms(v["before"]), after=_ms(v["after"]), steps=v["steps"])
+        for k, v in r["finetune"].items()]
+  md += "\n" + study_lib.write_table(workdir, "lgs_finetune", ft,
+                                     header="### Held-out Kolmogorov, 2x resolution: 1-step L2RE")
+  nz = [dict(sigma_inf=k, **v) for k, v in r["noise"].items()]
+  md += "\n" + study_lib.write_table(workdir, "lgs_noise", nz,
+                                     header="### PFlowFT context noise at inference")
+  md += (f"\nLGS lowest among trained models on {', '.join(f'{wins[s]}/{len(fams)} @{s}' for s in steps)}"
+         f" families. VAE test reconstruction L2RE {r['vae_recon_l2re']:.4f}. Wall "
+         f"{r['wall_s']:.0f} s.\n")
+  with open(os.path.join(workdir, "lgs_study.md"), "w") as f:
+    f.write(md)
+  print(md, flush=True)
+  try:
+    import matplotlib  # pylint: disable=g-import-not-at-top
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
+    fig, ax = plt.subplots(1, 2, figsize=(11, 3.8))
+    t = np.arange(1, S + 1)
+    for k in kinds:
+      m = per_fam[k].mean(axis=1)  # [M, S]
+      ax[0].plot(t, m.mean(0), label=NAMES[k])
+      ax[0].fill_between(t, m.min(0), m.max(0), alpha=0.15)
+    ax[0].set_xlabel("rollout step"); ax[0].set_ylabel("L2RE (mean over families)")
+    ax[0].set_yscale("log"); ax[0].legend(fontsize=7)
+    for k, c in r["curves"].items():
+      if c:
+        ax[1].plot([x[0] for x in c], [np.mean(x[1]) for x in c], label=k)
+    ax[1].set_yscale("log"); ax[1].set_xlabel("step"); ax[1].set_ylabel("train loss (grid mean)")
+    ax[1].legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(os.path.join(workdir, "lgs_study.png"), dpi=110)
+    plt.close(fig)
+  except ImportError:
+    pass
+  return dict(wins={str(k): v for k, v in wins.items()},
+              mean_l2re={k: {str(s): float(per_fam[k][:, :, s - 1].mean()) for s in steps}
+                         for k in kinds})

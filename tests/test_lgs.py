@@ -1,0 +1,375 @@
+"""Tests of lgs (arXiv 2602.11229): corpus vs analytic solutions, PhyVAE KL, flow
+matching on a Gaussian transport, the pyramid sampler, FNO vs NumPy, loaders, spread."""
+import json
+import os
+import subprocess
+import sys
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from jaxpapers.core import config as config_lib
+from jaxpapers.papers.lgs import flows, loaders, models, pdes
+from jaxpapers.papers.lgs import train as T
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _config(arg="smoke"):
+  return config_lib.load(os.path.join(ROOT, "configs", f"lgs.py:{arg}"))
+
+
+# ------------------------------------------------------------------ corpus
+
+def _grid(n):
+  x = (np.arange(n) / n)
+  return np.meshgrid(x, x, indexing="ij")
+
+
+def test_heat_and_linear_advection_match_closed_forms():
+  """exponax AdvectionDiffusion through the corpus' rollout: a Fourier mode decays as
+  exp(-nu |k|^2 t) (heat) and translates by v t (advection), on a 32^2 periodic grid."""
+  import exponax as ex
+  n, dt, sub, frames = 32, 0.01, 3, 5
+  xx, yy = _grid(n)
+  k = np.array([2.0, 1.0])
+  u0 = np.sin(2 * np.pi * (k[0] * xx + k[1] * yy))[None].astype(np.float32)
+  nu = 0.003
+  heat = ex.stepper.AdvectionDiffusion(2, 1.0, n, dt, velocity=0.0, diffusivity=nu)
+  traj = np.asarray(pdes._rollout(heat, jnp.asarray(u0), frames, sub, 0))
+  for i in range(frames):
+    t = i * sub * dt
+    want = np.exp(-nu * (2 * np.pi) ** 2 * np.sum(k ** 2) * t) * u0
+    np.testing.assert_allclose(traj[i], want, atol=2e-5)
+  v = np.array([0.7, -0.4])
+  adv = ex.stepper.AdvectionDiffusion(2, 1.0, n, dt, velocity=jnp.asarray(v), diffusivity=0.0)
+  traj = np.asarray(pdes._rollout(adv, jnp.asarray(u0), frames, sub, 0))
+  for i in range(frames):
+    t = i * sub * dt
+    want = np.sin(2 * np.pi * (k[0] * (xx - v[0] * t) + k[1] * (yy - v[1] * t)))[None]
+    np.testing.assert_allclose(traj[i], want, atol=2e-4)
+  # Inviscid advection conserves energy (the L2 norm) as well as mass.
+  np.testing.assert_allclose(np.sum(traj ** 2, axis=(1, 2, 3)), np.sum(u0 ** 2), rtol=1e-4)
+
+
+def test_generated_families_conserve_what_their_pde_conserves():
+  # Advection-diffusion and Cahn-Hilliard conserve mass; the vorticity of periodic
+  # Navier-Stokes keeps a zero mean; every family is finite and really evolves.
+  for name in ("adv_diff", "cahn_hilliard", "navier_stokes"):
+    traj, _ = pdes.trajectory(name, 3, 16, 5)
+    m = traj[..., 0].mean(axis=(1, 2))
+    np.testing.assert_allclose(m, m[0], atol=1e-4)
+    assert np.abs(traj[-1] - traj[0]).max() > 1e-3
+    assert traj.shape == (5, 16, 16, pdes.C) and np.all(traj[..., 1] == 0)
+  gs, _ = pdes.trajectory("gray_scott", 1, 16, 3)
+  assert gs[..., 1].max() > 0 and np.all(np.isfinite(gs))
+
+
+def test_corpus_cache_roundtrip_and_split_seeds_differ(tmp_path):
+  a = pdes.cached(str(tmp_path), ["adv_diff"], "train", 2, 8, 3, progress=False)
+  b = pdes.cached(str(tmp_path), ["adv_diff"], "train", 2, 8, 3, progress=False)
+  np.testing.assert_array_equal(a["adv_diff"], b["adv_diff"])
+  assert len(os.listdir(tmp_path)) == 1
+  c = pdes.generate(["adv_diff"], "test", 2, 8, 3, progress=False)
+  assert not np.allclose(a["adv_diff"], c["adv_diff"])
+  with pytest.raises(ValueError, match="unknown PDE family"):
+    pdes.family("heat3d")
+
+
+# ------------------------------------------------------------------ PhyVAE
+
+def test_vae_shapes_and_kl_closed_form():
+  rng = np.random.default_rng(0)
+  mu = rng.normal(size=(3, 4, 4, 2)).astype(np.float32)
+  lv = rng.normal(size=(3, 4, 4, 2)).astype(np.float32)
+  got = np.asarray(models.kl_diag_gaussian(jnp.asarray(mu), jnp.asarray(lv)))
+  for b in range(3):  # 0.5 [tr S + m'm - d - log det S] for the full covariance
+    S = np.diag(np.exp(lv[b].ravel()).astype(np.float64))
+    m = mu[b].ravel().astype(np.float64)
+    want = 0.5 * (np.trace(S) + m @ m - m.size - np.linalg.slogdet(S)[1])
+    np.testing.assert_allclose(got[b], want, rtol=1e-5)
+  net = models.PhyVAE((8, 8, 8), 3)
+  x = jnp.asarray(rng.normal(size=(2, 16, 16, 2)), jnp.float32)
+  p = net.init(jax.random.PRNGKey(0), x, jax.random.PRNGKey(1))
+  rec, m, l = net.apply(p, x, jax.random.PRNGKey(2))
+  assert rec.shape == x.shape and m.shape == (2, 4, 4, 3) and l.shape == m.shape
+  # The masked reconstruction loss ignores the padded channel.
+  mask = jnp.asarray([[1.0, 0.0], [1.0, 0.0]])
+  loss1, _ = models.vae_loss(rec, x, mask, m, l, 0.0)
+  loss2, _ = models.vae_loss(rec, x.at[..., 1].set(99.0), mask, m, l, 0.0)
+  np.testing.assert_allclose(loss1, loss2, rtol=1e-6)
+
+
+# ------------------------------------------------------------------ flow matching
+
+def _gauss_velocity(m, s):
+  """Optimal velocity E[x1 - n | x_t] for x1 ~ N(m, s^2), n ~ N(0, 1), x_t = t x1 + (1-t) n."""
+  def v(x, ctx, tau, sigma, k):
+    t = tau[:, None, None, None]
+    var = t ** 2 * s ** 2 + (1 - t) ** 2
+    return m + (t * s ** 2 - (1 - t)) / var * (x - t * m)
+  return v
+
+
+def test_flow_matching_loss_on_gaussian_transport_reaches_the_closed_form_minimum():
+  m, s = 1.5, 0.5
+  x1 = m + s * jax.random.normal(jax.random.PRNGKey(0), (4096, 2, 2, 1))
+  ctx = jnp.zeros((4096, 1, 2, 2, 1))
+  v = _gauss_velocity(m, s)
+  loss = float(flows.fm_loss(v, x1, ctx, jnp.zeros(4096), jax.random.PRNGKey(1)))
+  t = (np.arange(20000) + 0.5) / 20000  # minimum = E_t Var(x1 - n | x_t)
+  cov = t * s ** 2 - (1 - t)
+  want = np.mean(s ** 2 + 1 - cov ** 2 / (t ** 2 * s ** 2 + (1 - t) ** 2))
+  np.testing.assert_allclose(loss, want, rtol=0.05)
+  worse = float(flows.fm_loss(lambda *a: v(*a) + 0.3, x1, ctx, jnp.zeros(4096),
+                              jax.random.PRNGKey(1)))
+  assert worse > loss + 0.05
+  # Integrating the optimal field transports N(0, 1) to N(m, s^2).
+  y = flows.fm_sample(v, ctx, jnp.zeros(4096), jax.random.PRNGKey(2), 200, x1.shape)
+  np.testing.assert_allclose([float(y.mean()), float(y.std())], [m, s], atol=0.03)
+
+
+def _pyramid_oracle(c):
+  """The exact pyramidal velocity field when the target is the point mass x1 = c."""
+  def v(x, ctx, tau, sigma, k):
+    (s, e) = flows.windows(2)[k]
+    tl = ((tau - s) / (e - s))[:, None, None, None]
+    if k == 0:
+      dc = flows.down(c)
+      n = (x - tl * e * dc) / (1 - tl * e)
+      return e * dc - e * n
+    udc = flows.up(flows.down(c))
+    n = (x - tl * c - (1 - tl) * s * udc) / ((1 - tl) * (1 - s))
+    return c - s * udc - (1 - s) * n
+  return v
+
+
+def test_pyramid_loss_and_sampler_are_exact_for_a_point_mass_target():
+  c = jax.random.normal(jax.random.PRNGKey(0), (3, 8, 8, 2))
+  ctx = jnp.zeros((3, 2, 8, 8, 2))
+  v = _pyramid_oracle(c)
+  loss = flows.pyramid_fm_loss(v, c, ctx, jnp.zeros(3), jax.random.PRNGKey(1), 2)
+  assert float(loss) < 1e-8
+  # The sampler: stage 0 at 4x4, the jump (recovering Down(x1), renoising), stage 1.
+  out = flows.pyramid_fm_sample(v, ctx, jnp.zeros(3), jax.random.PRNGKey(2), 2, 3, c.shape)
+  np.testing.assert_allclose(np.asarray(out), np.asarray(c), atol=1e-4)
+  wrong = flows.pyramid_fm_loss(lambda *a: v(*a) * 0.5, c, ctx, jnp.zeros(3),
+                                jax.random.PRNGKey(1), 2)
+  assert float(wrong) > 1e-2
+  with pytest.raises(ValueError, match="stages"):
+    flows.pyramid_fm_loss(v, c, ctx, jnp.zeros(3), jax.random.PRNGKey(1), 3)
+
+
+# ------------------------------------------------------------------ baselines, metric
+
+def test_fno_spectral_conv_matches_numpy_fft():
+  layer = models.SpectralConv2d(3, 4)
+  x = jax.random.normal(jax.random.PRNGKey(0), (2, 16, 16, 2))
+  p = layer.init(jax.random.PRNGKey(1), x)
+  got = np.asarray(layer.apply(p, x))
+  w = np.asarray(p["params"]["w_real"]) + 1j * np.asarray(p["params"]["w_imag"])
+  xf = np.fft.rfft2(np.asarray(x, np.float64), axes=(1, 2))
+  out = np.zeros((2, 16, 9, 3), complex)
+  for i in range(4):
+    for j in range(4):
+      out[:, i, j] = xf[:, i, j] @ w[0, i, j]
+      out[:, 16 - 4 + i, j] = xf[:, 16 - 4 + i, j] @ w[1, i, j]
+  np.testing.assert_allclose(got, np.fft.irfft2(out, s=(16, 16), axes=(1, 2)), atol=1e-5)
+
+
+def test_l2re_matches_numpy_and_masks_padded_channels():
+  rng = np.random.default_rng(0)
+  p = rng.normal(size=(2, 3, 4, 4, 2)).astype(np.float32)
+  t = rng.normal(size=(2, 3, 4, 4, 2)).astype(np.float32)
+  mask = np.array([[1, 0], [1, 1]], np.float32)
+  got = np.asarray(T.l2re(jnp.asarray(p), jnp.asarray(t), jnp.asarray(mask)))
+  rel = np.linalg.norm((p - t).reshape(2, 3, 16, 2), axis=2) / np.linalg.norm(
+      t.reshape(2, 3, 16, 2), axis=2)
+  np.testing.assert_allclose(got[0], rel[0, :, 0], rtol=1e-5)
+  np.testing.assert_allclose(got[1], rel[1].mean(-1), rtol=1e-5)
+
+
+def test_every_model_kind_trains_and_rolls_out_finite():
+  rng = np.random.default_rng(0)
+  x = jnp.asarray(rng.normal(size=(3, 6, 16, 16, 2)), jnp.float32)
+  z = jnp.asarray(rng.normal(size=(3, 6, 4, 4, 2)), jnp.float32)
+  mask = jnp.ones((3, 2))
+  vspec = T.Spec("vae", latent=2, vae_widths=(8, 8, 8), batch=2, steps=2)
+  vp = T.init_params(vspec, jax.random.PRNGKey(0), (16, 16, 2))
+  for kind in T.DYNAMICS:
+    sp = T.Spec(kind, latent=2, width=16, depth=1, heads=2, patch=2, flow_steps=1,
+                fno_width=8, fno_modes=4, unet_widths=(8, 8), batch=2, steps=2)
+    lat = kind in T.LATENT
+    data = dict(x=z if lat else x, mask=mask)
+    mem = T.stack([T.init_member(sp, 0, 1e-3, data["x"].shape[2:])])
+    out, curve = T.fit(sp, mem, data, 1.0, chunk=1, log=lambda *a: None)
+    assert np.all(np.isfinite(curve[-1][1]))
+    p = jax.tree.map(lambda a: a[0], out["params"])
+    pred = T.rollout(sp, p, data["x"][:, :2], mask, jax.random.PRNGKey(0), 1.0, 3,
+                     vae=(vspec, vp, 1.0) if lat else None)
+    assert pred.shape == (3, 3, 16, 16, 2) and np.all(np.isfinite(np.asarray(pred)))
+
+
+def test_training_is_deterministic_and_resumes_exactly(tmp_path):
+  rng = np.random.default_rng(0)
+  data = dict(x=jnp.asarray(rng.normal(size=(3, 6, 4, 4, 2)), jnp.float32),
+              mask=jnp.ones((3, 2)))
+  sp = T.Spec("latent_mse", latent=2, width=16, depth=1, heads=2, batch=2, steps=4)
+  mem = T.stack([T.init_member(sp, s, 1e-3, (4, 4, 2)) for s in (0, 1)])
+  full, _ = T.fit(sp, mem, data, 1.0, chunk=1, log=lambda *a: None)
+  half = T.Spec("latent_mse", latent=2, width=16, depth=1, heads=2, batch=2, steps=4)
+  ck = str(tmp_path / "ck")
+  # Stop after 2 chunks by raising from the logger, then resume in the same directory.
+  class Stop(Exception):
+    pass
+  calls = []
+  def log(msg):
+    calls.append(msg)
+    if len(calls) == 2:
+      raise Stop
+  with pytest.raises(Stop):
+    T.fit(half, mem, data, 1.0, chunk=1, ckpt_dir=ck, log=log)
+  resumed, _ = T.fit(half, mem, data, 1.0, chunk=1, ckpt_dir=ck, log=lambda *a: None)
+  for a, b in zip(jax.tree.leaves(full["params"]), jax.tree.leaves(resumed["params"])):
+    np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+
+
+def test_spread_over_8_devices_equals_one_device():
+  """The vmapped members (split over the 8 forced devices by core.sharding.spread) give
+  the numbers of a plain 1-device jit(vmap) of the same chunk."""
+  assert jax.device_count() == 8
+  rng = np.random.default_rng(0)
+  data = dict(x=jnp.asarray(rng.normal(size=(3, 6, 4, 4, 2)), jnp.float32),
+              mask=jnp.ones((3, 2)))
+  sp = T.Spec("lgs", latent=2, width=16, depth=1, heads=2, batch=2, steps=3, flow_steps=1)
+  mem = T.stack([T.init_member(sp, s, 1e-3, (4, 4, 2)) for s in range(3)])
+  spread, _ = T.fit(sp, mem, data, 1.0, chunk=3, log=lambda *a: None)
+  ref = jax.jit(jax.vmap(T.make_chunk(sp, 3), in_axes=(0, None, None, None)))(
+      mem, data, jnp.int32(0), jnp.float32(1.0))
+  leaf = jax.tree.leaves(spread["params"])[0]
+  assert len(leaf.sharding.device_set) == 3  # one member per device, on the first 3
+  assert len(jax.tree.leaves(ref["params"])[0].sharding.device_set) == 1
+  for a, b in zip(jax.tree.leaves(spread["params"]), jax.tree.leaves(ref["params"])):
+    np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=2e-5, atol=2e-6)
+
+
+# ------------------------------------------------------------------ loaders
+
+def _write_well(path, n=2, t=4, h=8, bad=None):
+  import h5py
+  rng = np.random.default_rng(0)
+  with h5py.File(path, "w") as f:
+    f.attrs["dataset_name"] = "toy_shear"
+    f.attrs["n_spatial_dims"] = 1 if bad == "1d" else 2
+    d = f.create_group("dimensions")
+    d["time"] = np.arange(t, dtype=np.float32)
+    d["x"] = np.arange(h, dtype=np.float32)
+    d["y"] = np.arange(h, dtype=np.float32)
+    bc = f.create_group("boundary_conditions")
+    bc.create_group("x_periodic").attrs["bc_type"] = "PERIODIC"
+    g0 = f.create_group("t0_fields")
+    g0.attrs["field_names"] = ["density", "const"] if bad != "missing" else ["density", "gone"]
+    if bad == "no_names":
+      del g0.attrs["field_names"]
+    rho = rng.normal(size=(n, t, h, h)).astype(np.float32)
+    if bad == "nan":
+      rho[0, 0, 0, 0] = np.nan
+    g0["density"] = rho
+    g0["density"].attrs["time_varying"] = True
+    g0["density"].attrs["sample_varying"] = True
+    g0["const"] = np.ones((h, h), np.float32)
+    g0["const"].attrs["time_varying"] = False
+    g0["const"].attrs["sample_varying"] = False
+    g1 = f.create_group("t1_fields")
+    g1.attrs["field_names"] = ["velocity"]
+    g1["velocity"] = rng.normal(size=(n, t, h, h, 2)).astype(np.float32)
+    f.create_group("t2_fields").attrs["field_names"] = []
+  return rho
+
+
+def test_well_loader_reads_fields_and_rejects_malformed(tmp_path):
+  p = str(tmp_path / "w.hdf5")
+  rho = _write_well(p)
+  a, names = loaders.load_well(p)
+  assert names == ["density", "velocity_x", "velocity_y"] and a.shape == (2, 4, 8, 8, 3)
+  np.testing.assert_array_equal(a[..., 0], rho)
+  np.testing.assert_allclose(loaders.resample(a, 4)[:, :, 0, 0], a[:, :, :2, :2].mean((2, 3)),
+                             rtol=1e-6)
+  for bad, msg in (("no_names", "field_names"), ("missing", "missing"), ("1d", "2-D"),
+                   ("nan", "NaN")):
+    q = str(tmp_path / f"{bad}.hdf5")
+    _write_well(q, bad=bad)
+    with pytest.raises(ValueError, match=msg):
+      loaders.load_well(q)
+  with pytest.raises(FileNotFoundError):
+    loaders.load_well(str(tmp_path / "none.hdf5"))
+  junk = tmp_path / "junk.hdf5"
+  junk.write_text("not hdf5")
+  with pytest.raises(ValueError, match="not a readable HDF5"):
+    loaders.load_well(str(junk))
+
+
+def test_pdebench_loader_reads_three_layouts_and_rejects_malformed(tmp_path):
+  import h5py
+  rng = np.random.default_rng(0)
+  cfd = {k: rng.normal(size=(2, 3, 8, 8)).astype(np.float32)
+         for k in ("density", "pressure", "Vx", "Vy")}
+  with h5py.File(tmp_path / "cfd.hdf5", "w") as f:
+    for k, v in cfd.items():
+      f[k] = v
+    f["x-coordinate"] = np.arange(8.0)
+    f["t-coordinate"] = np.arange(4.0)
+  a, names = loaders.load_pdebench(str(tmp_path / "cfd.hdf5"))
+  assert names == ["density", "pressure", "Vx", "Vy"] and a.shape == (2, 3, 8, 8, 4)
+  np.testing.assert_array_equal(a[..., 2], cfd["Vx"])
+  with h5py.File(tmp_path / "seeds.hdf5", "w") as f:
+    for s in ("0000", "0001"):
+      f.create_group(s)["data"] = rng.normal(size=(3, 8, 8, 2)).astype(np.float32)
+      f[s].create_group("grid")["x"] = np.arange(8.0)
+  a, _ = loaders.load_pdebench(str(tmp_path / "seeds.hdf5"))
+  assert a.shape == (2, 3, 8, 8, 2)
+  with h5py.File(tmp_path / "tensor.hdf5", "w") as f:
+    f["tensor"] = rng.normal(size=(2, 3, 8, 8)).astype(np.float32)
+    f["x-coordinate"] = np.arange(8.0)
+  assert loaders.load_pdebench(str(tmp_path / "tensor.hdf5"))[0].shape == (2, 3, 8, 8, 1)
+  with h5py.File(tmp_path / "bad1d.hdf5", "w") as f:
+    f["tensor"] = np.zeros((2, 3, 8), np.float32)
+  with pytest.raises(ValueError, match="1-D"):
+    loaders.load_pdebench(str(tmp_path / "bad1d.hdf5"))
+  with h5py.File(tmp_path / "badcfd.hdf5", "w") as f:
+    f["density"] = np.zeros((2, 3, 8, 8), np.float32)
+  with pytest.raises(ValueError, match="needs density, pressure, Vx, Vy"):
+    loaders.load_pdebench(str(tmp_path / "badcfd.hdf5"))
+  with h5py.File(tmp_path / "other.hdf5", "w") as f:
+    f["foo"] = np.zeros(3)
+  with pytest.raises(ValueError, match="no PDEBench layout"):
+    loaders.load_pdebench(str(tmp_path / "other.hdf5"))
+
+
+# ------------------------------------------------------------------ config and runs
+
+def test_config_rejects_bad_values():
+  from jaxpapers.papers.lgs import experiment
+  with pytest.raises(ValueError, match="unknown config arg"):
+    _config("smoke,widht=3")
+  for arg, msg in (("smoke,families=heat", "data.families"), ("smoke,stages=3", "stages"),
+                   ("smoke,resolution=18", "multiple of 4"), ("smoke,frames=3", "frames"),
+                   ("smoke,width=15", "heads")):
+    with pytest.raises(ValueError, match=msg):
+      experiment.validate(_config(arg))
+
+
+def test_smoke_train_runs_on_generated_and_real_files(tmp_path):
+  from jaxpapers.papers.lgs import experiment
+  final = experiment.train_and_evaluate(_config("smoke"), str(tmp_path / "run"))
+  # smoke rolls out 3 steps, so of 1/5/10/20 only step 1 is reported.
+  assert set(final) == {f"test/{f}/l2re@1" for f in ("adv_diff", "gray_scott")}
+  assert all(np.isfinite(v) for v in final.values())
+  assert os.path.exists(tmp_path / "run" / "test.md")
+  p = str(tmp_path / "w.hdf5")
+  _write_well(p, n=6, t=8, h=32)
+  final = experiment.train_and_evaluate(
+      _config(f"smoke,real_path={p},real_format=well"), str(tmp_path / "real"))
+  assert list(final) and all(k.startswith("test/real:w.hdf5/") for k in final)
