@@ -131,8 +131,13 @@ def hier_terms(logits_BxTxV, x_BxT, z_BxT, t_B, log_gamma_CxV, gamma=1.0):
   a, c, m, lam = hier_schedule(t_B, gamma)
   w_m = (lam * c / m)[:, None]
   w_c = (lam * a / c)[:, None]
-  # log (Gamma xhat)_c for every position: (B, T, C)
-  log_gx = jax.nn.logsumexp(logp[..., None, :] + log_gamma_CxV[None, None], axis=-1)
+  # log (Gamma xhat)_c for every position: (B, T, C). A max-shifted matmul, not a
+  # logsumexp over a (B, T, C, V) broadcast, which at the paper's size (V = 50257, C = 64)
+  # needs ~1 TB per device; the shift keeps it exact to float32 rounding.
+  shift = jax.lax.stop_gradient(jnp.max(logp, axis=-1, keepdims=True))
+  gmax = jax.lax.stop_gradient(jnp.max(log_gamma_CxV, axis=-1, keepdims=True))  # (C, 1)
+  gx = jnp.exp(logp - shift) @ jnp.exp(log_gamma_CxV - gmax).T
+  log_gx = jnp.log(jnp.maximum(gx, 1e-37)) + shift + gmax.T[None]
   lg_x = log_gamma_CxV.T[x_BxT]                                      # (B, T, C) log Gamma[:, x]
   kl = jnp.sum(jnp.exp(lg_x) * (lg_x - log_gx), axis=-1)
   is_mask = z_BxT == V + C
