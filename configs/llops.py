@@ -31,7 +31,7 @@ METHODS = ("softmax", "poly", "window", "polysketch_gauss", "polysketch_hadamard
 def get_config(arg=None):
   arg = config_lib.parse_arg(
       arg,
-      smoke_args=dict(dim=16, n_heads=2, n_layers=2, seq_len=16, batch_size=4, steps=4,
+      smoke_args=dict(dim=16, n_heads=2, n_layers=2, seq_len=16, batch_size=8, steps=4,
                       max_chars=40000, eval_windows=8, log_every=2, eval_every=2, state=16,
                       window=4, block=8, study_seeds=1, study_lm_methods=("softmax", "llops"),
                       study_lm_lrs=(3e-3,), study_maps=("polysketch_gauss", "llops"),

@@ -29,6 +29,7 @@ ARGS = {
     "lgs": ("steps", "batch_size", "lr", "real_path"),
     "lhdlm": ("steps", "batch_size", "lr", "path"),
     "lie_bases": ("steps", None, "lrs", "data_path"),
+    "llops": ("steps", "batch_size", "lr", "path"),
     "lm": ("steps", "batch_size", "lr", "path"),
     "lora_lr": ("steps", "batch", "lr", None),
     "lpr": ("steps", None, None, "npz_dir"),

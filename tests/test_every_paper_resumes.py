@@ -30,6 +30,8 @@ RESUME_TESTS = {
     "lgs": "tests/test_lgs.py::test_training_is_deterministic_and_resumes_exactly",
     "lhdlm": "tests/test_lhdlm.py::test_training_resumes_exactly",
     "lie_bases": "tests/test_lie_bases.py::test_training_resumes_exactly_and_learns",
+    # llops trains through the unchanged core.loop LM task; the loop's SIGKILL test covers it.
+    "llops": "tests/test_core_resume.py::test_sigkill_then_resume_is_bitwise_exact",
     "lora_lr": "tests/test_lora_lr.py::"
                "test_pretraining_runs_on_the_core_loop_and_restores_its_checkpoint",
     "lpr": "tests/test_lpr.py::test_train_and_evaluate_resumes_exactly",

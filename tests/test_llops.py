@@ -156,9 +156,11 @@ def test_block_causal_equals_quadratic_form_float64(T, block):
       a = np.tril(fq[b, :, h] @ fk[b, :, h // 2].T)
       ref[b, :, h] = a @ v[b, :, h // 2] / (1 + a.sum(1, keepdims=True))
   with jax.enable_x64(True):
-    out = linear.block_causal(jnp.asarray(fq), jnp.asarray(fk), jnp.asarray(v), 1.0, block)
+    bc = jax.jit(linear.block_causal, static_argnums=(3, 4))
+    out = bc(jnp.asarray(fq), jnp.asarray(fk), jnp.asarray(v), 1.0, block)
     np.testing.assert_allclose(np.asarray(out), ref, rtol=1e-12, atol=1e-12)
-    nc = linear.noncausal(jnp.asarray(fq), jnp.asarray(fk), jnp.asarray(v), 1.0)
+    nc = jax.jit(linear.noncausal, static_argnums=3)(jnp.asarray(fq), jnp.asarray(fk),
+                                                     jnp.asarray(v), 1.0)
     ref_nc = np.zeros((B, T, H, D))
     for b in range(B):
       for h in range(H):
@@ -179,14 +181,14 @@ def test_structured_kernel_in_the_stack_matches_dense_reference_with_padding():
   assert getattr(kern, "structured_mask", False)
   q, k, v = (jnp.asarray(_normal(i, B, T, H, D), jnp.float32) for i in (11, 12, 13))
   lengths = jnp.asarray([10, 6])
-  out = attention.call_kernel(kern, q, k, v, mask=None, mask_kind="causal",
-                              lengths_B=lengths, scale=None)
-  dense = attention.make_mask("causal", T, lengths)
-  ref = linear.quadratic(phi(q), phi(k), v, 1.0, dense)
+  call = jax.jit(lambda q, k, v, kind: attention.call_kernel(
+      kern, q, k, v, mask=None, mask_kind=kind, lengths_B=lengths, scale=None), static_argnums=3)
+  quad = jax.jit(lambda q, k, v, m: linear.quadratic(phi(q), phi(k), v, 1.0, m))
+  out = call(q, k, v, "causal")
+  ref = quad(q, k, v, attention.make_mask("causal", T, lengths))
   np.testing.assert_allclose(np.asarray(out), np.asarray(ref), rtol=2e-4, atol=2e-5)
-  out_bi = attention.call_kernel(kern, q, k, v, mask=None, mask_kind="bidirectional",
-                                 lengths_B=lengths, scale=None)
-  ref_bi = linear.quadratic(phi(q), phi(k), v, 1.0, attention.make_mask("bidirectional", T, lengths))
+  out_bi = call(q, k, v, "bidirectional")
+  ref_bi = quad(q, k, v, attention.make_mask("bidirectional", T, lengths))
   np.testing.assert_allclose(np.asarray(out_bi), np.asarray(ref_bi), rtol=2e-4, atol=2e-5)
 
 
@@ -265,11 +267,12 @@ def test_lm_with_llops_layer_trains_a_step_and_bad_config_is_one_line():
   fm = p["layers"][1]["fm_G0"]
   assert fm.shape == (1, 8, 4) and abs(float(jnp.std(fm)) - 1.0) < 0.3
   toks = jnp.asarray(np.random.default_rng(0).integers(0, 256, (2, 17)))
-  logits = lm_model.apply(p, toks[:, :-1])
+  apply = jax.jit(lm_model.apply)
+  logits = apply(p, toks[:, :-1])
   assert logits.shape == (2, 16, 256) and bool(jnp.all(jnp.isfinite(logits)))
   # Causality of the whole LM: changing a later token leaves earlier logits unchanged.
   toks2 = toks.at[:, 10].set((toks[:, 10] + 1) % 256)
-  l2 = lm_model.apply(p, toks2[:, :-1])
+  l2 = apply(p, toks2[:, :-1])
   np.testing.assert_allclose(np.asarray(l2[:, :10]), np.asarray(logits[:, :10]), atol=1e-5)
   for bad, msg in (("method=nope", "model.method"), ("n_layers=3", "even"),
                    ("degree=3", "even")):

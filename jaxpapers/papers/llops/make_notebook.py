@@ -28,9 +28,9 @@ from jaxpapers.papers.llops import approx, features, linear
 from jaxpapers.nn import attention as attn_lib
 
 SMOKE = os.environ.get("JAXPAPERS_SMOKE") == "1"
-STATES = (16,) if SMOKE else (16, 64, 256)
-STEPS = 3 if SMOKE else 150
-LENGTHS = (64, 128) if SMOKE else (256, 512, 1024, 2048, 4096)
+STATES = (16,) if SMOKE else (16, 64)
+STEPS = 3 if SMOKE else 60
+LENGTHS = (64, 128) if SMOKE else (256, 512, 1024, 2048)
 rng = np.random.default_rng(0)
 d, N, T = 16, 12, 32
 mix = rng.standard_normal((d, d)) * np.linspace(2.0, 0.2, d)[:, None]  # anisotropic heads
