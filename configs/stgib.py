@@ -38,13 +38,14 @@ def get_config(arg=None):
   arg = config_lib.parse_arg(
       arg, smoke_args=SMOKE, paper_args=PAPER, smoke=False, paper=False, seed=0,
       study="main", source="sim", path="", adj="", rows=3, cols=4, days=14.0, sim_seed=0,
-      generator="markov", kind="stgib", hidden=16, temp=1.0, kappa=0.8, beta=1.0,
-      final_r=0.7,
-      feature_masks=True, recursive=True, steps=400, batch=16, eval_every=50,
-      ckpt_every=100, val_windows=128, lr=3e-3, seeds=3, halt_after=0, test_windows=384,
+      generator="markov", delays=(3, 6), incident_len=(3, 12), kind="stgib", hidden=16,
+      temp=1.0, kappa=0.8, beta=1.0,
+      final_r=0.7, edge_msg=True, edge_drop=0.2,
+      feature_masks=True, recursive=True, steps=1200, batch=16, eval_every=100,
+      ckpt_every=300, val_windows=128, lr=1e-2, seeds=3, halt_after=0, test_windows=384,
       explain_windows=48, sparsity=0.2, gnnexp_steps=100, ig_steps=16,
-      lrs=(1e-3, 3e-3, 1e-2), methods=METHODS, generators=("markov", "flicker"),
-      study_seeds=3, plan_nodes=0, plan_edges=0, plan_steps=0)
+      lrs=(3e-3, 1e-2, 3e-2), methods=METHODS, generators=("markov", "flicker"),
+      study_seeds=3, ablation=True, plan_nodes=0, plan_edges=0, plan_steps=0)
   bad = [m for m in arg.methods if m not in METHODS]
   if bad:
     raise ValueError(f"config arg 'methods': unknown {bad}; known: {', '.join(METHODS)}")
@@ -61,6 +62,8 @@ def get_config(arg=None):
   config.data.days = arg.days  # simulated days of 288 five-minute steps
   config.data.sim_seed = arg.sim_seed
   config.data.generator = arg.generator  # markov (persistent gates) | flicker (iid gates)
+  config.data.delays = tuple(arg.delays)  # edge travel times, min+max 5-minute steps
+  config.data.incident_len = tuple(arg.incident_len)  # incident durations, min+max steps
   config.data.t_in = 12
   config.data.t_out = 12
   config.data.plan_nodes = arg.plan_nodes  # plan only: graph size without the file
@@ -74,6 +77,8 @@ def get_config(arg=None):
   config.model.kappa = arg.kappa  # Markov prior persistence (0 = independent steps)
   config.model.beta = arg.beta  # compression weight (GSAT's info_loss_coef is 1)
   config.model.feature_masks = arg.feature_masks
+  config.model.edge_msg = arg.edge_msg  # node embeddings + edge-conditioned messages
+  config.model.edge_drop = arg.edge_drop  # DropEdge rate in training (fidelity in distribution)
   config.model.recursive = arg.recursive
   # Keep rate of the prior Bernoulli(r) after GSAT's schedule (0.9, -0.1 every tenth of
   # training), shared by every masked method (STGIB's Markov prior has marginal r).
@@ -102,4 +107,5 @@ def get_config(arg=None):
   config.study.methods = tuple(arg.methods)
   config.study.generators = tuple(arg.generators)
   config.study.seeds = arg.study_seeds
+  config.study.ablation = arg.ablation  # STGIB with kappa = 0 (markov generator)
   return config_lib.lock(config)

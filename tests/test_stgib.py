@@ -74,6 +74,39 @@ def test_regimes_closures_and_the_flicker_generator():
     sim_lib.simulate(G, 10, 0, generator="dense")
 
 
+def _oracle_fidelity(**kw):
+  """Relative rise of the true gated VAR's 5-30 min MAE when the truth's top 20% of
+  (step, edge) entries, a random 20%, or the whole graph are cut (mean of 3 simulations)."""
+  g = sim_lib.grid_graph(3, 4)
+  T = 10 * sim_lib.STEPS_PER_DAY
+  out = []
+  for seed in (1, 2, 3):
+    s = sim_lib.simulate(g, T, seed, **kw)
+    last = np.arange(int(0.8 * T) + 11, T - 12, 5)
+    truth = sim_lib.window_truth(s, last, 12)
+    rng = np.random.default_rng(0)
+    cut_t = explain.topk_mask(truth + 1e-3 * rng.random(truth.shape), 0.2) > 0
+    cut_r = explain.topk_mask(rng.random(truth.shape), 0.2) > 0
+    y = np.stack([s.r[t + 1:t + 13] for t in last])
+    mae = lambda **a: np.abs(sim_lib.oracle_forecast(s, last, 12, **a) - y)[:, :6].mean()
+    full = mae()
+    out.append([mae(cut=cut_t) / full - 1, mae(cut=cut_r) / full - 1,
+                mae(graph=False) / full - 1])
+  return np.mean(out, 0)
+
+
+def test_the_causal_edges_matter_to_the_oracle_forecast():
+  # The positive control of the study, on the data-generating process itself: cutting the
+  # truth's top 20% of (step, edge) entries costs the true model far more than cutting a
+  # random 20%, and the graph is worth a clear share of the error.
+  truth, rand, alone = _oracle_fidelity()
+  assert truth > 0.18 and truth > 2.5 * rand and alone > 0.3
+  # The former setting (1-2 step delays, 1-3 step incidents) fails it: what an edge
+  # carries is mostly already in the destination's own observed history.
+  truth, rand, alone = _oracle_fidelity(delays=(1, 2), incident_len=(1, 3))
+  assert truth < 0.18 and alone < 0.3
+
+
 def test_window_truth_is_the_gate_at_arrival():
   s = sim_lib.simulate(G, 400, seed=2)
   last = np.array([20, 100, 250])
@@ -196,6 +229,37 @@ def test_forward_kl_is_the_recursive_sum_and_masks_gate_messages():
   same, _ = model_lib.forward(back, pb, x, jax.random.PRNGKey(0), 0.3, False,
                               override=jnp.ones((12, spec.e)))
   np.testing.assert_array_equal(np.asarray(same), np.asarray(full))
+
+
+def test_edge_conditioned_message_matches_a_loop_over_edges():
+  rng = np.random.default_rng(1)
+  n, H = G.n, 4
+  z = rng.standard_normal((n, 2 * H)).astype(np.float32)
+  ws, wd = (rng.standard_normal((2 * H, H)).astype(np.float32) for _ in range(2))
+  b = rng.standard_normal(H).astype(np.float32)
+  m = rng.random(len(G.src)).astype(np.float32)
+  got = model_lib.segment_message(*map(jnp.asarray, (z, m, ws, G.src, G.dst)), n,
+                                  jnp.asarray(wd), jnp.asarray(b))
+  want = np.zeros((n, H))
+  for e, (i, j) in enumerate(zip(G.src, G.dst)):
+    want[j] += m[e] * np.maximum(z[i] @ ws + z[j] @ wd + b, 0.0)
+  want /= np.bincount(G.dst, minlength=n)[:, None]
+  np.testing.assert_allclose(np.asarray(got), want, rtol=1e-5, atol=1e-5)
+
+
+def test_edge_drop_acts_in_training_only():
+  drop = _spec("stgnn", edge_msg=True, edge_drop=0.999)
+  keep = _spec("stgnn", edge_msg=True)
+  p = model_lib.init(keep, jax.random.PRNGKey(0))
+  x = jax.random.normal(jax.random.PRNGKey(1), (12, G.n, 4))
+  k = jax.random.PRNGKey(2)
+  fwd = lambda spec, train, ov=None: np.asarray(model_lib.forward(
+      spec, p, x, k, 0.7, train, override=ov)[0])
+  np.testing.assert_array_equal(fwd(drop, False), fwd(keep, False))  # no drop at test
+  # in training (nearly) every message is dropped: the all-edges-cut forecast
+  np.testing.assert_allclose(fwd(drop, True), fwd(keep, True, jnp.zeros((12, drop.e))),
+                             rtol=1e-5, atol=1e-6)
+  assert np.abs(fwd(drop, True) - fwd(keep, True)).max() > 1e-4
 
 
 # ------------------------------------------------------------------ explainers and metrics
@@ -355,7 +419,8 @@ def test_bad_config_values_give_one_clear_error():
   for arg, msg in [("generator=dense", "generator"), ("kind=gin", "kind"),
                    ("sparsity=1.5", "sparsity"), ("source=pems", "path= and adj="),
                    ("steps=15,eval_every=10", "multiple"),
-                   ("path=configs/stgib.py", "source=metr")]:
+                   ("path=configs/stgib.py", "source=metr"), ("edge_drop=1.0", "edge_drop"),
+                   ("delays=4+2", "delays"), ("incident_len=0+3", "incident_len")]:
     cfg = config_lib.load(f"configs/stgib.py:{arg}")
     with pytest.raises(ValueError, match=msg):
       ex.validate(cfg)
@@ -407,6 +472,8 @@ def test_training_resumes_exactly(tmp_path):
     for a, b in zip(jax.tree.leaves(full[key]), jax.tree.leaves(resumed[key])):
       np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
   np.testing.assert_array_equal(full["curve"], resumed["curve"])
+  from tests import _runs  # pylint: disable=g-import-not-at-top
+  _runs.assert_same_metrics(tmp_path / "b", tmp_path / "a")
 
 
 def test_smoke_config_reports_forecasts_and_explanations(tmp_path):

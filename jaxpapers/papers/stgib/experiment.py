@@ -52,6 +52,13 @@ def validate(config):
     raise ValueError("config ckpt_every must be a multiple of eval_every")
   if not 0 <= config.model.kappa < 1:
     raise ValueError(f"config kappa={config.model.kappa} must be in [0, 1)")
+  if not 0 <= config.model.edge_drop < 1:
+    raise ValueError(f"config edge_drop={config.model.edge_drop} must be in [0, 1)")
+  for name in ("delays", "incident_len"):
+    v = tuple(d[name])
+    if len(v) != 2 or not 1 <= v[0] <= v[1]:
+      raise ValueError(f"config {name}={'+'.join(map(str, v))} must be min+max with "
+                       "1 <= min <= max")
 
 
 def spec_of(config, tr, kind=None, **over):
@@ -60,7 +67,8 @@ def spec_of(config, tr, kind=None, **over):
             dst=tuple(int(v) for v in tr.dst), hidden=m.hidden, t_in=config.data.t_in,
             t_out=config.data.t_out, channels=len(data_lib.CHANNELS), temp=m.temp,
             kappa=m.kappa, beta=m.beta, feature_masks=m.feature_masks,
-            recursive=m.recursive, final_r=m.final_r)
+            recursive=m.recursive, final_r=m.final_r, edge_msg=m.edge_msg,
+            edge_drop=m.edge_drop)
   kw.update(over)
   return model_lib.Spec(**kw)
 

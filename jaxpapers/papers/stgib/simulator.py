@@ -1,8 +1,9 @@
 """A road-network traffic simulator whose causal dependencies are known at every step.
 
 Nodes are sensors on a grid of roads; every road segment between neighbours is a pair of
-directed edges j -> i with a delay d_e (steps a disturbance needs to travel) and a weight
-w_e. The speed deviation from the node's daily profile follows a gated graph VAR
+directed edges j -> i with a delay d_e (steps a disturbance needs to travel; 3-6 by
+default, so that what an edge carries at the end of an input window arrives inside the
+forecast horizon and is not yet in the destination's own history) and a weight w_e. The speed deviation from the node's daily profile follows a gated graph VAR
 
     r_t[i] = rho r_{t-1}[i] + sum_{e = j->i} g_e(t) w_e(t) r_{t-d_e}[j] + shock_t[i] + sigma eps
 
@@ -78,6 +79,8 @@ class Sim:
   incidents: list  # (t, node, length)
   distractor: np.ndarray  # [T, N] a non-causal sensor channel
   t0: int = 0
+  rho: float = 0.3
+  coupling: float = 0.65
 
 
 def _regime_sets(graph: Graph, rng) -> np.ndarray:
@@ -97,6 +100,7 @@ def _regime_sets(graph: Graph, rng) -> np.ndarray:
 def simulate(graph: Graph, steps: int, seed: int, generator: str = "markov",
              rho: float = 0.3, coupling: float = 0.65, sigma: float = 0.15,
              incident_rate: float = 0.06, closure_rate: float = 0.5,
+             delays: tuple = (3, 6), incident_len: tuple = (3, 12),
              override: np.ndarray | None = None) -> Sim:
   """Simulates `steps` 5-minute steps.
 
@@ -108,7 +112,7 @@ def simulate(graph: Graph, steps: int, seed: int, generator: str = "markov",
     raise ValueError(f"generator {generator!r}; known: {', '.join(GENERATORS)}")
   rng = np.random.default_rng(seed)
   n, e = graph.n, len(graph.src)
-  delay = rng.integers(1, 3, size=e)  # 1 or 2 steps (5-10 minutes)
+  delay = rng.integers(delays[0], delays[1] + 1, size=e)  # travel time in 5-minute steps
   raw = rng.uniform(0.5, 1.0, size=e)
   weight = raw  # relative weights; normalized per step over the active in-edges below
   sets = _regime_sets(graph, rng)
@@ -130,7 +134,8 @@ def simulate(graph: Graph, steps: int, seed: int, generator: str = "markov",
   shock = np.zeros((steps, n))
   incidents = []
   for _ in range(rng.poisson(incident_rate * steps)):
-    a, node, ln = rng.integers(steps), rng.integers(n), rng.integers(1, 4)
+    a, node = rng.integers(steps), rng.integers(n)
+    ln = rng.integers(incident_len[0], incident_len[1] + 1)
     shock[a:a + ln, node] -= rng.uniform(3.0, 6.0)
     incidents.append((int(a), int(node), int(ln)))
   eps = sigma * rng.standard_normal((steps, n))
@@ -158,7 +163,43 @@ def simulate(graph: Graph, steps: int, seed: int, generator: str = "markov",
   dip = rng.uniform(10.0, 25.0, size=n)
   speed = free[None] - dip[None] * rush(t)[:, None] + 4.0 * r
   return Sim(graph, speed.astype(np.float32), r, gate, delay, weight, closed, incidents,
-             distractor.astype(np.float32))
+             distractor.astype(np.float32), rho=rho, coupling=coupling)
+
+
+def oracle_forecast(sim: Sim, t_last: np.ndarray, t_out: int, t_in: int = 12,
+                    cut: np.ndarray | None = None, graph: bool = True) -> np.ndarray:
+  """[W, t_out, N] deviations r predicted by the true gated VAR from the true past.
+
+  The oracle knows the gates, delays and weights and the deviations up to t_last; future
+  noise and shocks are set to their mean 0. cut [W, t_in, E] (bool) zeroes what edge e
+  carries from input step tau of the window (the fidelity protocol's removal applied to
+  the data-generating process); graph=False drops every inflow (own history only). It is
+  the positive control of the study: how much the causal edges can matter to a forecast.
+  """
+  g = sim.graph
+  n, e = g.n, len(g.src)
+  out = np.zeros((len(t_last), t_out, n))
+  for i, t in enumerate(t_last):
+    ext = np.concatenate([sim.r[:t + 1], np.zeros((t_out, n))])
+    for h in range(1, t_out + 1):
+      u = t + h
+      frm = u - sim.delay
+      carried = ext[np.maximum(frm, 0), g.src]
+      if cut is not None:
+        tau = frm - (t - t_in + 1)
+        inwin = (tau >= 0) & (tau < t_in)
+        c = np.zeros(e, bool)
+        c[inwin] = cut[i][tau[inwin], np.arange(e)[inwin]]
+        carried = np.where(c, 0.0, carried)
+      gate = sim.gate[min(u, len(sim.gate) - 1)] & graph
+      act = np.zeros(n)
+      np.add.at(act, g.dst, np.where(gate, sim.weight, 0.0))
+      w_t = sim.coupling * sim.weight / np.maximum(act[g.dst], 1e-9)
+      inflow = np.zeros(n)
+      np.add.at(inflow, g.dst, np.where(gate, w_t * carried, 0.0))
+      ext[u] = sim.rho * ext[u - 1] + inflow
+    out[i] = ext[t + 1:t + 1 + t_out]
+  return out
 
 
 def window_truth(sim: Sim, t_last: np.ndarray, t_in: int) -> np.ndarray:

@@ -69,7 +69,7 @@ def run(config, workdir, commit, log=print):
       f_rows.append(dict(generator=gen, method=name, seed=0,
                          **ex.forecast_metrics(fn(w, test, T_out), y)))
     methods = [m for m in cfg.study.methods if gen == "markov" or m in FLICKER_METHODS]
-    if gen == "markov" and "stgib" in methods:
+    if gen == "markov" and "stgib" in methods and config.study.ablation:
       methods.append("stgib_kappa0")
     for method in methods:
       kind = "stgib" if method.startswith("stgib") else method

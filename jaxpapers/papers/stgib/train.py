@@ -129,6 +129,8 @@ def train_members(spec, cfg, w, seeds, lrs, workdir, tag, log=print, halt_after=
   start = int(state["step"])
   if start:
     log(f"[{tag}] resumed at step {start}")
+  # Rows every eval_every steps, checkpoints every ckpt_every: drop this tag's rows past it.
+  metrics_lib.truncate_after(workdir, start, splits=("train",), tag=tag)
   writer = metrics_lib.MetricsWriter(workdir, total_steps=t.steps, verbose=False)
   t0 = time.perf_counter()
   for step0 in range(start, t.steps, t.eval_every):
