@@ -33,8 +33,21 @@ if ROOT not in sys.path:
   sys.path.insert(0, ROOT)
 
 
+def _memory_maps() -> int:
+  try:
+    with open(f"/proc/{os.getpid()}/maps") as f:
+      return sum(1 for _ in f)
+  except OSError:  # not Linux: no map limit to watch
+    return 0
+
+
+def _free():
+  jax.clear_caches()
+  gc.collect()
+
+
 @pytest.fixture(autouse=True, scope="module")
-def _free_compiled_programs():
+def _free_compiled_programs_per_module():
   """Drops every compiled program after each test module.
 
   XLA's CPU runtime maps each compiled program's code into the process; an xdist worker
@@ -44,8 +57,16 @@ def _free_compiled_programs():
   clear). Freeing them per module keeps a worker to one module's programs.
   """
   yield
-  jax.clear_caches()
-  gc.collect()
+  _free()
+
+
+@pytest.fixture(autouse=True)
+def _free_compiled_programs_past_20k_maps():
+  """One module can compile a lot too (test_configs_smoke reached 16k maps in 45
+  tests): free the programs whenever a test leaves more than 20k maps."""
+  yield
+  if _memory_maps() > 20_000:
+    _free()
 
 
 def pytest_configure(config):

@@ -521,9 +521,16 @@ def test_resume_is_bitwise_exact(tmp_path):
   assert res["bfmnet"]["losers_paid"] == 0
   assert 0.0 <= res["bfmnet"]["value_ratio"] <= 1.0 + 1e-6
   ids = jnp.stack([markets.cell_ids(cfg.market.valuation, cfg.market.cost_dist)])
+  from tests import _runs  # pylint: disable=g-import-not-at-top
   _, full, _ = experiment.train(cfg, "bfmnet", ids, str(tmp_path / "a"))  # restores step 10
-  _, part, _ = experiment.train(cfg, "bfmnet", ids, str(tmp_path / "b"), stop_at=5)
-  _, resumed, _ = experiment.train(cfg, "bfmnet", ids, str(tmp_path / "b"))
+  b = str(tmp_path / "b")
+  _, part, _ = experiment.train(cfg, "bfmnet", ids, b, stop_at=5,
+                                writer=metrics_lib.MetricsWriter(b, verbose=False))
+  _, resumed, _ = experiment.train(cfg, "bfmnet", ids, b,
+                                   writer=metrics_lib.MetricsWriter(b, verbose=False))
+  # The resumed run's rows equal the uninterrupted run's BFMNet training rows.
+  _runs.assert_same_metrics(b, tmp_path / "a",
+                            keep=lambda r: r["split"] == "train" and "bfmnet/loss" in r)
   assert any(np.any(np.asarray(a) != np.asarray(b))
              for a, b in zip(jax.tree.leaves(part), jax.tree.leaves(full)))
   for a, b in zip(jax.tree.leaves(resumed), jax.tree.leaves(full)):

@@ -234,9 +234,13 @@ def _tiny_train_setup():
 
 
 def test_coupled_training_fits_voxels_and_resumes_exactly(tmp_path):
+  from jaxpapers.core import metrics as metrics_lib  # pylint: disable=g-import-not-at-top
+  from tests import _runs  # pylint: disable=g-import-not-at-top
   cfg, split = _tiny_train_setup()
   # Uninterrupted, in chunks of 8 steps (the same compiled chunk as the resumed run).
-  train = lambda c, d: methods.train_grid(c, split, 2, 0, "joint", 10.0, ckpt_dir=d)
+  train = lambda c, d: methods.train_grid(  # noqa: E731
+      c, split, 2, 0, "joint", 10.0, ckpt_dir=d,
+      writer=metrics_lib.MetricsWriter(d, verbose=False))
   full = train(cfg, str(tmp_path / "full"))
   # A member trained inside the grid equals the same member trained alone (same batches,
   # same init; only float32 rounding of the differently batched kernels may differ).
@@ -251,6 +255,7 @@ def test_coupled_training_fits_voxels_and_resumes_exactly(tmp_path):
   resumed = train(cfg, ck)
   for a, b in zip(jax.tree.leaves(full), jax.tree.leaves(resumed)):
     np.testing.assert_array_equal(a, b)
+  _runs.assert_same_metrics(ck, tmp_path / "full")
   # The coupled maps learn something: training-TR correlation above the untrained zero.
   p = jax.tree.map(lambda a: a[0], full["params"])
   _, r = methods.eval_joint(p, split, 2, 2)

@@ -44,6 +44,14 @@ RESUME_TESTS = {
     "stompp": "tests/test_stompp.py::"
               "test_augmented_run_resumes_exactly_and_reports_the_committed_network",
 }
+# Papers whose resume test drives a loop that writes no metrics.jsonl (its rows are
+# written afterwards from the returned curves); every other named test must compare the
+# resumed run's whole metrics.jsonl with the uninterrupted run's (issue 36).
+NO_METRICS = {
+    "lgs": "train.fit logs to a callback; experiment writes its rows after fitting",
+    "neural_observer": "Trainer.run returns its trace; experiment writes the rows from it",
+}
+COMPARE = "assert_same_metrics"  # tests/_runs.py
 PAPERS = sorted(os.path.basename(os.path.dirname(p)) for p in
                 glob.glob(os.path.join(ROOT, "jaxpapers", "papers", "*", "__init__.py")))
 
@@ -51,6 +59,23 @@ PAPERS = sorted(os.path.basename(os.path.dirname(p)) for p in
 def _test_names(path):
   tree = ast.parse(open(os.path.join(ROOT, path)).read())
   return {n.name for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)}
+
+
+def _test_source(path, name):
+  src = open(os.path.join(ROOT, path)).read()
+  return next(ast.get_source_segment(src, n) for n in ast.walk(ast.parse(src))
+              if isinstance(n, ast.FunctionDef) and n.name == name)
+
+
+@pytest.mark.parametrize("paper", sorted(RESUME_TESTS))
+def test_resume_test_compares_every_metrics_row(paper):
+  entry = RESUME_TESTS[paper]
+  if entry.startswith("no checkpoint:") or paper in NO_METRICS:
+    return
+  path, _, name = entry.partition("::")
+  assert COMPARE in _test_source(path, name), (
+      f"{entry}: compare the resumed run's metrics.jsonl with the uninterrupted run's "
+      f"(_runs.{COMPARE}), or say in NO_METRICS why its runs write none")
 
 
 @pytest.mark.parametrize("paper", PAPERS)

@@ -314,12 +314,16 @@ def test_training_resumes_exactly_and_learns(tmp_path):
   problem, data = experiment.setup(config, "oscillator", seeds=2)
   spec = methods.spec_from(config.model)
   hp = experiment.variants(problem, spec, (0.01,))
+  from jaxpapers.core import metrics as metrics_lib  # pylint: disable=g-import-not-at-top
+  from tests import _runs  # pylint: disable=g-import-not-at-top
+  w = lambda d: metrics_lib.MetricsWriter(str(tmp_path / d), verbose=False)  # noqa: E731
   full = experiment.fit_path(config, problem, data, spec, hp, 20, chunk=10,
-                             workdir=str(tmp_path / "a"))
+                             workdir=str(tmp_path / "a"), writer=w("a"))
   experiment.fit_path(config, problem, data, spec, hp, 10, chunk=10,
-                      workdir=str(tmp_path / "b"))
+                      workdir=str(tmp_path / "b"), writer=w("b"))
   resumed = experiment.fit_path(config, problem, data, spec, hp, 20, chunk=10,
-                                workdir=str(tmp_path / "b"))
+                                workdir=str(tmp_path / "b"), writer=w("b"))
+  _runs.assert_same_metrics(tmp_path / "b", tmp_path / "a")
   for x, y in zip(jax.tree.leaves(full["params"]), jax.tree.leaves(resumed["params"])):
     np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
   curve = full["curves"][:, 0]

@@ -470,9 +470,15 @@ def test_pretraining_runs_on_the_core_loop_and_restores_its_checkpoint(tmp_path)
   assert np.isfinite(val) and val < np.log(257)
   ckpts = tmp_path / "pretrain_t" / "checkpoints"
   assert sorted(int(d) for d in os.listdir(ckpts) if d.isdigit()) == [2, 4]
-  # A second call on the same workdir restores the finished run instead of training.
+  # A second call on the same workdir restores the finished run instead of training,
+  # and leaves every metrics row (the core loop's and the pretraining eval) as it was.
+  from tests import _runs  # pylint: disable=g-import-not-at-top
+  sub = tmp_path / "pretrain_t"
+  before = _runs.metrics_rows(tmp_path), _runs.metrics_rows(sub)
   again, val2 = pretrain.pretrain(cfg, pc, str(tmp_path), verbose=False)
   assert val2 is None
+  _runs.assert_same_metrics(tmp_path, before[0])
+  _runs.assert_same_metrics(sub, before[1])
   for a, b in zip(jax.tree.leaves(params), jax.tree.leaves(again)):
     np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
 

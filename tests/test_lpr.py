@@ -369,6 +369,8 @@ def test_train_and_evaluate_resumes_exactly(tmp_path):
   full = json.load(open(tmp_path / "full" / "auroc.json"))
   cut = json.load(open(tmp_path / "cut" / "auroc.json"))
   assert full == cut
+  from tests import _runs  # pylint: disable=g-import-not-at-top
+  _runs.assert_same_metrics(tmp_path / "cut", tmp_path / "full")
 
 
 def _rank_deficient_table(rng, n=150, n_anom=15):

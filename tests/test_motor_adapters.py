@@ -416,6 +416,7 @@ def test_exact_resume(tmp_path):
     b = json.load(f)["rows"]
   for key in ("letters_cm", "prim_test_cm", "task_to_option", "code_init", "code_moves"):
     assert [r[key] for r in a] == [r[key] for r in b], key
+  _runs.assert_same_metrics(part, full)
 
 
 def test_bad_config_values_raise():

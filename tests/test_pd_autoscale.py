@@ -411,3 +411,10 @@ def test_training_resumes_exactly(tmp_path):
     np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
   rows = [json.loads(l) for l in open(tmp_path / "b" / "metrics.jsonl")]
   assert [r["step"] for r in rows if "rl/gpus" in r] == [1, 2]
+  # The 1-iteration run validated at its end, so its row at 1 also holds validation keys
+  # the full run's lacks; the full run's keys there and every later row are equal.
+  from tests import _runs  # pylint: disable=g-import-not-at-top
+  _runs.assert_same_metrics(tmp_path / "b", tmp_path / "a", keep=lambda r: r["step"] > 1)
+  (cut1,), (full1,) = ([r for r in _runs.metrics_rows(tmp_path / d) if r["step"] == 1]
+                       for d in "ba")
+  assert {k: cut1.get(k) for k in full1} == full1

@@ -319,6 +319,8 @@ def test_resume_is_bitwise_exact(tmp_path):
   resumed = experiment.train_and_evaluate(config, str(tmp_path / "b"))
   np.testing.assert_array_equal(resumed["last"], full["last"])
   assert resumed["slope_last"] == full["slope_last"]
+  from tests import _runs  # pylint: disable=g-import-not-at-top
+  _runs.assert_same_metrics(tmp_path / "b", tmp_path / "a")
   # The chunked, checkpointed run equals the one-program study runner bitwise.
   spec, data = experiment.build_problem(config)
   one = experiment.run_methods(config, spec, data, ["pseg"], list(config.run.horizons))

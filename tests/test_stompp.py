@@ -285,8 +285,10 @@ def test_augmented_run_resumes_exactly_and_reports_the_committed_network(tmp_pat
   assert abs(float((logits.argmax(-1) == ds.test.labels).mean()) - final["accuracy"]) < 1e-6
   step, full = _runs.final_state(tmp_path)
   assert step == 6
+  rows = _runs.metrics_rows(tmp_path)  # the uninterrupted run's rows
   shutil.rmtree(tmp_path / "checkpoints" / "6")
   experiment.train_and_evaluate(config, str(tmp_path))
+  _runs.assert_same_metrics(tmp_path, rows)
   step, again = _runs.final_state(tmp_path)
   fa, fb = _runs.flat(full), _runs.flat(again)
   assert step == 6 and fa.keys() == fb.keys()

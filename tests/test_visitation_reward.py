@@ -1,7 +1,6 @@
 """Tests for visitation_reward: dynamics and success detection, the discriminator's
 reward sign, the tabular invariance check (and its counter-example), GAE against a
 NumPy loop, exact resume, and bad input."""
-import json
 import os
 
 import jax
@@ -206,12 +205,9 @@ def test_smoke_train_resumes_exactly(tmp_path):
 
   # Every metrics row of the uninterrupted run is there after the resume, once, equal
   # (timing keys aside): the truncation on resume is in the rows' unit (env steps).
-  def rows(wd):
-    timing = ("steps_per_s", "eta_s", "time", "elapsed_s", "wall_s")
-    return [{k: v for k, v in json.loads(line).items() if k not in timing}
-            for line in (tmp_path / wd / "metrics.jsonl").read_text().splitlines()]
-  assert len(rows("full")) == 5  # eval at 0, 3 iterations, summary
-  assert rows("part") == rows("full")
+  from tests import _runs  # pylint: disable=g-import-not-at-top
+  assert len(_runs.metrics_rows(tmp_path / "full")) == 5  # eval at 0, 3 iterations, summary
+  _runs.assert_same_metrics(part, tmp_path / "full")
 
 
 def test_a_run_alone_equals_the_same_run_beside_others(tmp_path):

@@ -100,10 +100,21 @@ def _rewrite(path: str, keep) -> int:
   return dropped
 
 
-# The (split, step) keys a metrics file held when this process first opened it. A resumed
-# or rerun job recomputes some of those rows; each recomputed row replaces the stale ones,
-# so the file holds every (split, step) once however often the job was killed and resumed,
-# while rows one process writes under the same key (e.g. one per market cell) all stay.
+# Keys the writer adds to train rows from the wall clock: not part of a row's identity.
+PROGRESS_KEYS = ("steps_per_s", "eta_s")
+
+
+def _row_key(row: dict) -> tuple:
+  """(split, step, metric names): rows of one computation (e.g. one of several models
+  trained in turn and logged at the same steps) never replace another's."""
+  names = tuple(sorted(k for k in row if k not in ("step", "split") + PROGRESS_KEYS))
+  return row.get("split"), row.get("step"), names
+
+
+# The row keys a metrics file held when this process first opened it. A resumed or rerun
+# job recomputes some of those rows; each recomputed row replaces the stale ones, so the
+# file holds every row once however often the job was killed and resumed, while rows one
+# process writes under the same key (e.g. one per market cell) all stay.
 _STALE: dict[str, set] = {}
 
 
@@ -112,28 +123,40 @@ def _stale_keys(path: str) -> set:
     rows = [row for _, row in _read_rows(path)] if os.path.exists(path) else []
     if None in rows:  # a line cut by a kill: drop it before anything is appended to it
       _rewrite(path, lambda r: True)
-    _STALE[path] = {(r.get("split"), r.get("step")) for r in rows if r is not None}
+    _STALE[path] = {_row_key(r) for r in rows if r is not None}
   return _STALE[path]
 
 
-def truncate_after(workdir: str, step: int, drop_at_step: tuple = ()) -> int:
-  """Drops rows past `step` (and rows of `drop_at_step` splits at `step`) atomically.
+def truncate_after(workdir: str, step: int, drop_at_step: tuple = (), *,
+                   splits: tuple | None = None, tag: str | None = None) -> int:
+  """Drops the rows a resumed run will write again: those past `step`, and the rows of
+  `drop_at_step` splits at `step`. Atomic; returns the number of rows dropped.
 
-  A resumed run restarts from its checkpoint at `step`; the rows a killed run wrote past
-  it would otherwise appear twice. Returns the number of rows dropped.
+  The one call every resuming loop makes, right after restoring its checkpoint, with
+  `step` in the unit its rows are written in (e.g. environment steps, not iterations);
+  the rows a killed run wrote past its checkpoint would otherwise appear twice, and rows
+  before it must stay. Only rows of `splits` (all when None), and with `tag` only rows
+  holding a metric with `tag` as whole '/'-separated parts of its name (`tag/loss`,
+  `cell/tag/loss`; a tag may hold '/' itself), are touched: a loop that shares the file
+  with other loops (other stages, other models logged at the same steps) drops only its
+  own rows.
   """
   path = os.path.join(workdir, "metrics.jsonl")
   if not is_writer() or not os.path.exists(path):
     return 0
 
+  def mine(row):
+    return ((splits is None or row.get("split") in splits) and
+            (tag is None or any(f"/{tag}/" in f"/{k}/" for k in row
+                                if k not in ("step", "split"))))
+
   def keep(row):
     s = row.get("step", 0)
-    return not (s > step or (s == step and row.get("split") in drop_at_step))
+    return not (mine(row) and (s > step or (s == step and row.get("split") in drop_at_step)))
 
   dropped = _rewrite(path, keep)
   stale = _stale_keys(path)
-  stale.intersection_update({(row.get("split"), row.get("step"))
-                             for _, row in _read_rows(path) if row is not None})
+  stale.intersection_update({_row_key(row) for _, row in _read_rows(path) if row is not None})
   return dropped
 
 
@@ -158,9 +181,9 @@ class MetricsWriter:
       row.update(self._progress(step))
     if self.path and is_writer():
       stale = _stale_keys(self.path)
-      key = (split, int(step))
+      key = _row_key(row)
       if key in stale:  # recomputed after a resume or rerun: replaces the old row(s)
-        _rewrite(self.path, lambda r: (r.get("split"), r.get("step")) != key)
+        _rewrite(self.path, lambda r: _row_key(r) != key)
         stale.discard(key)
       with open(self.path, "a") as f:
         f.write(json.dumps(row) + "\n")
@@ -168,6 +191,12 @@ class MetricsWriter:
       shown = " ".join(f"{k}={_short(v)}" for k, v in row.items()
                        if k not in ("step", "split"))
       print(f"[{split} {step}] {shown}", flush=True)
+
+  def truncate_after(self, step: int, drop_at_step: tuple = (), **kw) -> int:
+    """`truncate_after` on this writer's file, for loops handed a writer, not a workdir."""
+    if not self.path:
+      return 0
+    return truncate_after(os.path.dirname(self.path), step, drop_at_step, **kw)
 
   def _progress(self, step: int) -> dict:
     now = time.perf_counter()

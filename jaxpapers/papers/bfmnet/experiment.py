@@ -62,6 +62,8 @@ def train(cfg, kind: str, ids_Cx2, workdir: str | None = None, writer=None, name
   start = 0
   if ckpt:
     states, start = ckpt.restore_or(states)
+  if writer:  # rows at training steps; the other kind's rows at the same steps stay
+    writer.truncate_after(start, splits=("train",), tag=kind)
   timed_steps, timed_s = 0, 0.0
   for s in range(start, cfg.optim.steps, length):
     if stop_at is not None and s >= stop_at:
@@ -231,11 +233,14 @@ def _variant(config, n, k):
 def plan(config) -> planner.Plan:
   """One training step of the grid study's BFMNet sweep at the largest n, for the planner.
 
-  Every run of the sweep (cells x learning rates x hinge weights, the part that dominates
-  the study's compute) advances one step; the runs are spread over the devices exactly as
+  Every run of the sweep (cells x learning rates x hinge weights) and of the seeds pass
+  that follows it (each cell's chosen setting at `study.seeds - 1` more seeds, the same
+  steps) advances one step; the runs are spread over the devices exactly as
   `train_lib.make_chunk` spreads them (with `map_runs`, each device maps its block of
-  runs). One step, not a logged chunk: XLA's cost analysis counts a scan body once.
-  Nothing is allocated: the states are `jax.eval_shape` of the sweep's initialisation.
+  runs). The study trains the two sets as two programs one after the other; planned as
+  one, the FLOPs are those of both and the memory theirs together (an over-count). One
+  step, not a logged chunk: XLA's cost analysis counts a scan body once. Nothing is
+  allocated: the states are `jax.eval_shape` of the runs' initialisation.
   """
   from jaxpapers.papers.bfmnet import grid_study  # imports this module
   k = int(np.argmax(config.study.ns))
@@ -243,14 +248,20 @@ def plan(config) -> planner.Plan:
   cfg = _variant(config, n, k)
   cells = [(v, d) for v in config.study.valuations for d in config.study.cost_dists]
   grid = grid_study.settings(config, "bfmnet", n)
-  runs = len(cells) * len(grid)
+  sweep_runs = len(cells) * len(grid)
+  extra = len(cells) * (int(config.study.seeds) - 1)  # the seeds pass (grid_study.run_n)
+  runs = sweep_runs + extra
+  # The seeds pass's settings are chosen on validation; any grid entry costs the same.
+  lrs = [g[0] for g in grid] * len(cells) + [grid[0][0]] * extra
+  penalties = [g[1] for g in grid] * len(cells) + [grid[0][1]] * extra
+  seeds = [cfg.seed] * sweep_runs + [cfg.seed + 1 + i % max(int(config.study.seeds) - 1, 1)
+                                     for i in range(extra)]
   built = {}
 
   def abstract_states():  # traced only: the model and optimizer come out as a side value
     model, opt, states = train_lib.init_states(
-        cfg, "bfmnet", jax.random.PRNGKey(cfg.seed), runs,
-        lrs=[g[0] for g in grid] * len(cells), seeds=[cfg.seed] * runs,
-        penalties=[g[1] for g in grid] * len(cells))
+        cfg, "bfmnet", jax.random.PRNGKey(cfg.seed), runs, lrs=lrs, seeds=seeds,
+        penalties=penalties)
     built.update(model=model, opt=opt)
     return states
   states = jax.eval_shape(abstract_states)
@@ -271,8 +282,9 @@ def plan(config) -> planner.Plan:
     fn, args = sharding.spread_plan(one, states, start, ids, in_axes=(0, None, 0),
                                     donate_argnums=(0,))
     steps, what = cfg.optim.steps, "one step of every run"
-  label = (f"BFMNet grid sweep, n={n}: {runs} runs ({len(cells)} cells x {len(grid)} "
-           f"(lr, hinge)), {cfg.optim.batch} markets per step, hidden {cfg.model.hidden}, "
+  label = (f"BFMNet grid sweep + seeds pass, n={n}: {runs} runs ({len(cells)} cells x "
+           f"{len(grid)} (lr, hinge) + {len(cells)} cells x {extra // len(cells)} seeds), "
+           f"{cfg.optim.batch} markets per step, hidden {cfg.model.hidden}, "
            f"map_runs={cfg.optim.map_runs}; {what}")
   return planner.Plan(fn, args, steps=steps, label=label)
 

@@ -151,7 +151,8 @@ def plan(config):
   step predicts S x batch x V voxels through (S, n_delays * atoms, V) maps); the SAE
   grid is the same program without the maps, and the ridge baselines run in himalaya on
   the host. One step is planned (a scan of length 1: XLA counts a while loop's body
-  once), and `steps` = the run's steps. Nothing is allocated.
+  once), and `steps` = the run's steps times the study's seeds (`study.run` trains one
+  seed's grid after another, each the same program). Nothing is allocated.
   """
   import jax  # pylint: disable=g-import-not-at-top
   import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
@@ -172,10 +173,12 @@ def plan(config):
   fn, args = sharding.spread_plan(
       model.member_run(spec, 1), states, f32(G), f32(G), data,
       jax.eval_shape(lambda: jax.random.PRNGKey(0)), f32(), f32(dt=jnp.int32),
-      in_axes=model.GRID_AXES)
+      in_axes=model.GRID_AXES, donate_argnums=(0,))
+  n_seeds = len(config.study.seeds)
   label = (f"coupled SAE grid step: {G} (lr, beta) members, {S} subjects x {V} voxels, "
-           f"{T} TRs x {D} features, {m.n_atoms} atoms k={m.k}, batch {t.batch}")
-  return planner.Plan(fn, args, steps=t.steps, label=label)
+           f"{T} TRs x {D} features, {m.n_atoms} atoms k={m.k}, batch {t.batch}; "
+           f"{t.steps} steps x {n_seeds} seeds")
+  return planner.Plan(fn, args, steps=t.steps * n_seeds, label=label)
 
 
 def run_study(config, workdir: str):

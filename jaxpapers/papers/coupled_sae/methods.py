@@ -76,6 +76,8 @@ def train_grid(config, tr: Split, n_fit: int, seed: int, kind: str, map_alpha: f
   start = 0
   if ckpt is not None:
     states, start = ckpt.restore_or(states)
+  if writer is not None:  # rows at training steps
+    writer.truncate_after(start, splits=("train" if coupled else "train_sae",))
   spec = model.TrainSpec(m.k, t.steps, t.batch, coupled)
   x = jnp.asarray(tr.x)
   y = jnp.asarray(tr.y[:n_fit]) if coupled else jnp.zeros((n_fit, 1, 1))

@@ -155,9 +155,11 @@ def make_train(spec: TrainSpec, n: int):
 
   `states` carry a leading grid axis G; `lrs`, `betas` are (G,). The grid goes through
   `core.sharding.spread`: members are split over every device (one device: the plain
-  `jax.vmap`), the data replicated. Metrics come back as (G, n) per key.
+  `jax.vmap`), the data replicated. Metrics come back as (G, n) per key. The states are
+  donated: each chunk's output states are the next chunk's input, so the new states
+  reuse the old ones' memory (spread copies any states it did not return itself).
   """
-  return sharding.spread(member_run(spec, n), in_axes=GRID_AXES)
+  return sharding.spread(member_run(spec, n), in_axes=GRID_AXES, donate_argnums=(0,))
 
 
 def prev_index(story_lengths, delays) -> np.ndarray:

@@ -95,6 +95,7 @@ def train_and_evaluate(config, workdir: str) -> dict:
   template = _template(config, gs[0].x.shape[-1], mask.shape[0])
   ckpt = checkpoint_lib.Checkpointer(workdir, keep=2)
   state, step = ckpt.restore_or(template)
+  metrics_lib.truncate_after(workdir, step, splits=("train",))  # rows at the phase count
   resume = {"src": state["src"], "out": _unpack(state)} if step else None
   writer = metrics_lib.MetricsWriter(workdir, total_steps=len(PHASES))
 
@@ -149,9 +150,14 @@ def plan(config) -> planner.Plan:
   FlowGDA's program (seeds spread over the devices x ablation variants) dominates the
   run: each update solves two minibatch Sinkhorn problems per lane. The training is a
   scan whose body XLA's cost analysis counts once, so the planned program is one update
-  (`flow.velocity_update`, the scan's body) and `steps` = flow.steps; the head's
-  adaptation along the flow afterwards is not planned (README "Scale"). Arguments are
-  abstract: features (seeds, D, n, feat) of the frozen encoder, nothing is loaded.
+  (`flow.velocity_update`, the scan's body). The head's adaptation along the flow that
+  follows (`flow.adapt_head` for every learning rate: n_int midpoint steps of the
+  particles, each followed by steps_per_int Adam steps of the head) is counted in
+  velocity-update equivalents: one adaptation round (one midpoint step and one head step)
+  and one midpoint step alone are compiled the same way, and `steps` = flow.steps +
+  (n_int x midpoint + n_int x steps_per_int x head step) / update FLOPs. Memory is the
+  velocity update's. Arguments are abstract: features (seeds, D, n, feat) of the frozen
+  encoder, nothing is loaded.
   """
   s, d, n = config.seeds, config.data.n_inter + 2, config.data.n
   feat, classes = config.model.feat, pipeline.MIN_CLASSES
@@ -181,10 +187,34 @@ def plan(config) -> planner.Plan:
           sds((), jnp.int32))
   fn, args = sharding.spread_plan(per_seed, *args,
                                   in_axes=(0, 0, 0, 0, 0, 0, 0, 0, None, None, None))
+  # The head adaptation, as pipeline.flowgda_program runs it (seeds spread, variants and
+  # learning rates vmapped), at one round and at one midpoint step alone.
+  n_int = fc.n_int_per_gap * (d - 1)
+  spi = max(1, config.adapt.steps_per_round // fc.n_int_per_gap)
+  lrs = sds((len(config.adapt.lr_grid),), jnp.float32)
+
+  def adapt_round(vp, key, zn, y, head0, mean, std, mask, lrs):
+    def one(p, lr):
+      return flow.adapt_head(key, p, zn[0], y, head0, (mean, std), mask, lr, n_int=1,
+                             steps_per_int=1, batch=config.adapt.batch)[0]
+    return jax.vmap(lambda p: jax.vmap(lambda lr: one(p, lr))(lrs))(vp)
+
+  def midpoint(vp, zn):
+    return jax.vmap(lambda p: flow.integrate(p, zn[0], 0.0, 1.0 / n_int, 1))(vp)
+  ax = (0, 0, 0, 0, 0, 0, 0, None, None)
+  flops = lambda f, *a, **k: planner.compiled_costs(  # noqa: E731
+      *sharding.spread_plan(f, *a, **k))["flops_per_device"]
+  f_round = flops(adapt_round, args[0], *args[2:9], lrs, in_axes=ax)
+  f_mid = flops(midpoint, args[0], args[3], in_axes=(0, 0))
+  f_update = planner.compiled_costs(fn, args)["flops_per_device"]
+  head = n_int * f_mid + n_int * spi * (f_round - f_mid)
+  extra = int(round(head / f_update))
   label = (f"FlowGDA velocity update on {config.data.benchmark} (input {_in_dim(config)}, "
            f"D={d}, n={n}/domain, feat {feat}): {s} seeds x {n_var} variants, OT batch "
-           f"{fc.batch}, velocity MLP {tuple(fc.hidden)}, x {fc.steps} updates")
-  return planner.Plan(fn, args, steps=fc.steps, label=label)
+           f"{fc.batch}, velocity MLP {tuple(fc.hidden)}, x {fc.steps} updates + head "
+           f"adaptation ({len(config.adapt.lr_grid)} lrs x {n_int} x {spi} steps, head "
+           f"{config.model.head_hidden}) = {extra} updates' FLOPs")
+  return planner.Plan(fn, args, steps=fc.steps + extra, label=label)
 
 
 def run_study(config, workdir: str):

@@ -141,6 +141,8 @@ def fit_path(config, problem, data, spec: methods.PathSpec, hp: dict, steps: int
   if workdir is not None:
     ckpt = checkpoint_lib.Checkpointer(workdir)
     state, start = ckpt.restore_or(state)
+  if writer is not None:  # rows at training steps
+    writer.truncate_after(start, splits=("train",))
   train, val = jnp.asarray(data["train"]), jnp.asarray(data["val"])
   chunk = chunk or steps
   kind = targets.loss_kind(problem)

@@ -119,6 +119,8 @@ def compare(config, workdir, writer=None, data=None, stop_after: int | None = No
   if ckpt is not None:
     state, done = ckpt.restore_or(state)
     state = {k: np.array(v) for k, v in state.items()}
+    if writer is not None:  # unit u writes its rows from step u * optim.steps on
+      writer.truncate_after(done * config.optim.steps - 1, splits=("train", "eval"))
   keeps = column_masks(data, workdir) if classical_names else []
   units = [("deep", i, k) for i, k in enumerate(kinds)] + [
       ("classical", i, c) for i, c in enumerate(classical_names)]

@@ -102,15 +102,30 @@ def evaluation_paths(config, env):
   return letter_names, ids, drawing_set(env, ids) + (jnp.concatenate([va_q, le_q]),)
 
 
+def _stage1_program(env, hp, states, n_tasks: int, trial: int, unroll=1):
+  """(program, abstract args) of one stage-1 step of every lane on `trial`-step trials,
+  spread as `training.train_chunk` spreads it (donating the states)."""
+  e = env._replace(move_steps=trial, hold_steps=0, unroll=unroll)
+  targets = jax.ShapeDtypeStruct((n_tasks, trial, 2), jnp.float32)
+  return sharding.spread_plan(training.train_lane(e, hp, 1), states,
+                              jax.ShapeDtypeStruct((), jnp.int32), targets,
+                              in_axes=(0, None, None), donate_argnums=(0,))
+
+
 def plan(config) -> planner.Plan:
   """One stage-1 step of every (kind, seed, lr) lane, spread over the devices as
   `training.train_chunk` spreads them, for `launch/plan.py` (nothing allocated).
 
-  Stage 1 dominates the run (stage 2 drives the same frozen closed loop with fewer
-  steps). The closed loop is a `lax.scan` over the trial's time steps, and XLA's cost
-  analysis counts a loop body once, so the reported FLOPs are one control step of the
-  forward and backward pass of every lane; `steps` is therefore training steps x time
-  steps per trial (the hours are then those of the whole stage 1).
+  Stage 1 dominates the run (stage 2 drives the same frozen closed loop with a smaller
+  batch and a quarter of the steps; not counted). The planned program is the study's
+  step on full trials (its memory is the study's). Its FLOPs need a correction: the
+  closed loop is a `lax.scan` over the trial's time steps and XLA's cost analysis counts
+  a loop body once, while a step's other work (each sample's adapter contraction,
+  K x H x H, the loss and the Adam update) runs once per step. So the same step is also
+  compiled on 1- and 2-step trials with the time loop unrolled: their difference is one
+  control step (forward and backward), the rest is the per-step work, and one step costs
+  per_step + trial x control_step. `steps` is the training steps scaled by that cost over
+  the FLOPs XLA counts for the planned program, so steps x counted FLOPs = the run.
   """
   _check(config)
   env, hp = make_env(config), make_hp(config)
@@ -120,15 +135,17 @@ def plan(config) -> planner.Plan:
   n_tasks = tasks_lib.N_PRIMITIVES
   states = jax.eval_shape(lambda: training.init_lanes(lanes, env, hp, n_tasks))
   trial = env.move_steps + env.hold_steps
-  targets = jax.ShapeDtypeStruct((n_tasks, trial, 2), jnp.float32)
-  fn, args = sharding.spread_plan(training.train_lane(env, hp, 1), states,
-                                  jax.ShapeDtypeStruct((), jnp.int32), targets,
-                                  in_axes=(0, None, None))
+  fn, args = _stage1_program(env, hp, states, n_tasks, trial)
+  flops = lambda *a: planner.compiled_costs(*a)["flops_per_device"]  # noqa: E731
+  f1 = flops(*_stage1_program(env, hp, states, n_tasks, 1, unroll=True))
+  f2 = flops(*_stage1_program(env, hp, states, n_tasks, 2, unroll=True))
+  control, per_step = f2 - f1, 2 * f1 - f2
+  scale = (per_step + trial * control) / flops(fn, args)
   label = (f"motor_adapters stage 1: {len(lanes)} lanes ({len(config.model.kinds)} kinds x "
            f"{t.seeds} seeds x {len(config.optim.lrs)} lrs), GRU {hp['hidden']}, batch "
-           f"{hp['batch']}, {trial}-step trials; one control step (XLA counts the time "
-           "scan once)")
-  return planner.Plan(fn, args, steps=t.steps * trial, label=label)
+           f"{hp['batch']}, {trial}-step trials; {t.steps} steps x {scale:.2f} (the "
+           f"{trial} control steps XLA counts once)")
+  return planner.Plan(fn, args, steps=int(round(t.steps * scale)), label=label)
 
 
 def _run_chunks(fn, states, total: int, chunk: int, ckpt, writer, tag: str, names,
@@ -136,6 +153,7 @@ def _run_chunks(fn, states, total: int, chunk: int, ckpt, writer, tag: str, name
   """Runs `fn(states, start) -> (states, metrics)` from the checkpointed step to total
   (or to `stop_at`, which simulates a killed run for the resume test)."""
   states, start = ckpt.restore_or(states) if ckpt else (states, 0)
+  writer.truncate_after(start, splits=(tag,))  # rows at this stage's steps, split=tag
   t_run, n_run = 0.0, 0
   end = total if stop_at is None else min(total, max(stop_at, 0))
   for s in range(start, end, chunk):

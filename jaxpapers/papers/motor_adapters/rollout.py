@@ -38,6 +38,9 @@ class Env(NamedTuple):
   home: tuple = (float(np.deg2rad(45.0)), float(np.deg2rad(90.0)))
   start_spread: float = 0.04  # m: random starts uniform in a disc around the home hand
   damping: float = 0.1
+  # Inner (time-step) scan unrolling: 1 in training; the planner unrolls the whole trial
+  # so XLA's cost analysis, which counts a loop body once, counts every control step.
+  unroll: int | bool = 1
 
   @property
   def steps(self) -> int:
@@ -103,7 +106,7 @@ def rollout(params, kid, env: Env, options, targets, q0, key):
   def segment(carry, xs):
     seg, origin, k = xs
     return jax.lax.scan(lambda c, i: step(c, i, seg, origin), carry,
-                        (go, jax.random.split(k, t)))
+                        (go, jax.random.split(k, t)), unroll=env.unroll)
 
   _, (hand, u, hs) = jax.lax.scan(segment, carry0, (segs, origins, jax.random.split(key, s)))
   abs_targets = origins[:, None] + targets

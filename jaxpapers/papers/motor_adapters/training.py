@@ -21,6 +21,7 @@ runs beside it. Steps run in jitted `lax.scan` chunks between checkpoints.
 from __future__ import annotations
 
 import functools
+import weakref
 import zlib
 
 import jax
@@ -62,25 +63,36 @@ def _jit(**kw):
 
 def _spread(fn, in_axes, fast: bool):
   """`fn` vmapped over the lanes (leading axis), the lanes split over every device by
-  `core.sharding.spread`. With `fast` (smoke settings) the same spread program is
-  compiled without LLVM optimisation, from `sharding.spread_plan` (same padding, same
-  shardings; spread itself takes no compiler options)."""
+  `core.sharding.spread`, the lane states (argument 0) donated: each chunk's output states
+  are the next chunk's input, so they reuse its memory. With `fast` (smoke settings) the
+  same spread program is compiled without LLVM optimisation, from `sharding.spread_plan`
+  (same padding, same shardings, same donation; spread itself takes no compiler
+  options)."""
   if not fast:
-    return sharding.spread(fn, in_axes=in_axes)
-  cache = {}
+    return sharding.spread(fn, in_axes=in_axes, donate_argnums=(0,))
+  cache, returned = {}, {}
+
+  def ours(x):  # as in spread: donate only what this callable returned last time
+    ref = returned.get(id(x))
+    return ref is not None and ref() is x
 
   def call(*args):
     key = tuple((x.shape, x.dtype) for x in jax.tree.leaves(args))
     if key not in cache:
-      prog, abstract = sharding.spread_plan(fn, *args, in_axes=in_axes)
+      prog, abstract = sharding.spread_plan(fn, *args, in_axes=in_axes, donate_argnums=(0,))
       cache[key] = (prog.lower(*abstract).compile(compiler_options=_FAST), abstract)
     compiled, abstract = cache[key]
+    args = (jax.tree.map(lambda x: x if ours(x) else jnp.array(x, copy=True), args[0]),
+            ) + tuple(args[1:])
     n = jax.tree.leaves(args[in_axes.index(0)])[0].shape[0]
     n_pad = jax.tree.leaves(abstract[in_axes.index(0)])[0].shape[0]
     placed = [jax.device_put(sharding.pad_leading(a, n_pad) if ax == 0 else a,
                              jax.tree.map(lambda x: x.sharding, ab))
               for a, ab, ax in zip(args, abstract, in_axes)]
-    return jax.tree.map(lambda x: x[:n], compiled(*placed))
+    out = jax.tree.map(lambda x: x[:n], compiled(*placed))
+    returned.clear()
+    returned.update({id(x): weakref.ref(x) for x in jax.tree.leaves(out)})
+    return out
   return call
 
 

@@ -180,6 +180,8 @@ def train_policy(config, workdir, members, tag="rl", log=print):
   start = int(state["it"])
   if start:
     log(f"[{tag}] resumed at iteration {start}")
+  # Rows every iteration, checkpoints every ckpt_every: drop this tag's rows past it.
+  metrics_lib.truncate_after(workdir, start, splits=("train",), tag=tag)
   writer = metrics_lib.MetricsWriter(workdir, total_steps=config.rl.iterations, verbose=False)
   r = config.rl
   t0 = time.perf_counter()

@@ -175,6 +175,9 @@ def train_and_evaluate(config, workdir: str, stop_after: int | None = None) -> d
   if out is None:
     return {}
   res, program = out[key], out["_program"]
+  # Every row (at lane-step horizons) comes from the final snapshots: a resumed run
+  # writes them all again.
+  metrics_lib.truncate_after(workdir, -1, splits=("eval", "summary"))
   writer = metrics_lib.MetricsWriter(workdir, total_steps=max(horizons))
   for t, last, avg in zip(res["steps"], res["last"], res["avg"]):
     row = {"last_median": float(np.median(last)), "last_mean": float(last.mean()),
@@ -211,7 +214,8 @@ def plan(config) -> planner.Plan:
   shared = (jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype), data),
             jax.eval_shape(lambda: rng), jax.ShapeDtypeStruct((), jnp.int32))
   fn, args = sharding.spread_plan(methods.lane_fn(spec, method, 1, seeds), *lane_args,
-                                  *shared, in_axes=methods.LANE_AXES)
+                                  *shared, in_axes=methods.LANE_AXES,
+                                  donate_argnums=(methods.CARRY_ARG,))
   t_max = run_plan.eta.shape[0] * block
   label = (f"perturbed_eg {key} on {spec.name} {config.problem.n}x{config.problem.m}: "
            f"{n_lanes} lanes (horizons {horizons[0]}..{horizons[-1]}) x {seeds} seeds, "

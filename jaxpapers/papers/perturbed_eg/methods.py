@@ -209,6 +209,7 @@ class Snapshots(NamedTuple):
 # The mapped arguments of `lane_fn`'s program: the lane's plan columns, its decay and its
 # carry are split over the devices; the problem data, the key and b0 are replicated.
 LANE_AXES = (0, 0, 0, 0, 0, 0, 0, None, None, None)
+CARRY_ARG = 6  # the (state, snapshots) carry: input and output of every call
 
 
 def lane_fn(spec, method, block: int, seeds: int):
@@ -265,8 +266,12 @@ def lane_fn(spec, method, block: int, seeds: int):
 
 @functools.lru_cache(maxsize=None)
 def lane_program(spec, method, block: int, seeds: int):
-  """`lane_fn` with its lanes split over every device (one compilation per shape)."""
-  return sharding.spread(lane_fn(spec, method, block, seeds), in_axes=LANE_AXES)
+  """`lane_fn` with its lanes split over every device (one compilation per shape). The
+  carry (argument 6) is donated: each chunk of blocks returns the carry the next chunk
+  takes, so the new carry reuses the old one's memory (`spread` copies a carry it did not
+  return itself, e.g. the initial one)."""
+  return sharding.spread(lane_fn(spec, method, block, seeds), in_axes=LANE_AXES,
+                         donate_argnums=(CARRY_ARG,))
 
 
 def init_carry(spec, data, n_lanes: int, n_slots: int, seeds: int):

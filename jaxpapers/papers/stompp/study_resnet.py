@@ -180,7 +180,8 @@ def build_arch(config, arch: str, width: int, rows, data, num_classes,
   _, abstract = sharding.spread_plan(
       row_chunk, states, row_idx(0, g0), step_keys[g0], take(var, g0), jnp.int32(0),
       images, labels, mesh=mesh, in_axes=ROW_AXES)
-  chunk_exe = rows_program(row_chunk, mesh).lower(*abstract).compile(compiler_options=opts)
+  chunk_exe = rows_program(row_chunk, mesh, donate_argnums=(0,)).lower(*abstract).compile(
+      compiler_options=opts)
   cost = chunk_exe.cost_analysis()
   cost = cost[0] if isinstance(cost, (list, tuple)) and cost else cost
   # XLA counts one device's share: times the mesh, the whole chunk (padded rows too).
@@ -208,8 +209,10 @@ def rows_mesh(sequential: bool):
   return Mesh(np.asarray(devices), ("data",))
 
 
-def rows_program(fn, mesh):
+def rows_program(fn, mesh, donate_argnums=()):
   """jit of `fn` vmapped over rows, each device running the vmap over its own rows.
+  `donate_argnums` as in `jax.jit` (the study donates the row states: each chunk's
+  output states are the next chunk's input).
 
   The same placement as `core.sharding.spread` (rows split over the mesh, data
   replicated), written with `shard_map` because spread's jit leaves the partitioning to
@@ -221,7 +224,8 @@ def rows_program(fn, mesh):
   split = sharding.spread_spec(mesh)
   specs = tuple(split if ax == 0 else P() for ax in ROW_AXES)
   return jax.jit(jax.shard_map(jax.vmap(fn, in_axes=ROW_AXES), mesh=mesh, in_specs=specs,
-                               out_specs=split, check_vma=False))
+                               out_specs=split, check_vma=False),
+                 donate_argnums=donate_argnums)
 
 
 def spread_args(mesh, *trees):
@@ -244,7 +248,9 @@ def run_arch(b, log=print, keep_states: bool = False, on_row=None):
   per_row = [None] * len(rows)
   chunk_times, eval_s = [], 0.0
   for gi, g in enumerate(b["groups"]):
-    states = b["states"] if gi == 0 else b["init"](g)
+    # The chunks donate their input states: the first group's start is copied so that
+    # b["states"] (which placement may hand over as is) stays valid for another run.
+    states = jax.tree.map(jnp.copy, b["states"]) if gi == 0 else b["init"](g)
     var, keys = b["args"](g)
     # Padded to the mesh once; the padded rows ride along and are dropped below.
     states, var, keys = spread_args(mesh, states, var, keys)

@@ -203,40 +203,50 @@ def _groups(config) -> int:
 
 
 def plan(config) -> planner.Plan:
-  """One PPO minibatch update of every lane of a study group on `task.name`, spread over
-  the devices as `population` spreads a group, for `launch/plan.py` (nothing allocated).
+  """One PPO minibatch update of every lane of a study group on each of `study.tasks`,
+  spread over the devices as `population` spreads a group, for `launch/plan.py`
+  (nothing allocated).
 
   The minibatch update (epochs x minibatches per iteration) is the bulk of a PPO
   iteration: the rollout is one forward pass of the same networks per sample against
   `epochs` forward + backward passes, and the discriminator / RND updates work on
   `aux_batch` samples. Planned alone because XLA's cost analysis counts a `lax.scan`
-  body once: `steps` = groups x iterations x epochs x minibatches, for one task (the
-  study runs each of `study.tasks` in turn).
+  body once: `steps` = groups x iterations x epochs x minibatches, the same count for
+  every task. The study runs its tasks one after another; the planned program holds one
+  update per task (their minibatches differ with the task's horizon), so its FLOPs are
+  those of the tasks together and its memory the sum of theirs (an over-count: one task
+  is resident at a time).
   """
   rc = run_cfg(config)
-  task = envs.make(config.task.name)
   g = config.train.lane_group
-  n = rc.num_envs * task.horizon
-  if n % rc.minibatches:
-    raise ValueError(f"num_envs x horizon = {n} is not a multiple of minibatches="
-                     f"{rc.minibatches}")
-  mb = n // rc.minibatches
+  names = tuple(config.study.tasks)
+  states, batches, mbs = [], [], []
+  for name in names:
+    task = envs.make(name)
+    n = rc.num_envs * task.horizon
+    if n % rc.minibatches:
+      raise ValueError(f"{name}: num_envs x horizon = {n} is not a multiple of "
+                       f"minibatches={rc.minibatches}")
+    mb = n // rc.minibatches
 
-  def lane_state(seed):
-    carry, _ = ppo.init(task, rc, jax.random.fold_in(seed_key(task.name, seed), 1),
-                        initial_actor(task, rc, seed_key(task.name, seed)))
-    return carry.policy, carry.a_opt, carry.c_opt
-  state = jax.eval_shape(jax.vmap(lane_state), jax.ShapeDtypeStruct((g,), jnp.int32))
-  f32 = lambda *shape: jax.ShapeDtypeStruct((g,) + shape, jnp.float32)  # noqa: E731
-  batch = (f32(mb, task.obs_dim), f32(mb, task.act_dim), f32(mb), f32(mb), f32(mb))
-  fn, args = sharding.spread_plan(
-      lambda st, b, lr: ppo.minibatch_update(rc, st, b, lr)[0], state, batch,
-      jax.ShapeDtypeStruct((g,), jnp.float32), in_axes=(0, 0, 0))
+    def lane_state(seed, task=task):
+      carry, _ = ppo.init(task, rc, jax.random.fold_in(seed_key(task.name, seed), 1),
+                          initial_actor(task, rc, seed_key(task.name, seed)))
+      return carry.policy, carry.a_opt, carry.c_opt
+    states.append(jax.eval_shape(jax.vmap(lane_state), jax.ShapeDtypeStruct((g,), jnp.int32)))
+    f32 = lambda *shape: jax.ShapeDtypeStruct((g,) + shape, jnp.float32)  # noqa: E731
+    batches.append((f32(mb, task.obs_dim), f32(mb, task.act_dim), f32(mb), f32(mb), f32(mb)))
+    mbs.append(mb)
+
+  def updates(sts, bs, lr):
+    return tuple(ppo.minibatch_update(rc, st, b, lr)[0] for st, b in zip(sts, bs))
+  fn, args = sharding.spread_plan(updates, tuple(states), tuple(batches),
+                                  jax.ShapeDtypeStruct((g,), jnp.float32), in_axes=(0, 0, 0))
   groups = _groups(config)
-  label = (f"visitation_reward PPO on {task.name}: a group of {g} lanes, {rc.num_envs} "
-           f"envs x {task.horizon} steps per iteration, minibatch {mb}, MLP {rc.hidden}; "
-           f"one minibatch update ({groups} groups x {rc.iterations} iterations x "
-           f"{rc.epochs} epochs x {rc.minibatches} minibatches)")
+  label = (f"visitation_reward PPO on {'+'.join(names)}: a group of {g} lanes, "
+           f"{rc.num_envs} envs per iteration, minibatches {'/'.join(map(str, mbs))}, MLP "
+           f"{rc.hidden}; one minibatch update per task ({groups} groups x "
+           f"{rc.iterations} iterations x {rc.epochs} epochs x {rc.minibatches} minibatches)")
   return planner.Plan(fn, args, steps=groups * rc.iterations * rc.epochs * rc.minibatches,
                       label=label)
 
