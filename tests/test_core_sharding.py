@@ -134,6 +134,25 @@ def test_spread_donates_a_chunked_state():
   np.testing.assert_allclose(state, want, rtol=1e-6)
 
 
+def test_spread_passes_compiler_options_to_xla():
+  """Options reach XLA's compile (an unknown one is refused there), and a smoke-speed
+  compile keeps spread's padding and donation."""
+  fn = lambda s, k: jnp.tanh(s * 0.5 + k)
+  fast = sharding.spread(fn, in_axes=(0, None), donate_argnums=(0,),
+                         compiler_options={"xla_backend_optimization_level": 0})
+  init = jnp.arange(8 * 3, dtype=jnp.float32).reshape(8, 3) / 30
+  state = fast(init, jnp.float32(0.1))
+  prev, state = state, fast(state, jnp.float32(0.2))
+  assert prev.is_deleted() and not init.is_deleted() and state.shape == (8, 3)
+  np.testing.assert_allclose(fast(init[:5], jnp.float32(0.1)),
+                             np.tanh(np.asarray(init[:5]) * 0.5 + 0.1), rtol=1e-5)
+  want = np.tanh(np.tanh(np.asarray(init) * 0.5 + 0.1) * 0.5 + 0.2)
+  np.testing.assert_allclose(state, want, rtol=1e-5)
+  bad = sharding.spread(fn, in_axes=(0, None), compiler_options={"no_such_xla_option": 1})
+  with pytest.raises(Exception, match="no_such_xla_option"):
+    bad(init, jnp.float32(0.1))
+
+
 def test_spread_plan_compiles_the_program_spread_runs():
   fn = lambda x, w: jnp.tanh(x @ w).sum()
   w = jnp.ones((3, 2), jnp.float32)

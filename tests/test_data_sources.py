@@ -1,6 +1,5 @@
 """Data sources: pure (seed, step) batches, process slices, IDX parsing, TFDS offline."""
 import gzip
-import os
 import struct
 
 import numpy as np

@@ -235,7 +235,7 @@ def test_one_hot_gamma_gives_hdlm_elbo_per_sample():
   P = np.stack([xhat[..., assign == c].sum(-1) for c in range(Cb)], -1)
   Pcx = np.take_along_axis(P, assign[x][..., None], -1)[..., 0]
   xx = np.take_along_axis(xhat, x[..., None], -1)[..., 0]
-  a, c = (1 - t), -(1 - t) * np.log1p(-t)
+  c = -(1 - t) * np.log1p(-t)
   m = t + (1 - t) * np.log1p(-t)
   w_m = (c / (1 - t) / m)[:, None]    # m'_t / m_t, m' = -ln(1-t)
   w_c = (1 / c)[:, None]              # -alpha'_t / c_t

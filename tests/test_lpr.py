@@ -1,5 +1,4 @@
 """Tests for lpr: quantizer properties, the LPR transform, AUROC, datasets, detectors."""
-import os
 
 import chex
 import jax

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from typing import Any, Callable
+from typing import Callable
 
 import jax
 

@@ -113,12 +113,12 @@ def pad_leading(tree, n_to: int):
   return jax.tree.map(pad, tree)
 
 
-def _spread_jit(vmapped, m: Mesh, axes, donate_argnums=()):
+def _spread_jit(vmapped, m: Mesh, axes, donate_argnums=(), compiler_options=None):
   split = NamedSharding(m, spread_spec(m))
   repl = NamedSharding(m, P())
   return jax.jit(vmapped, in_shardings=tuple(split if ax is not None else repl
                                              for ax in axes), out_shardings=split,
-                 donate_argnums=donate_argnums)
+                 donate_argnums=donate_argnums, compiler_options=compiler_options)
 
 
 def spread_mesh(m: Mesh, n: int) -> Mesh:
@@ -147,7 +147,8 @@ def _leading(args, axes) -> int:
   return sizes.pop()
 
 
-def spread(fn: Callable, mesh: Mesh | None = None, *, in_axes=0, donate_argnums=()):
+def spread(fn: Callable, mesh: Mesh | None = None, *, in_axes=0, donate_argnums=(),
+           compiler_options: dict | None = None):
   """`fn` vmapped over the leading axis of its arguments, that axis split over the mesh.
 
   Returns a callable with fn's arguments; `in_axes` is 0 (mapped) or None (replicated)
@@ -163,6 +164,9 @@ def spread(fn: Callable, mesh: Mesh | None = None, *, in_axes=0, donate_argnums=
   callable returned on its previous call are donated: any other argument (the caller's
   initial state, which it may still use) is copied first, so donation never deletes an
   array the caller did not get from here.
+
+  `compiler_options` go to XLA's compile (e.g. `{"xla_backend_optimization_level": 0}`
+  for smoke runs, which compile about twice as fast and run slower).
   """
   vmapped = jax.vmap(fn, in_axes=in_axes)
   cache = {"returned": {}}
@@ -188,7 +192,7 @@ def spread(fn: Callable, mesh: Mesh | None = None, *, in_axes=0, donate_argnums=
             else jax.device_put(a, repl) for a, ax in zip(args, axes)]
     key = m.size
     if key not in cache:  # one jit per mesh; it retraces only for new shapes
-      cache[key] = _spread_jit(vmapped, m, axes, donate_argnums)
+      cache[key] = _spread_jit(vmapped, m, axes, donate_argnums, compiler_options)
     out = cache[key](*args)
     if n != n_pad:
       out = jax.tree.map(lambda x: x[:n], out)
@@ -199,7 +203,8 @@ def spread(fn: Callable, mesh: Mesh | None = None, *, in_axes=0, donate_argnums=
   return call
 
 
-def spread_plan(fn: Callable, *args, mesh: Mesh | None = None, in_axes=0, donate_argnums=()):
+def spread_plan(fn: Callable, *args, mesh: Mesh | None = None, in_axes=0, donate_argnums=(),
+                compiler_options: dict | None = None):
   """(jitted program, abstract arguments) of `spread(fn)(*args)`, for `core.planner.Plan`.
 
   `args` may be arrays or `jax.ShapeDtypeStruct`s (nothing is allocated): the mapped
@@ -219,4 +224,5 @@ def spread_plan(fn: Callable, *args, mesh: Mesh | None = None, in_axes=0, donate
     return jax.ShapeDtypeStruct(shape, x.dtype, sharding=repl if ax is None else split)
 
   out = tuple(jax.tree.map(lambda x, ax=ax: abstract(x, ax), a) for a, ax in zip(args, axes))
-  return _spread_jit(jax.vmap(fn, in_axes=in_axes), m, axes, donate_argnums), out
+  return (_spread_jit(jax.vmap(fn, in_axes=in_axes), m, axes, donate_argnums,
+                      compiler_options), out)

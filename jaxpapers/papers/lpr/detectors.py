@@ -343,30 +343,6 @@ def member(cfg: DetectorConfig, dim: int):
   return one
 
 
-def _with_options(fn, opts: dict):
-  """`sharding.spread(fn)` compiled with XLA options (spread itself takes none).
-
-  The same program: `spread_plan` gives spread's jitted function and the padded, sharded
-  abstract arguments; this compiles it once per shape with `opts` and places the
-  arguments as spread does (mapped ones padded by repeating the last row).
-  """
-  cache = {}
-
-  def call(*args):
-    prog, abstract = sharding.spread_plan(fn, *args, in_axes=RUN_AXES)
-    key = tuple((a.shape, str(a.dtype)) for a in jax.tree.leaves(abstract))
-    if key not in cache:
-      cache[key] = prog.lower(*abstract).compile(compiler_options=opts)
-    n = args[0].shape[0]
-    placed = []
-    for a, ab, ax in zip(args, abstract, RUN_AXES):
-      if ax == 0:
-        a = sharding.pad_leading(a, jax.tree.leaves(ab)[0].shape[0])
-      placed.append(jax.tree.map(lambda x, s: jax.device_put(x, s.sharding), a, ab))
-    return jax.tree.map(lambda x: x[:n], cache[key](*placed))
-  return call
-
-
 @functools.lru_cache(maxsize=None)
 def _compiled(cfg: DetectorConfig, dim: int, opt_level: int):
   """The vmapped program over runs, split over every device (`core.sharding.spread`)."""
@@ -375,7 +351,8 @@ def _compiled(cfg: DetectorConfig, dim: int, opt_level: int):
     return sharding.spread(one, in_axes=RUN_AXES)
   # XLA's backend optimization level trades compile time for run time: 0 compiles ~2x
   # faster and runs ~2x slower, the right choice for smoke runs and tests.
-  return _with_options(one, {"xla_backend_optimization_level": opt_level})
+  return sharding.spread(one, in_axes=RUN_AXES,
+                         compiler_options={"xla_backend_optimization_level": opt_level})
 
 
 def fit(cfg: DetectorConfig, stacked, ds_idx, seeds, bits, opt_level: int = -1):
