@@ -41,14 +41,18 @@ def get_config(arg=None):
       # batch 512, 1M steps; C=64 clusters is our assumption (the abstract gives none).
       paper_args=dict(dim=768, layers=12, n_heads=12, clusters=64, seq_len=1024,
                       batch_size=512, steps=1000000, vocab_size=50257, tokenizer="bpe",
-                      compute_dtype="bfloat16", log_every=1000, eval_every=50000),
+                      compute_dtype="bfloat16", log_every=1000, eval_every=50000,
+                      # 64 rows per device in 16 accumulated slices of 4: the logits of
+                      # 4 x 1024 x 50257 tokens at a time (nn/lm.py, train.microbatches)
+                      microbatches=16),
       smoke=False, paper=False, mesh=("data:-1",), compute_dtype="float32", seed=0,
       kind="lhdlm", corpus="synthetic", path="", tokenizer="byte", vocab_size=256,
       max_chars=0, syn_tokens=200000, syn_classes=4, syn_per_class=8, syn_functions=6,
       syn_p_function=0.4, syn_overlap=0.0,
       dim=64, layers=2, n_heads=4, clusters=4, gamma=1.0, reg=0.1, gamma_init_std=1.0,
       gamma_lr_mult=10.0, kmeans_tokens=200000,
-      lr=3e-3, weight_decay=0.0, steps=600, batch_size=32, seq_len=64, seeds=1, lrs=(0.0,),
+      lr=3e-3, weight_decay=0.0, steps=600, batch_size=32, microbatches=1, seq_len=64,
+      seeds=1, lrs=(0.0,),
       eval_windows=64, samples=4, log_every=50, eval_every=300,
       sample_steps=64, sample_n=4, sample_method="ancestral",
       # the study's size: what 2 shared CPU cores train in ~20 minutes for ~10 populations
@@ -113,6 +117,7 @@ def get_config(arg=None):
   c.train = ml_collections.ConfigDict()
   c.train.steps = arg.steps
   c.train.batch_size = arg.batch_size
+  c.train.microbatches = arg.microbatches  # gradient accumulated over this many slices
   c.train.log_every = arg.log_every
   c.train.eval_every = arg.eval_every
   c.train.checkpoint_every = 300

@@ -80,6 +80,23 @@ print("RESULT " + json.dumps({{"planned": planned, "measured": status("VmHWM") -
 
 
 @pytest.mark.skipif(not os.path.exists("/proc/self/clear_refs"), reason="needs Linux /proc")
+def test_a_looped_step_is_counted_by_its_whole_equivalent():
+  """XLA counts a scan body once; `Plan.count` gives the FLOPs of the unrolled program
+  while the memory still comes from the looped one."""
+  w = jax.ShapeDtypeStruct((64, 64), jnp.float32)
+  x = jax.ShapeDtypeStruct((8, 16, 64), jnp.float32)
+  looped = jax.jit(lambda w, x: jax.lax.scan(lambda c, xi: (c + jnp.sum(xi @ w), None),
+                                             0.0, x)[0])
+  whole = jax.jit(lambda w, x: jnp.sum(x @ w))
+  once = planner.estimate(planner.Plan(looped, (w, x), steps=1), devices=1, platform="cpu")
+  counted = planner.estimate(planner.Plan(looped, (w, x), steps=1, count=(whole, (w, x))),
+                             devices=1, platform="cpu")
+  matmul = 2 * 8 * 16 * 64 * 64
+  assert once["flops_per_step"] < matmul / 4  # one body of eight
+  assert counted["flops_per_step"] == pytest.approx(matmul, rel=0.05)
+  assert counted["bytes_per_device"] == once["bytes_per_device"]
+
+
 def test_planner_memory_is_within_2x_of_a_measured_cpu_peak():
   r = subprocess.run([sys.executable, "-c", MEM_SCRIPT.format(root=ROOT)],
                      env=_runs.env_with_devices(1), capture_output=True, text=True,

@@ -115,6 +115,33 @@ def test_objective_hook_is_what_training_minimizes(corpus_file):
   assert out[1] == pytest.approx(2 * out[0], rel=1e-6)
 
 
+def test_microbatched_step_is_the_whole_batch_step(corpus_file):
+  """Accumulating the gradient over 4 slices of the batch gives the whole batch's loss,
+  gradient norm and update (a deterministic objective; the regularizer counted once)."""
+  config = lm_config(f"path={corpus_file},batch_size=8")
+  data = lm_experiment.load_data(config)
+  _, lm_model = lm_experiment.build_model(config, data.vocab_size)
+  reg = lambda p: 1e-2 * sum(jnp.sum(x ** 2) for x in jax.tree.leaves(p))
+  out = []
+  for micro in (1, 4):
+    with config.unlocked():
+      config.train.microbatches = micro
+    task = lm.make_task(config, data, lm_model, regularizer=reg)
+    state = task.init(jax.random.PRNGKey(0))
+    batch = {"tokens": jnp.asarray(task.train_batch(0, slice(None))["tokens"])}
+    assert batch["tokens"].shape[0] == 8
+    out.append(jax.jit(task.train_step)(state, batch, jax.random.PRNGKey(1), 0))
+  (s1, m1), (s4, m4) = out
+  for k in ("loss", "grad_norm"):
+    np.testing.assert_allclose(float(m4[k]), float(m1[k]), rtol=1e-5, err_msg=k)
+  for a, b in zip(jax.tree.leaves(s4["params"]), jax.tree.leaves(s1["params"])):
+    np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-4, atol=1e-6)
+  with config.unlocked():
+    config.train.microbatches = 3
+  with pytest.raises(ValueError, match="train.microbatches=3 must be >= 1 and divide"):
+    lm.make_task(config, data, lm_model)
+
+
 def test_lm_run_on_a_user_text_file_learns(corpus_file, tmp_path):
   config = lm_config(f"path={corpus_file},steps=30,lr=1e-2,log_every=1,eval_every=30,"
                      "seq_len=16,dim=16")

@@ -16,9 +16,6 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DOES_NOT_FIT = {
     "lgs": "only the seed axis is spread; one model's batch (256 x 128^2 fields) is not "
            "split over the mesh, so a single device holds all of it",
-    "lhdlm": "64 rows x 1024 positions x 50257-token logits per device and their float32 "
-             "softmax copies (~13 GB each, 211 GB of temporaries) need micro-batching or "
-             "remat of the loss, not built",
 }
 
 

@@ -38,12 +38,19 @@ PLATFORMS = {
 
 @dataclasses.dataclass
 class Plan:
-  """fn: the jitted step; args: its abstract arguments; steps: training steps of the run."""
+  """fn: the jitted step; args: its abstract arguments; steps: training steps of the run.
+
+  count: optional (fn, args) of a program with the step's FLOPs, used for the FLOPs
+  instead of `fn` (memory still comes from `fn`). XLA's cost analysis counts a while
+  loop's body once, so a step that accumulates micro-batches in `lax.scan` passes its
+  whole-batch equivalent here (compiled, never run).
+  """
   fn: Callable
   args: tuple
   steps: int
   label: str = ""
   bf16: bool = False
+  count: tuple | None = None
 
 
 def _first(x):
@@ -81,6 +88,8 @@ def estimate(plan: Plan, *, devices: int, platform: str = "h100", mfu: float = 0
     mem_cap = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / devices
   peak = bf16_peak if plan.bf16 else f32_peak
   r = compiled_costs(plan.fn, plan.args)
+  if plan.count is not None:
+    r["flops_per_device"] = compiled_costs(*plan.count)["flops_per_device"]
   step_s = r["flops_per_device"] / (peak * mfu)
   # A spread of n < devices rows runs on n devices (sharding.spread_mesh): count the
   # devices that hold a shard of an argument, so the step's FLOPs are not multiplied by

@@ -120,7 +120,9 @@ def make_task(config, data: text_lib.TokenData, model: LMModel, *, seed: int | N
   fixed keys per window: 'bpb' is their mean and 'bpb_se' the Monte-Carlo standard error
   of that mean (the spread over keys of the whole held-out estimate / sqrt(K); 0 for
   K = 1). `regularizer(params) -> scalar` is added to the training loss only (never to the
-  held-out bound); `train_metrics(params) -> {name: scalar}` joins the logged metrics."""
+  held-out bound); `train_metrics(params) -> {name: scalar}` joins the logged metrics.
+  `config.train.microbatches` (optional, default 1) accumulates the gradient over that
+  many slices of the batch, for a paper-size step whose activations do not fit."""
   seed = config.seed if seed is None else seed
   hp = {"lr": config.optim.lr, **(hparams or {})}
   unknown = set(hp) - {"lr"}
@@ -136,6 +138,14 @@ def make_task(config, data: text_lib.TokenData, model: LMModel, *, seed: int | N
   # of a row, so the loop's average over rows is sum(nats) / (ln 2 * sum(bytes)).
   bytes_per_row = float(data.token_bytes[val[:, 1:]].sum()) / len(val)
   dtype = precision.compute_dtype(config)
+  # Gradient accumulation: the step's batch in `micro` sequential slices (lax.scan), so
+  # activations and logits are held for B / micro rows at a time; the update is the one of
+  # the whole batch (up to float rounding) for a deterministic objective. A stochastic one
+  # draws slice i's noise from fold_in(rng, i): the same estimator, other draws.
+  micro = int(config.train.get("microbatches", 1))
+  if micro < 1 or B % micro:
+    raise ValueError(f"train.microbatches={micro} must be >= 1 and divide "
+                     f"train.batch_size={B}")
 
   def apply(p, tokens, **kw):  # float32 master weights, the forward pass in `dtype`
     return model.apply(precision.cast(p, dtype), tokens, **kw)
@@ -144,11 +154,35 @@ def make_task(config, data: text_lib.TokenData, model: LMModel, *, seed: int | N
     params = model.init(rng)
     return {"params": params, "opt": opt.init(params)}
 
+  def micro_grads(params, tokens, rng):
+    """Mean loss and gradient over `micro` strided slices of the batch, one at a time."""
+    # Row j * micro + i goes to slice i: a device's contiguous rows stay on that device
+    # (when micro divides its row count), so no slice moves data between devices.
+    chunks = jnp.moveaxis(tokens.reshape(tokens.shape[0] // micro, micro,
+                                         *tokens.shape[1:]), 1, 0)
+    value_grad = jax.value_and_grad(
+        lambda p, tok, r: jnp.mean(objective(apply, p, tok, r).astype(jnp.float32)))
+
+    def body(acc, xs):
+      i, tok = xs
+      loss_grads = value_grad(params, tok, jax.random.fold_in(rng, i))
+      return jax.tree.map(jnp.add, acc, loss_grads), None
+    zero = (jnp.zeros((), jnp.float32), jax.tree.map(jnp.zeros_like, params))
+    (loss, grads), _ = jax.lax.scan(body, zero, (jnp.arange(micro), chunks))
+    loss, grads = loss / micro, jax.tree.map(lambda g: g / micro, grads)
+    if regularizer is not None:
+      r, r_grads = jax.value_and_grad(regularizer)(params)
+      loss, grads = loss + r, jax.tree.map(jnp.add, grads, r_grads)
+    return loss, grads
+
   def train_step(state, batch, rng, step):
     def loss_fn(p):
       loss = jnp.mean(objective(apply, p, batch["tokens"], rng).astype(jnp.float32))
       return loss + (regularizer(p) if regularizer is not None else 0.0)
-    loss, grads = jax.value_and_grad(loss_fn)(state["params"])
+    if micro == 1:
+      loss, grads = jax.value_and_grad(loss_fn)(state["params"])
+    else:
+      loss, grads = micro_grads(state["params"], batch["tokens"], rng)
     updates, opt_state = opt.update(grads, state["opt"], state["params"])
     params = optax.apply_updates(state["params"], updates)
     extra = train_metrics(state["params"]) if train_metrics is not None else {}
