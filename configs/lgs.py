@@ -36,7 +36,11 @@ SMOKE = dict(resolution=16, ft_resolution=32, frames=8, n_train=2, n_val=1, n_te
 # (our reading; the abstract gives no width).
 PAPER = dict(resolution=128, ft_resolution=256, latent=16, width=768, depth=12, heads=12,
              batch_size=256, steps=200_000, vae_steps=100_000, frames=32, patch=4,
-             vae_widths=(128, 256, 512), seeds=1)
+             vae_widths=(128, 256, 512), seeds=1,
+             # one model's 256-row batch does not fit a device: split over the mesh
+             # (32 rows each), the gradient accumulated over 8 slices of 4 rows (the
+             # 1024^2 attention weights of 4 rows at a time)
+             batch_parallel=True, microbatches=8)
 
 
 def get_config(arg=None):
@@ -49,7 +53,7 @@ def get_config(arg=None):
       sigma_inf=0.1, fno_width=24, fno_modes=8, unet_widths=(32, 64, 96), batch_size=16,
       vae_steps=200, steps=150, vae_lr=1e-3, lr=1e-3, chunk=50, seeds=3,
       rollout_steps=20, val_steps=10, lrs=(3e-4, 1e-3, 3e-3), ft_epochs=5, ft_batch=8,
-      bf16=False, plan_trajectories=1024)
+      bf16=False, plan_trajectories=1024, batch_parallel=False, microbatches=1)
   config = ml_collections.ConfigDict()
   config.experiment = "jaxpapers.papers.lgs.experiment"
   config.seed = arg.seed
@@ -95,6 +99,8 @@ def get_config(arg=None):
   config.train.lr = arg.lr  # train.py's PFlowFT learning rate (the study tunes lrs)
   config.train.chunk = arg.chunk  # steps per scanned, checkpointed chunk
   config.train.seeds = arg.seeds
+  config.train.batch_parallel = arg.batch_parallel  # each batch over the devices (else seeds)
+  config.train.microbatches = arg.microbatches  # gradient accumulated over batch slices
   config.train.ft_epochs = arg.ft_epochs
   config.train.ft_batch = arg.ft_batch
 

@@ -13,10 +13,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 # Papers whose `:paper` step does not fit 80 GB per device yet, and why (an open gap, not
 # an exemption: the test fails once one fits, so the entry is removed with the fix).
-DOES_NOT_FIT = {
-    "lgs": "only the seed axis is spread; one model's batch (256 x 128^2 fields) is not "
-           "split over the mesh, so a single device holds all of it",
-}
+DOES_NOT_FIT: dict[str, str] = {}
 
 
 @pytest.mark.parametrize("name", reproduce.available())

@@ -8,6 +8,7 @@ step at the paper's sizes to launch/plan.py.
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 
@@ -15,6 +16,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jax.sharding import NamedSharding, PartitionSpec as P
+
+from jaxpapers.core import mesh as mesh_lib
 from jaxpapers.core import metrics as metrics_lib
 from jaxpapers.core import sharding
 from jaxpapers.core import study as study_lib
@@ -62,7 +66,8 @@ def spec(config, kind: str, steps: int | None = None, batch: int | None = None) 
                 stages=m.stages, flow_steps=m.flow_steps, sigma_max=m.sigma_max,
                 sigma_inf=m.sigma_inf, fno_width=m.fno_width, fno_modes=m.fno_modes,
                 unet_widths=tuple(m.unet_widths), batch=batch or t.batch_size,
-                steps=t.steps if steps is None else steps, bf16=config.bf16)
+                steps=t.steps if steps is None else steps, bf16=config.bf16,
+                micro=t.microbatches)
 
 
 # ------------------------------------------------------------------ data
@@ -150,7 +155,8 @@ def train_vae(config, workdir, xs_train, mask, seeds, tag="vae", log=print, step
       [T.init_member(sp, 1000 + s, lr or config.train.vae_lr, shape) for s in seeds])
   data = dict(x=jnp.asarray(xs_train), mask=jnp.asarray(mask))
   ck = os.path.join(workdir, "ckpt", tag) if workdir else None
-  return T.fit(sp, mem, data, 1.0, chunk=config.train.chunk, ckpt_dir=ck, log=log, tag=tag)
+  return T.fit(sp, mem, data, 1.0, chunk=config.train.chunk, ckpt_dir=ck, log=log, tag=tag,
+               batch_parallel=config.train.batch_parallel)
 
 
 _JITS = {}
@@ -192,7 +198,7 @@ def train_dynamics(config, workdir, kind, data_x, mask, res, seeds, lrs, tag, lo
     data = dict(x=jnp.asarray(data_x), mask=jnp.asarray(mask))
   ck = os.path.join(workdir, "ckpt", tag) if workdir else None
   out, curve = T.fit(sp, mem, data, res, chunk=config.train.chunk, ckpt_dir=ck, log=log,
-                     tag=tag)
+                     tag=tag, batch_parallel=config.train.batch_parallel)
   return out, curve, members
 
 
@@ -290,7 +296,8 @@ def run_study(config, workdir):
 
 
 def plan(config):
-  """One PFlowFT training step (batch train.batch_size) per seed, seeds spread."""
+  """One PFlowFT training step (batch train.batch_size) per seed: seeds spread, or with
+  train.batch_parallel (the :paper config) every batch split over the devices."""
   from jaxpapers.core import planner  # pylint: disable=g-import-not-at-top
   sp = spec(config, "lgs")
   h = config.data.resolution // 4
@@ -302,10 +309,22 @@ def plan(config):
               mask=jax.ShapeDtypeStruct((n_shard, pdes.C), jnp.float32))
   start = jax.ShapeDtypeStruct((), jnp.int32)
   res = jax.ShapeDtypeStruct((), jnp.float32)
-  fn, args = sharding.spread_plan(T.make_chunk(sp, 1), mem, data, start, res,
-                                  in_axes=(0, None, None, None))
+  def program(sp):  # the program fit runs
+    axes = (0, None, None, None)
+    if config.train.batch_parallel:  # each batch split over the devices
+      repl = NamedSharding(mesh_lib.make_mesh(), P())
+      return T.batch_parallel_chunk(sp, 1, axes), jax.tree.map(
+          lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=repl),
+          (mem, data, start, res))
+    return sharding.spread_plan(T.make_chunk(sp, 1), mem, data, start, res, in_axes=axes)
+  fn, args = program(sp)
+  # XLA counts the accumulation loop's body once: the FLOPs are the whole batch's step.
+  count = program(dataclasses.replace(sp, micro=1)) if sp.micro > 1 else None
   n_params = sum(int(np.prod(x.shape)) for x in jax.tree.leaves(mem["params"])) // M
-  return planner.Plan(fn=fn, args=args, steps=config.train.steps, bf16=config.bf16,
-                      label=f"lgs PFlowFT step: {M} seeds x batch {sp.batch}, latent "
+  return planner.Plan(fn=fn, args=args, steps=config.train.steps, bf16=config.bf16, count=count,
+                      label=f"lgs PFlowFT step: {M} seeds x batch {sp.batch}"
+                            f"{' split over devices' if config.train.batch_parallel else ''}"
+                            f" in {sp.micro} micro-batches"
+                            f", latent "
                             f"{h}x{h}x{config.model.latent}, width {sp.width} depth "
                             f"{sp.depth} ({n_params / 1e6:.1f} M params/seed)")

@@ -1,7 +1,8 @@
 """LGS (arXiv 2602.11229): training and rollouts of PhyVAE, PFlowFT and every baseline.
 
 One trainer serves all models: members (seeds x learning rates) are vmapped and spread
-over the mesh (`core.sharding.spread`), steps run in `lax.scan` chunks, batches are drawn
+over the mesh (`core.sharding.spread`), or, at the paper's size, each batch is split over
+the devices (`batch_parallel_chunk`), steps run in `lax.scan` chunks, batches are drawn
 inside the program from `fold_in(member key, step)` (so a resumed run draws the same
 batches), and each chunk's state can be checkpointed through `core.checkpoint`.
 
@@ -22,7 +23,10 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from jax.sharding import NamedSharding, PartitionSpec as P
+
 from jaxpapers.core import checkpoint as checkpoint_lib
+from jaxpapers.core import mesh as mesh_lib
 from jaxpapers.core import sharding
 from jaxpapers.papers.lgs import flows
 from jaxpapers.papers.lgs import models
@@ -55,6 +59,7 @@ class Spec:
   steps: int = 1000
   warmup: float = 0.05
   bf16: bool = False
+  micro: int = 1  # gradient accumulated over this many slices of each batch
 
   def net(self):
     dt = jnp.bfloat16 if self.bf16 else jnp.float32
@@ -152,8 +157,11 @@ def init_member(spec: Spec, seed: int, lr: float, frame_shape):
               lr=jnp.float32(lr), loss=jnp.float32(0.0))
 
 
-def make_chunk(spec: Spec, chunk: int):
-  """member_state, data, start, res_std -> member_state after `chunk` steps."""
+def make_chunk(spec: Spec, chunk: int, rows=None):
+  """member_state, data, start, res_std -> member_state after `chunk` steps.
+
+  rows: a sharding for each batch's leading (row) axis, or None: with one, XLA splits the
+  batch's forward and backward over it and all-reduces the gradient (data parallel)."""
   tx = optimizer()
 
   def run(state, data, start, res_std):
@@ -162,8 +170,13 @@ def make_chunk(spec: Spec, chunk: int):
       key = jax.random.fold_in(st["key"], step)
       kb, kl = jax.random.split(key)
       batch = sample_batch(data, kb, spec.batch, spec.context)
-      (loss, _), g = jax.value_and_grad(
-          lambda p: loss_fn(spec, p, batch, kl, res_std), has_aux=True)(st["params"])
+      if rows is not None:
+        batch = jax.tree.map(lambda a: jax.lax.with_sharding_constraint(a, rows), batch)
+      if spec.micro == 1:
+        (loss, _), g = jax.value_and_grad(
+            lambda p: loss_fn(spec, p, batch, kl, res_std), has_aux=True)(st["params"])
+      else:
+        loss, g = _accumulated_grad(spec, st["params"], batch, kl, res_std)
       upd, opt = tx.update(g, st["opt"], st["params"])
       scale = st["lr"] * lr_at(spec, step)
       params = jax.tree.map(lambda p, u: p - scale * u, st["params"], upd)
@@ -174,23 +187,64 @@ def make_chunk(spec: Spec, chunk: int):
   return run
 
 
+def _accumulated_grad(spec: Spec, params, batch, rng, res_std):
+  """Mean loss and gradient over spec.micro strided row slices of the batch, in turn.
+
+  Row j * micro + i goes to slice i, so a device's rows stay on it (batch_parallel); slice
+  i draws its noise from fold_in(rng, i): the same estimator as the whole batch, other
+  draws. Held in memory: one slice's activations (the paper's 1024^2 attention weights)."""
+  m = spec.micro
+  slices = jax.tree.map(
+      lambda a: jnp.moveaxis(a.reshape((a.shape[0] // m, m) + a.shape[1:]), 1, 0), batch)
+  value_grad = jax.value_and_grad(
+      lambda p, b, r: loss_fn(spec, p, b, r, res_std)[0])
+
+  def body(acc, xs):
+    i, b = xs
+    return jax.tree.map(jnp.add, acc, value_grad(params, b, jax.random.fold_in(rng, i))), None
+  zero = (jnp.zeros((), jnp.float32), jax.tree.map(jnp.zeros_like, params))
+  (loss, g), _ = jax.lax.scan(body, zero, (jnp.arange(m), slices))
+  return loss / m, jax.tree.map(lambda x: x / m, g)
+
+
 _CHUNKS = {}
 
 
+def batch_parallel_chunk(spec: Spec, chunk: int, in_axes):
+  """The vmapped chunk over every device with each member's batch rows split over them.
+
+  For a paper-size model whose batch does not fit one device (and for seeds < devices):
+  members and data are replicated, every device computes batch / devices rows of every
+  member. `spread` instead gives each device whole members."""
+  n = jax.device_count()
+  if spec.batch % n:
+    raise ValueError(f"batch_parallel: the batch {spec.batch} must be divisible by the "
+                     f"{n} devices")
+  mesh = mesh_lib.make_mesh()
+  repl = NamedSharding(mesh, P())
+  return jax.jit(jax.vmap(make_chunk(spec, chunk, NamedSharding(mesh, P("data"))),
+                          in_axes=in_axes), in_shardings=repl, out_shardings=repl)
+
+
 def fit(spec: Spec, members, data, res_std, *, chunk: int = 50, ckpt_dir: str | None = None,
-        log=print, tag: str = ""):
+        log=print, tag: str = "", batch_parallel: bool = False):
   """Trains stacked members (leading axis M) for spec.steps; returns (members, curve).
 
   data: dict(x, mask) shared by every member, or with a leading member axis M when
   `res_std` is an array [M] (each member its own data: latents of its own seed's VAE).
   curve: [(step, mean loss per member)] at every chunk end. With ckpt_dir, every chunk
-  is checkpointed and a restarted call resumes from the newest one.
+  is checkpointed and a restarted call resumes from the newest one. `batch_parallel`
+  splits each batch over the devices instead of the members (`batch_parallel_chunk`).
   """
+  if spec.micro < 1 or spec.batch % spec.micro:
+    raise ValueError(f"train.microbatches={spec.micro} must be >= 1 and divide the "
+                     f"{spec.kind} batch {spec.batch}")
   per_member = np.ndim(res_std) == 1
-  key = (spec, chunk, per_member)
+  key = (spec, chunk, per_member, batch_parallel)
   if key not in _CHUNKS:
     axes = (0, 0, None, 0) if per_member else (0, None, None, None)
-    _CHUNKS[key] = sharding.spread(make_chunk(spec, chunk), in_axes=axes)
+    _CHUNKS[key] = (batch_parallel_chunk(spec, chunk, axes) if batch_parallel else
+                    sharding.spread(make_chunk(spec, chunk), in_axes=axes))
   fn = _CHUNKS[key]
   n_chunks = -(-spec.steps // chunk)
   state = dict(members=members, chunk=jnp.int32(0), curve=jnp.zeros((n_chunks, members["lr"].shape[0])))
