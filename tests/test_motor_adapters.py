@@ -258,6 +258,60 @@ def test_effective_rank_and_overlap_closed_forms():
   assert abs(u[4, 0]) == pytest.approx(1.0)
 
 
+def test_readout_projection_activity_overlap_and_weight_change_closed_forms():
+  # Issue 49's nulls. Two rank-one adapters whose outputs share a readout direction
+  # (e0) and differ outside it (e2 vs e3): raw overlap (v1 . v2)^2 = 1/4, half of each
+  # output direction lies in the readout span, and with the span projected out the
+  # outputs are orthogonal (overlap 0).
+  e = np.eye(8)
+  v1, v2 = (e[0] + e[2]) / np.sqrt(2), (e[0] + e[3]) / np.sqrt(2)
+  mats = np.stack([np.outer(e[5], v1), 2 * np.outer(e[6], v2)])
+  readout = e[:, :2] @ np.array([[1.0, 2.0], [0.5, -1.0]])  # spans {e0, e1}, not orthonormal
+  g = analysis.adapter_geometry(mats, [0, 1], 1, readout=readout)
+  assert g["overlap"] == pytest.approx(0.25)
+  assert g["readout_frac"] == pytest.approx(0.5)
+  assert g["overlap_noreadout"] == pytest.approx(0.0, abs=1e-12)
+  assert g["readout_frac_chance"] == pytest.approx(2 / 8)
+  assert g["overlap_noreadout_chance"] == pytest.approx(1 / 6)
+  # activity subspaces: task 0 varies along e0 + e2, task 1 along e0 + e3 (plus a
+  # constant offset, which centring removes)
+  t = np.linspace(-1, 1, 11)[:, None]
+  hs = np.stack([t * v1 + 3 * e[7], t * v2 - 2 * e[7]])[:, None]  # (tasks, 1, T, H)
+  a = analysis.activity_geometry(hs, 1, readout=readout)
+  assert a["act_overlap"] == pytest.approx(0.25)
+  assert a["act_overlap_noreadout"] == pytest.approx(0.0, abs=1e-12)
+  assert a["act_pr"] == pytest.approx(1.0)
+  same = analysis.activity_geometry(np.stack([hs[0], 2 * hs[0]]), 1)
+  assert same["act_overlap"] == pytest.approx(1.0)
+  # participation ratio of a weight change, against the closed form, and the batched
+  # version the training-curve hook uses against the one-matrix version
+  st = analysis.matrix_rank_stats(np.diag([3.0, 4.0, 0.0]))
+  assert st["pr"] == pytest.approx(625 / 337) and st["rank90"] == 2
+  rng = np.random.default_rng(0)
+  stack = rng.normal(size=(2, 3, 5, 5)) * np.array([1.0, 0.1, 0.0, 0.0, 0.0])
+  np.testing.assert_allclose(
+      experiment._batched_pr(stack),
+      [[analysis.participation_ratio(analysis.singular_values(m)) for m in row]
+       for row in stack], rtol=1e-10)
+
+
+def test_parameter_matched_baseline_and_per_kind_grids():
+  cfg = _config("steps=100,chunk=100")
+  lanes = experiment.stage1_lanes(cfg)
+  for kind in cfg.model.kinds:
+    grid = [lr for k, _, lr in lanes if k == kind and _ == cfg.seed]
+    assert tuple(grid) == experiment.kind_lrs(cfg, kind) and len(grid) >= 3
+  big = experiment.big_config(cfg)
+  assert big.model.kinds == ("multitask",) and big.model.big_hidden == 0
+  count = lambda c, kind: model.used_param_count(  # noqa: E731
+      jax.eval_shape(lambda: model.init(jax.random.key(0), kind, rollout.IN_DIM,
+                                        c.model.hidden, c.model.adapters, 14,
+                                        c.model.rank, 0.01)), kind, 14, rollout.IN_DIM)
+  n_adapters, n_big, n_small = (count(cfg, "adapters"), count(big, "multitask"),
+                                count(cfg, "multitask"))
+  assert abs(n_big / n_adapters - 1) < 0.01 and n_small < n_adapters / 4
+
+
 # ----------------------------------------------------------------- training stages
 
 def _lanes(spec):
@@ -387,6 +441,39 @@ def test_drawings_loader_csv_npz_and_errors(tmp_path):
   np.savez(tmp_path / "bad.npz", paths=np.zeros((2, 3)))
   with pytest.raises(ValueError, match="shape"):
     tasks.load_drawings(str(tmp_path / "bad.npz"), 16)
+  np.savez(tmp_path / "empty.npz", paths=np.zeros((0, 2, 3, 2)))
+  with pytest.raises(ValueError, match="N, S, P >= 1"):
+    tasks.load_drawings(str(tmp_path / "empty.npz"), 16)
+  nan = dense.copy()
+  nan[0, 1, 3, 0] = np.nan
+  np.savez(tmp_path / "nan.npz", paths=nan)
+  with pytest.raises(ValueError, match="NaN"):
+    tasks.load_drawings(str(tmp_path / "nan.npz"), 16)
+  (tmp_path / "broken.npz").write_bytes(b"not a zip archive")
+  with pytest.raises(ValueError, match="not a readable npz"):
+    tasks.load_drawings(str(tmp_path / "broken.npz"), 16)
+  (tmp_path / "nan.csv").write_text("drawing,segment,x,y\nL,0,0,-0.02\nL,0,nan,-0.04\n")
+  with pytest.raises(ValueError, match="line 3: x, y must be finite"):
+    tasks.load_drawings(str(tmp_path / "nan.csv"), 16)
+  (tmp_path / "binary.csv").write_bytes(bytes(range(128, 256)))
+  with pytest.raises(ValueError, match="not a text CSV"):
+    tasks.load_drawings(str(tmp_path / "binary.csv"), 16)
+  with pytest.raises(ValueError, match="is not a file"):
+    tasks.load_drawings(str(tmp_path), 16)
+
+
+@pytest.mark.parametrize("name,error", [("missing.csv", FileNotFoundError),
+                                        ("nan.csv", ValueError)])
+def test_bad_drawings_file_fails_before_anything_trains(tmp_path, name, error):
+  # Issue 49 item 5: the drawings file is read and checked first; a bad one used to
+  # surface only after both training stages had run.
+  if name == "nan.csv":
+    (tmp_path / name).write_text("drawing,segment,x,y\nL,0,inf,0\n")
+  work = tmp_path / "work"
+  cfg = _config(f"smoke,drawings={tmp_path / name}")
+  with pytest.raises(error, match=name):
+    experiment.train_and_evaluate(cfg, str(work))
+  assert not work.exists() or not any(work.iterdir())  # nothing trained or written
 
 
 # ----------------------------------------------------------------- runs

@@ -44,10 +44,38 @@ def overlap(u, v) -> float:
   return float(np.sum((u.T @ v) ** 2) / r)
 
 
-def adapter_geometry(mats, used, r: int) -> dict:
+def orthonormal_basis(m) -> np.ndarray:
+  """Orthonormal basis (H, c) of the column span of m (H, c), full column rank."""
+  q, _ = np.linalg.qr(np.asarray(m, np.float64))
+  return q
+
+
+def complement_projector(basis) -> np.ndarray:
+  """I - Q Q^T: removes the span of the orthonormal columns of `basis` (H, c)."""
+  q = np.asarray(basis, np.float64)
+  return np.eye(q.shape[0]) - q @ q.T
+
+
+def span_fraction(u, basis) -> float:
+  """Mean squared cosine of the r-dimensional subspace u (H, r) with span(basis):
+  ||Q^T U||_F^2 / r (c/H for a random subspace and a c-dimensional span)."""
+  return float(np.sum((np.asarray(basis).T @ u) ** 2) / u.shape[1])
+
+
+def mean_pairwise_overlap(bases) -> float:
+  pairs = [overlap(bases[i], bases[j]) for i in range(len(bases))
+           for j in range(i + 1, len(bases))]
+  return float(np.mean(pairs)) if pairs else float("nan")
+
+
+def adapter_geometry(mats, used, r: int, readout=None) -> dict:
   """Effective rank of each used adapter's A_k and the mean pairwise overlap of their
   top-r output subspaces. mats (K, H, H); used: indices of adapters some primitive
-  selects."""
+  selects. With `readout` (H, 6), also: how much of each top-r output subspace lies in
+  the readout's column span (`readout_frac`; chance 6/H), and the overlap of the top-r
+  output subspaces of A_k (I - Q Q^T), i.e. after the readout span is projected out of
+  what h @ A_k reaches (`overlap_noreadout`; chance r/(H - 6)): every adapter drives the
+  same six muscles through one readout, which alone could make their outputs overlap."""
   used = sorted(set(int(k) for k in used))
   prs, r90, norms, bases = [], [], [], []
   for k in used:
@@ -56,15 +84,60 @@ def adapter_geometry(mats, used, r: int) -> dict:
     r90.append(rank_at(s, 0.9))
     norms.append(float(np.sqrt(np.sum(s**2))))
     bases.append(output_subspace(mats[k], r))
-  pairs = [overlap(bases[i], bases[j]) for i in range(len(bases))
-           for j in range(i + 1, len(bases))]
   hidden = np.asarray(mats).shape[-1]
-  return {"pr": float(np.mean(prs)) if prs else float("nan"),
-          "pr_max": float(np.max(prs)) if prs else float("nan"),
-          "rank90": float(np.mean(r90)) if r90 else float("nan"),
-          "norm": float(np.mean(norms)) if norms else float("nan"),
-          "overlap": float(np.mean(pairs)) if pairs else float("nan"),
-          "overlap_chance": r / hidden, "n_used": len(used), "prs": prs}
+  out = {"pr": float(np.mean(prs)) if prs else float("nan"),
+         "pr_max": float(np.max(prs)) if prs else float("nan"),
+         "rank90": float(np.mean(r90)) if r90 else float("nan"),
+         "norm": float(np.mean(norms)) if norms else float("nan"),
+         "overlap": mean_pairwise_overlap(bases),
+         "overlap_chance": r / hidden, "n_used": len(used), "prs": prs}
+  if readout is not None:
+    q = orthonormal_basis(readout)
+    proj = complement_projector(q)
+    out["readout_frac"] = float(np.mean([span_fraction(b, q) for b in bases]))
+    out["readout_frac_chance"] = q.shape[1] / hidden
+    out["overlap_noreadout"] = mean_pairwise_overlap(
+        [output_subspace(np.asarray(mats[k], np.float64) @ proj, r) for k in used])
+    out["overlap_noreadout_chance"] = r / (hidden - q.shape[1])
+  return out
+
+
+def matrix_rank_stats(m) -> dict:
+  """Participation ratio and rank at 90% energy of one matrix (e.g. a weight change)."""
+  s = singular_values(m)
+  return {"pr": participation_ratio(s), "rank90": rank_at(s, 0.9),
+          "norm": float(np.sqrt(np.sum(s**2)))}
+
+
+def activity_subspace(h, r: int, proj=None) -> np.ndarray:
+  """Top-r principal directions (H, r) of hidden activity h (..., H), centred over
+  samples and time (optionally after right-multiplying by a projector)."""
+  x = np.asarray(h, np.float64).reshape(-1, np.shape(h)[-1])
+  x = x - x.mean(0, keepdims=True)
+  if proj is not None:
+    x = x @ proj
+  _, _, vt = np.linalg.svd(x, full_matrices=False)
+  return vt[:r].T
+
+
+def activity_geometry(hs, r: int, readout=None) -> dict:
+  """Task representations: hs (N tasks, ..., H) hidden states while each primitive runs.
+  Mean pairwise overlap of the primitives' top-r activity subspaces (chance r/H), the
+  activity's participation ratio per primitive (of the centred activity's singular
+  values), and, with `readout`, the same overlap with the readout span projected out."""
+  hs = np.asarray(hs, np.float64)
+  bases = [activity_subspace(hs[i], r) for i in range(hs.shape[0])]
+  prs = []
+  for i in range(hs.shape[0]):
+    x = hs[i].reshape(-1, hs.shape[-1])
+    prs.append(participation_ratio(singular_values(x - x.mean(0, keepdims=True))))
+  out = {"act_overlap": mean_pairwise_overlap(bases), "act_pr": float(np.mean(prs)),
+         "act_overlap_chance": r / hs.shape[-1]}
+  if readout is not None:
+    proj = complement_projector(orthonormal_basis(readout))
+    out["act_overlap_noreadout"] = mean_pairwise_overlap(
+        [activity_subspace(hs[i], r, proj) for i in range(hs.shape[0])])
+  return out
 
 
 def random_reference(hidden: int, count: int, r: int, seed: int = 0) -> dict:

@@ -25,6 +25,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxpapers.core import checkpoint as checkpoint_lib
+from jaxpapers.core import config as config_lib
 from jaxpapers.core import metrics as metrics_lib
 from jaxpapers.core import planner
 from jaxpapers.core import sharding
@@ -57,6 +58,28 @@ def make_hp(config) -> training.Hyper:
                         code_frac=o.code_frac,
                         effort=o.effort, activity=o.activity, clip=o.clip,
                         tasks=tasks_lib.N_PRIMITIVES, fast_compile=t.fast_compile)
+
+
+def kind_lrs(config, kind: str) -> tuple:
+  """The stage-1 learning-rate grid of one kind (its own grid, else `optim.lrs`)."""
+  own = config.optim.kind_lrs.get(kind, ()) if "kind_lrs" in config.optim else ()
+  return tuple(own or ()) or tuple(config.optim.lrs)
+
+
+def stage1_lanes(config) -> list:
+  """(kind, seed, lr) of every stage-1 lane, kind-major."""
+  seeds = [config.seed + i for i in range(config.train.seeds)]
+  return [(k, s, lr) for k in config.model.kinds for s in seeds
+          for lr in kind_lrs(config, k)]
+
+
+def big_config(config):
+  """The parameter-matched multitask baseline's run: the multitask kind alone at
+  `model.big_hidden` units on its own grid (a different H is a different lane layout,
+  so it is a second program), with nothing else changed."""
+  return config_lib.lock(config_lib.override(config, {
+      "model.kinds": ("multitask",), "model.hidden": config.model.big_hidden,
+      "model.big_hidden": 0, "optim.kind_lrs.multitask": tuple(config.optim.big_lrs)}))
 
 
 def _check(config):
@@ -130,8 +153,7 @@ def plan(config) -> planner.Plan:
   _check(config)
   env, hp = make_env(config), make_hp(config)
   t = config.train
-  lanes = [(k, config.seed + i, lr) for k in config.model.kinds for i in range(t.seeds)
-           for lr in config.optim.lrs]
+  lanes = stage1_lanes(config)
   n_tasks = tasks_lib.N_PRIMITIVES
   states = jax.eval_shape(lambda: training.init_lanes(lanes, env, hp, n_tasks))
   trial = env.move_steps + env.hold_steps
@@ -142,16 +164,17 @@ def plan(config) -> planner.Plan:
   control, per_step = f2 - f1, 2 * f1 - f2
   scale = (per_step + trial * control) / flops(fn, args)
   label = (f"motor_adapters stage 1: {len(lanes)} lanes ({len(config.model.kinds)} kinds x "
-           f"{t.seeds} seeds x {len(config.optim.lrs)} lrs), GRU {hp['hidden']}, batch "
+           f"{t.seeds} seeds x per-kind lrs), GRU {hp['hidden']}, batch "
            f"{hp['batch']}, {trial}-step trials; {t.steps} steps x {scale:.2f} (the "
            f"{trial} control steps XLA counts once)")
   return planner.Plan(fn, args, steps=int(round(t.steps * scale)), label=label)
 
 
 def _run_chunks(fn, states, total: int, chunk: int, ckpt, writer, tag: str, names,
-                stop_at: int | None = None):
+                stop_at: int | None = None, on_chunk=None):
   """Runs `fn(states, start) -> (states, metrics)` from the checkpointed step to total
-  (or to `stop_at`, which simulates a killed run for the resume test)."""
+  (or to `stop_at`, which simulates a killed run for the resume test). `on_chunk(states)`
+  -> one dict per lane of extra numbers logged with the chunk's row (host-side)."""
   states, start = ckpt.restore_or(states) if ckpt else (states, 0)
   writer.truncate_after(start, splits=(tag,))  # rows at this stage's steps, split=tag
   t_run, n_run = 0.0, 0
@@ -164,10 +187,13 @@ def _run_chunks(fn, states, total: int, chunk: int, ckpt, writer, tag: str, name
     if s > start:
       t_run, n_run = t_run + dt, n_run + chunk
     metrics_lib.check_finite(s + chunk, m)
+    extra = on_chunk(states) if on_chunk else [{}] * len(names)
     row = {}
     for i, name in enumerate(names):
       for k, v in m.items():
         row[f"{tag}/{name}/{k}"] = float(v[i])
+      for k, v in extra[i].items():
+        row[f"{tag}/{name}/{k}"] = float(v)
     writer.write(s + chunk, row, split=tag)
     if ckpt:
       ckpt.save(s + chunk, states)
@@ -190,6 +216,44 @@ def _stroke_err(dist_steps, ids, steps: int, first: bool) -> float:
   return float(d[pick].mean())
 
 
+def _batched_pr(mats) -> np.ndarray:
+  """Participation ratio of each matrix in a stack (..., H, H)."""
+  s2 = np.linalg.svd(np.asarray(mats, np.float64), compute_uv=False) ** 2
+  den = np.sum(s2**2, -1)
+  return np.where(den > 0, np.sum(s2, -1) ** 2 / np.where(den > 0, den, 1.0), 0.0)
+
+
+def _geometry_hook(wh0):
+  """on_chunk hook of stage 1: the effective rank over training of each lane's
+  recurrent weight change (the candidate block W_hn - its initial value, the block the
+  adapters perturb; every kind) and of its used adapters' A_k (adapter kinds)."""
+  def hook(states):
+    p = jax.device_get({"bank": states["params"]["bank"], "wh": states["params"]["core"]["wh"],
+                        "code": states["params"]["code"], "kid": states["kid"]})
+    hidden = p["wh"].shape[1]
+    low = np.einsum("lkir,lkrh->lkih", p["bank"]["u"], p["bank"]["v"])[:, :, :hidden]
+    a = p["bank"]["a"] + low
+    pr_dw = _batched_pr((p["wh"] - wh0)[:, :, 2 * hidden:])
+    pr_a = _batched_pr(a)  # (lanes, K)
+    out = []
+    for i, kid in enumerate(p["kid"]):
+      e = {"pr_dw": pr_dw[i]}
+      if kid != 2:
+        e["pr_adapter"] = float(np.mean(pr_a[i, sorted(set(np.argmax(p["code"][i], -1)))]))
+      out.append(e)
+    return out
+  return hook
+
+
+def _curves(workdir: str, tag: str, name: str, keys) -> dict:
+  """Per-chunk values of one lane from metrics.jsonl (the training curves)."""
+  rows = [r for r in metrics_lib.read_metrics(workdir, tag) if f"{tag}/{name}/{keys[0]}" in r]
+  out = {"step": [int(r["step"]) for r in rows]}
+  for k in keys:
+    out[k] = [r.get(f"{tag}/{name}/{k}", float("nan")) for r in rows]
+  return out
+
+
 def _take(tree, idx):
   return jax.tree.map(lambda x: x[np.asarray(idx)], tree)
 
@@ -199,6 +263,10 @@ def train_and_evaluate(config, workdir: str, stop_after: int | None = None) -> d
   after that many steps (primitive steps, then policy steps) as if it were killed; a
   second call on the same workdir resumes from the checkpoints."""
   _check(config)
+  d = config.data
+  # Every input file is read and checked before anything trains (a bad drawings file
+  # used to surface only after both stages had run).
+  user_drawings = tasks_lib.load_drawings(d.drawings, DENSE) if d.drawings else None
   try:
     from jaxpapers.core import workdir as workdir_lib
     workdir_lib.check_resume(workdir, config.to_dict())
@@ -206,10 +274,9 @@ def train_and_evaluate(config, workdir: str, stop_after: int | None = None) -> d
     pass
   metrics_lib.write_config(workdir, config)
   env, hp = make_env(config), make_hp(config)
-  t, d = config.train, config.data
-  seeds = [config.seed + i for i in range(t.seeds)]
+  t = config.train
   kinds = list(config.model.kinds)
-  lanes = [(k, s, lr) for k in kinds for s in seeds for lr in config.optim.lrs]
+  lanes = stage1_lanes(config)
   names = [f"{k}/s{s}/lr{lr:g}" for k, s, lr in lanes]
   writer = metrics_lib.MetricsWriter(workdir, total_steps=t.steps + t.policy_steps)
   prim = jnp.asarray(tasks_lib.primitive_paths(env.radius, env.move_steps, env.hold_steps))
@@ -218,11 +285,12 @@ def train_and_evaluate(config, workdir: str, stop_after: int | None = None) -> d
   # ---- stage 1: primitives
   states = training.init_lanes(lanes, env, hp, n_tasks)
   code0 = np.argmax(np.array(states["params"]["code"]), -1)  # initial code (lanes, N)
+  wh0 = np.array(states["params"]["core"]["wh"])  # initial recurrent weights (lanes)
   chunk = lambda st, s: training.train_chunk(  # noqa: E731
       st, s, prim, env=env, hp=hp, length=t.chunk)
   ckpt = checkpoint_lib.Checkpointer(os.path.join(workdir, "primitives"), keep=1)
   states, sps1 = _run_chunks(chunk, states, t.steps, t.chunk, ckpt, writer, "primitives",
-                             names, stop_after)
+                             names, stop_after, on_chunk=_geometry_hook(wh0))
   if stop_after is not None and stop_after < t.steps:
     return {"interrupted_at": stop_after}
   params, kids = states["params"], states["kid"]
@@ -233,13 +301,14 @@ def train_and_evaluate(config, workdir: str, stop_after: int | None = None) -> d
                                        t.eval_starts)
   q_test, _ = rollout_lib.random_starts(env, training.lane_key(config.seed, "test"),
                                         t.eval_starts)
-  val_err, _ = jax.device_get(ev(params, kids, q_val, training.lane_key(config.seed, "kv")))
-  test_err, test_opt = jax.device_get(ev(params, kids, q_test,
-                                         training.lane_key(config.seed, "kt")))
+  val_err, _, _ = jax.device_get(ev(params, kids, q_val,
+                                    training.lane_key(config.seed, "kv")))
+  test_err, test_opt, test_hs = jax.device_get(ev(params, kids, q_test,
+                                                  training.lane_key(config.seed, "kt")))
   best_lr = {}
   for k in kinds:
     by_lr = {lr: np.mean([val_err[i].mean() for i, l in enumerate(lanes)
-                          if l[0] == k and l[2] == lr]) for lr in config.optim.lrs}
+                          if l[0] == k and l[2] == lr]) for lr in kind_lrs(config, k)}
     best_lr[k] = min(by_lr, key=by_lr.get)
   sel = [i for i, l in enumerate(lanes) if l[2] == best_lr[l[0]]]  # kind-major, seeds
   net = _take(params, sel)
@@ -299,8 +368,8 @@ def train_and_evaluate(config, workdir: str, stop_after: int | None = None) -> d
       env=env, hp=hp))
   oracle = {k: v[:, nv:] for k, v in oracle.items()}
   user = None
-  if d.drawings:
-    u_names, u_dense, u_mask = tasks_lib.load_drawings(d.drawings, DENSE)
+  if user_drawings is not None:
+    u_names, u_dense, u_mask = user_drawings
     u_f, u_t, u_m = drawing_set(env, dense=u_dense, mask=u_mask)
     u_q, _ = rollout_lib.home_start(env, len(u_names))
     user = jax.device_get(seq_eval(pp_sel, net_sel, kid_sel, u_f, u_t, u_m, u_q,
@@ -309,13 +378,27 @@ def train_and_evaluate(config, workdir: str, stop_after: int | None = None) -> d
   # ---- per-lane summary
   a_mats, _ = jax.device_get(jax.vmap(
       lambda p: model_lib.adapter_matrices(p, rollout_lib.IN_DIM))(net))
+  net_host = jax.device_get(net)
+  r_sub = config.study.subspace_rank
   rows = []
   for j, i in enumerate(sel):
     kind, seed, lr = lanes[i]
     used = sorted(set(int(o) for o in test_opt[i]))
-    geo = (analysis.adapter_geometry(a_mats[j], used, config.study.subspace_rank)
+    readout = np.asarray(net_host["out"]["w"][j])  # (H, 6)
+    geo = (analysis.adapter_geometry(a_mats[j], used, r_sub, readout=readout)
            if kind != "multitask" else {})
+    # nulls for "low rank": the recurrent weight change every kind makes (the
+    # candidate block W_hn, which the adapters perturb, and all three gates)
+    dw = np.asarray(net_host["core"]["wh"][j], np.float64) - wh0[i]
+    h_units = dw.shape[0]
+    dw_c = analysis.matrix_rank_stats(dw[:, 2 * h_units:])
+    dw_all = analysis.matrix_rank_stats(dw)
+    # task representations: the primitives' hidden-activity subspaces (every kind)
+    act = analysis.activity_geometry(test_hs[i], r_sub, readout=readout)
     pj = psel[[planes[p][0:2] for p in psel].index((kind, seed))]
+    crv = _curves(workdir, "primitives", names[i],
+                  ["err_cm", "pr_dw"] + (["pr_adapter"] if kind != "multitask" else []))
+    pcrv = _curves(workdir, "policy", pnames[pj], ["err_cm"])
     row = {"kind": kind, "seed": seed, "lr": lr, "policy_lr": planes[pj][2],
            "prim_val_cm": float(val_err[i].mean()), "prim_test_cm": float(test_err[i].mean()),
            "prim_test_per_task": [float(x) for x in test_err[i]],
@@ -332,6 +415,10 @@ def train_and_evaluate(config, workdir: str, stop_after: int | None = None) -> d
            "prim_val_all_lrs": {f"{lanes[i2][2]:g}": float(val_err[i2].mean())
                                 for i2 in range(len(lanes)) if lanes[i2][:2] == (kind, seed)},
            "letters_oracle_cm": float(oracle["per_path"][j].mean()),
+           "letters_oracle_per_drawing": [float(x) for x in oracle["per_path"][j]],
+           "dw_pr": dw_c["pr"], "dw_rank90": dw_c["rank90"], "dw_norm": dw_c["norm"],
+           "dw_all_pr": dw_all["pr"], "dw_all_rank90": dw_all["rank90"],
+           **act, "curve": crv, "policy_curve": pcrv,
            "letters_first_stroke_cm": float(_stroke_err(oracle["dist_steps"][j],
                                                         letter_ids, env.steps,
                                                         first=True)),
@@ -350,49 +437,99 @@ def train_and_evaluate(config, workdir: str, stop_after: int | None = None) -> d
   summary = {"rows": rows, "best_lr": best_lr, "best_policy_lr": best_plr,
              "letters": letter_names, "steps_per_s": {"primitives": sps1, "policy": sps2},
              "lanes": len(lanes), "policy_lanes": len(planes)}
+  main_kinds = np.array([r["kind"] for r in rows])  # the rows letters/adapters.npz hold
   for r in rows:
     writer.write(t.steps + t.policy_steps,
                  {k: v for k, v in r.items() if isinstance(v, (int, float))},
                  split=f"summary/{r['kind']}/s{r['seed']}")
   if metrics_lib.is_writer():
+    # written before the parameter-matched run too, so the main rows survive its end
     with open(os.path.join(workdir, "summary.json"), "w") as f:
       json.dump(summary, f, indent=1, default=float)
     np.savez_compressed(os.path.join(workdir, "letters.npz"), hand=le["hand"],
-                        target=le["target"], kinds=np.array([r["kind"] for r in rows]),
+                        target=le["target"], kinds=main_kinds,
                         seeds=np.array([r["seed"] for r in rows]),
                         names=np.array(letter_names),
                         steps_per_segment=env.steps, mask=np.asarray(le_m))
-    np.savez_compressed(os.path.join(workdir, "adapters.npz"), a=a_mats,
-                        kinds=np.array([r["kind"] for r in rows]))
+    np.savez_compressed(os.path.join(workdir, "adapters.npz"), a=a_mats, kinds=main_kinds)
+  if config.model.big_hidden and "multitask" in kinds:
+    # the parameter-matched baseline: both stages, selection and evaluation again for
+    # the multitask kind alone at big_hidden units (its own workdir, checkpoints, resume)
+    big = train_and_evaluate(big_config(config), os.path.join(workdir, "multitask_big"),
+                             stop_after)
+    if "interrupted_at" in big:
+      return big
+    for r in big["rows"]:
+      r["kind"] = "multitask_big"
+    summary["rows"] = rows + big["rows"]
+    summary["best_lr"]["multitask_big"] = big["best_lr"]["multitask"]
+    summary["best_policy_lr"]["multitask_big"] = big["best_policy_lr"]["multitask"]
+    summary["steps_per_s"]["multitask_big"] = big["steps_per_s"]
+    summary["lanes"] += big["lanes"]
+    summary["policy_lanes"] += big["policy_lanes"]
+    if metrics_lib.is_writer():
+      with open(os.path.join(workdir, "summary.json"), "w") as f:
+        json.dump(summary, f, indent=1, default=float)
   return summary
 
 
 def run_study(config, workdir: str) -> list[dict]:
-  """Runs train_and_evaluate and writes motor_adapters_study.{md,json} and plots."""
-  from jaxpapers.papers.motor_adapters import plots
+  """Runs train_and_evaluate, saves the raw rows first, then writes the tables
+  (motor_adapters_study.{md,json}, motor_adapters_ratios.md) and the figure
+  (`study_report`, which rebuilds them from the raw rows alone)."""
   commit = study_lib.git_commit(paths=PATHS)  # stamped before anything runs
   start = time.perf_counter()
   summary = train_and_evaluate(config, workdir)
   wall = time.perf_counter() - start
+  ref = analysis.random_reference(config.model.hidden, 14, config.study.subspace_rank)
+  raw = {"commit": commit, "wall_s": wall, "summary": summary,
+         "random_reference": {k: v for k, v in ref.items() if k != "prs"}}
+  if metrics_lib.is_writer():
+    with open(os.path.join(workdir, "motor_adapters_raw.json"), "w") as f:
+      json.dump(raw, f, indent=1, default=float)
+  return study_report(config, workdir, raw)
+
+
+def study_report(config, workdir: str, raw: dict) -> list[dict]:
+  """Tables and figure from the raw rows (and the workdir's letters/adapters npz)."""
+  from jaxpapers.papers.motor_adapters import plots
+  summary = raw["summary"]
   rows = summary["rows"]
-  a_mats = np.load(os.path.join(workdir, "adapters.npz"))["a"]
   ref = analysis.random_reference(config.model.hidden, 14, config.study.subspace_rank)
   table = plots.table_rows(rows, ref)
-  header = (f"motor_adapters study (commit {commit}); seeds={config.train.seeds}, "
-            f"H={config.model.hidden}, K={config.model.adapters}, rank R="
+  header = (f"motor_adapters study (commit {raw['commit']}); seeds={config.train.seeds}, "
+            f"H={config.model.hidden} (parameter-matched multitask: "
+            f"{config.model.big_hidden}), K={config.model.adapters}, rank R="
             f"{config.model.rank}, {config.train.steps} primitive steps x batch "
             f"{config.train.batch}, {config.train.policy_steps} policy steps; LR chosen on "
             f"validation starts: {summary['best_lr']}, policy LR on validation paths: "
-            f"{summary['best_policy_lr']}; wall {wall:.0f} s. Errors are mean hand-target "
-            "distance (cm); mean +- std over seeds.")
+            f"{summary['best_policy_lr']}; wall {raw['wall_s']:.0f} s. Errors are mean "
+            "hand-target distance (cm); mean +- std over seeds.")
   md = study_lib.write_table(workdir, "motor_adapters_study", table, header=header)
-  raw = os.path.join(workdir, "motor_adapters_raw.json")
+  ratios = study_lib.write_table(workdir, "motor_adapters_ratios",
+                                 plots.ratio_rows(rows, summary["letters"]),
+                                 header="Letters: baseline error / this model's error.")
+  curves = study_lib.write_table(workdir, "motor_adapters_curves", plots.curve_rows(rows),
+                                 header="Training curves (selected lanes, mean over seeds).")
+  last = {}
+  for kind, wd in (("multitask", workdir),
+                   ("multitask_big", os.path.join(workdir, "multitask_big"))):
+    if os.path.exists(os.path.join(wd, "metrics.jsonl")):
+      prim = metrics_lib.read_metrics(wd, "primitives")
+      if prim:
+        last[kind] = prim[-1]
+  val = {}
+  for r in rows:
+    for lr, v in r["prim_val_all_lrs"].items():
+      val.setdefault(r["kind"], {}).setdefault(lr, []).append(v)
+  val = {k: {lr: float(np.mean(v)) for lr, v in d.items()} for k, d in val.items()}
+  grid = study_lib.write_table(
+      workdir, "motor_adapters_grid", plots.grid_rows(last, val),
+      header="Every learning rate at the last stage-1 step, mean +- std over seeds.")
+  curves = curves + "\n\n" + grid
   if metrics_lib.is_writer():
-    with open(raw, "w") as f:
-      json.dump({"commit": commit, "wall_s": wall, "summary": summary,
-                 "random_reference": {k: v for k, v in ref.items() if k != "prs"}},
-                f, indent=1, default=float)
+    a_mats = np.load(os.path.join(workdir, "adapters.npz"))["a"]
     plots.study_figure(os.path.join(workdir, "motor_adapters_study.png"), rows, a_mats,
                        os.path.join(workdir, "letters.npz"))
-  print(md)
+  print(md + "\n\n" + ratios + "\n\n" + curves)
   return table

@@ -27,10 +27,12 @@ from jaxpapers.core import config as config_lib
 from jaxpapers.papers.motor_adapters import arm, experiment
 
 SMOKE = os.environ.get('JAXPAPERS_SMOKE') == '1'
-# the tiny setting (as the test suite runs it), or one seed of the study's model with
-# half its primitive steps and half its policy steps (a few minutes on a laptop CPU)
+# the tiny setting (as the test suite runs it), or one seed of the study's model with a
+# tenth of its primitive steps and policy steps, at each kind's selected learning rate,
+# without the parameter-matched baseline (a few minutes on a laptop CPU)
 config = config_lib.load('configs/motor_adapters.py:' + (
-    'smoke' if SMOKE else 'seeds=1,steps=200,policy_steps=50,policy_lrs=0.03'))
+    'smoke' if SMOKE else 'seeds=1,steps=200,policy_steps=100,policy_lrs=0.03,'
+    'lrs_adapters=0.003,lrs_lowrank=0.01,lrs_multitask=0.01,big_hidden=0'))
 print('primitive steps', config.train.steps, 'policy steps', config.train.policy_steps,
       'kinds', config.model.kinds)"""
 

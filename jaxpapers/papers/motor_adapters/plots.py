@@ -7,7 +7,8 @@ import numpy as np
 from jaxpapers.papers.motor_adapters import analysis
 
 LABELS = {"adapters": "adapter bank (full rank)", "lowrank": "adapter bank (rank R)",
-          "multitask": "multitask GRU (task inputs)"}
+          "multitask": "multitask GRU (task inputs, same H)",
+          "multitask_big": "multitask GRU (task inputs, parameter-matched H)"}
 
 
 def _ms(values) -> str:
@@ -17,39 +18,151 @@ def _ms(values) -> str:
   return f"{v.mean():.3g} +- {v.std():.2g}"
 
 
+def _kinds(rows):
+  return [k for k in LABELS if any(r["kind"] == k for r in rows)]
+
+
 def table_rows(rows, ref) -> list[dict]:
   """One row per model kind: mean +- std over seeds."""
   out = []
-  kinds = [k for k in ("adapters", "lowrank", "multitask") if any(r["kind"] == k for r in rows)]
-  mt = {r["seed"]: r["letters_cm"] for r in rows if r["kind"] == "multitask"}
-  mto = {r["seed"]: r["letters_oracle_cm"] for r in rows if r["kind"] == "multitask"}
-  for k in kinds:
+  for k in _kinds(rows):
     rs = [r for r in rows if r["kind"] == k]
+    grid = sorted(float(x) for x in rs[0]["prim_val_all_lrs"])
     row = {"model": LABELS[k], "params": rs[0]["params"],
+           "lr (grid)": f"{rs[0]['lr']:g} ({', '.join(f'{x:g}' for x in grid)})",
            "primitives test (cm)": _ms([r["prim_test_cm"] for r in rs]),
            "OOD val paths (cm)": _ms([r["seq_val_cm"] for r in rs]),
-           "OOD letters (cm)": _ms([r["letters_cm"] for r in rs]),
-           "multitask / this (letters)": _ms([mt[r["seed"]] / r["letters_cm"]
-                                              for r in rs if r["seed"] in mt]),
+           "letters, learned policy (cm)": _ms([r["letters_cm"] for r in rs]),
+           "letters, right code given (cm)": _ms([r["letters_oracle_cm"] for r in rs]),
            "policy picks own code": _ms([r["policy_correct"] for r in rs]),
-           "letters, oracle options (cm)": _ms([r["letters_oracle_cm"] for r in rs]),
-           "multitask / this (oracle)": _ms([mto[r["seed"]] / r["letters_oracle_cm"]
-                                             for r in rs if r["seed"] in mto]),
-           "oracle: 1st stroke / later (cm)":
+           "right code: 1st stroke / later (cm)":
                f"{np.mean([r['letters_first_stroke_cm'] for r in rs]):.3g} / "
                f"{np.mean([r['letters_later_strokes_cm'] for r in rs]):.3g}",
-           "options used": _ms([r["options_used"] for r in rs])}
-    if k != "multitask":
+           "options used": _ms([r["options_used"] for r in rs]),
+           "core dW PR": _ms([r.get("dw_pr", float("nan")) for r in rs]),
+           "core dW rank@90%": _ms([r.get("dw_rank90", float("nan")) for r in rs]),
+           "activity overlap": _ms([r.get("act_overlap", float("nan")) for r in rs]),
+           "activity overlap, readout out":
+               _ms([r.get("act_overlap_noreadout", float("nan")) for r in rs]),
+           "activity PR": _ms([r.get("act_pr", float("nan")) for r in rs])}
+    if k in ("adapters", "lowrank"):
       row.update({"code: primitives moved from init": _ms([r["code_changed"] for r in rs]),
                   "code: last change (step)": _ms([r["code_last_move"] for r in rs]),
                   "adapter PR": _ms([r["geo_pr"] for r in rs]),
                   "adapter rank@90%": _ms([r["geo_rank90"] for r in rs]),
-                  "subspace overlap": _ms([r["geo_overlap"] for r in rs])})
+                  "subspace overlap": _ms([r["geo_overlap"] for r in rs]),
+                  "subspace in readout span": _ms([r["geo_readout_frac"] for r in rs]),
+                  "subspace overlap, readout out":
+                      _ms([r["geo_overlap_noreadout"] for r in rs])})
     out.append(row)
+  hidden = rows[0]["act_overlap_chance"] and 2 / rows[0]["act_overlap_chance"]
   out.append({"model": f"reference: Gaussian {len(ref['prs'])} x HxH", "params": "",
               "adapter PR": f"{ref['pr']:.3g}", "adapter rank@90%": f"{ref['rank90']:.3g}",
+              "core dW PR": f"{ref['pr']:.3g}",
               "subspace overlap": f"{ref['overlap']:.3g} (chance r/H "
-                                  f"{ref['overlap_chance']:.3g})"})
+                                  f"{ref['overlap_chance']:.3g})",
+              "subspace in readout span": f"chance 6/H {6 / hidden:.3g}",
+              "subspace overlap, readout out": f"chance r/(H-6) {2 / (hidden - 6):.3g}",
+              "activity overlap": f"chance r/H {2 / hidden:.3g}"})
+  return out
+
+
+def ratio_rows(rows, letter_names) -> list[dict]:
+  """Letters: baseline / adapter-model error, for each adapter kind and each multitask
+  baseline, with the learned policy and with the right code given: the ratio of the
+  seed means, the per-seed ratio, and per letter (seed-mean ratio): the largest, the
+  smallest and how many letters the adapter model wins; 'max paired' is the largest
+  ratio of one letter in one seed."""
+  out = []
+  for k in ("adapters", "lowrank"):
+    for base in ("multitask", "multitask_big"):
+      a = {r["seed"]: r for r in rows if r["kind"] == k}
+      b = {r["seed"]: r for r in rows if r["kind"] == base}
+      seeds = sorted(set(a) & set(b))
+      if not seeds:
+        continue
+      for how, key, per in (("learned policy", "letters_cm", "letters_per_drawing"),
+                            ("right code given", "letters_oracle_cm",
+                             "letters_oracle_per_drawing")):
+        ma = np.mean([a[s][key] for s in seeds])
+        mb = np.mean([b[s][key] for s in seeds])
+        pa = np.array([a[s][per] for s in seeds])  # (seeds, letters)
+        pb = np.array([b[s][per] for s in seeds])
+        per_letter = pb.mean(0) / pa.mean(0)
+        out.append({"model": LABELS[k], "baseline": LABELS[base], "letters": how,
+                    "ratio of means": f"{mb / ma:.3g}",
+                    "per-seed ratio": _ms([b[s][key] / a[s][key] for s in seeds]),
+                    "per-letter max": f"{per_letter.max():.3g} "
+                                      f"({letter_names[int(per_letter.argmax())]})",
+                    "per-letter min": f"{per_letter.min():.3g} "
+                                      f"({letter_names[int(per_letter.argmin())]})",
+                    "letters won": f"{int((per_letter > 1).sum())} of {len(per_letter)}",
+                    "max paired (letter, seed)": f"{(pb / pa).max():.3g}"})
+  return out
+
+
+def _at(curve, key, steps):
+  st = np.asarray(curve["step"])
+  v = np.asarray(curve[key], np.float64)
+  return [float(v[np.argmin(np.abs(st - s))]) if len(st) else float("nan") for s in steps]
+
+
+def grid_rows(last_rows, prim_val=None) -> list[dict]:
+  """Every stage-1 lane at the last step, mean over seeds per (kind, lr): training
+  error, the effective rank of the recurrent weight change (W_hn - init) and of the used
+  adapters (the low-rank null: compare kinds at the same learning rate). last_rows:
+  {kind label: the last 'primitives' metrics row of its run}; prim_val: {kind: {lr:
+  validation error}} (mean over seeds) where known."""
+  out = []
+  for kind, row in last_rows.items():
+    cells = {}
+    for key, v in row.items():
+      parts = key.split("/")
+      if len(parts) != 5 or parts[0] != "primitives":
+        continue
+      _, k, _, lr, metric = parts
+      cells.setdefault((k, float(lr[2:])), {}).setdefault(metric, []).append(v)
+    for (k, lr), m in sorted(cells.items()):
+      name = kind if k == "multitask" else k
+      r = {"model": LABELS[name], "lr": f"{lr:g}",
+           "train error, last chunk (cm)": f"{np.mean(m['err_cm']):.3g}"}
+      if prim_val and name in prim_val and f"{lr:g}" in prim_val[name]:
+        r["validation error (cm)"] = f"{prim_val[name][f'{lr:g}']:.3g}"
+      r["core dW PR"] = _ms(m["pr_dw"])
+      if "pr_adapter" in m:
+        r["adapter PR"] = _ms(m["pr_adapter"])
+      out.append(r)
+  return out
+
+
+def _pick(logged, fracs):
+  """The logged steps nearest to these fractions of the last one."""
+  logged = np.asarray(logged)
+  return sorted(set(int(logged[np.argmin(np.abs(logged - f * logged.max()))])
+                    for f in fracs))
+
+
+def curve_rows(rows) -> list[dict]:
+  """Training curves of the selected lanes, mean over seeds, at a few steps: stage-1
+  training error (a chunk's mean over its sampled batches), the effective rank of the
+  recurrent weight change and of the adapters over training, the policy's error."""
+  out = []
+  for k in _kinds(rows):
+    rs = [r for r in rows if r["kind"] == k and "curve" in r]
+    if not rs:
+      continue
+    steps = _pick(rs[0]["curve"]["step"], (0.05, 0.1, 0.25, 0.5, 0.75, 1.0))
+    psteps = _pick(rs[0]["policy_curve"]["step"], (0.1, 0.25, 0.5, 0.75, 1.0))
+    series = [("stage 1 train error (cm)", "curve", "err_cm", steps),
+              ("core dW PR", "curve", "pr_dw", steps),
+              ("adapter PR", "curve", "pr_adapter", steps),
+              ("policy train error (cm)", "policy_curve", "err_cm", psteps)]
+    for name, ck, key, at in series:
+      if key not in rs[0][ck]:
+        continue
+      vals = np.mean([_at(r[ck], key, at) for r in rs], 0)
+      out.append({"model": LABELS[k], "series": name,
+                  "values at steps": ", ".join(f"{s}: {v:.3g}" for s, v in zip(at, vals))})
   return out
 
 
@@ -61,7 +174,7 @@ def study_figure(path, rows, a_mats, letters_npz):
   fig, axes = plt.subplots(2, 3, figsize=(14, 8))
   ax = axes[0, 0]
   for j, r in enumerate(rows):
-    if r["kind"] == "multitask":
+    if r["kind"] not in ("adapters", "lowrank"):  # rows of the adapter banks come first
       continue
     used = sorted(set(r["task_to_option"]))
     for k in used:
@@ -72,7 +185,7 @@ def study_figure(path, rows, a_mats, letters_npz):
   ax.set_title("adapter A_k singular values / max\n(C0 full rank, C1 rank R)")
   ax.set_xlabel("index")
   ax = axes[0, 1]
-  kinds = [k for k in ("adapters", "lowrank", "multitask") if any(r["kind"] == k for r in rows)]
+  kinds = [k for k in LABELS if any(r["kind"] == k for r in rows)]
   for i, k in enumerate(kinds):
     v = [r["letters_cm"] for r in rows if r["kind"] == k]
     w = [r["prim_test_cm"] for r in rows if r["kind"] == k]

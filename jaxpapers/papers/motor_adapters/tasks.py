@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import csv
 import os
+import zipfile
 
 import numpy as np
 
@@ -149,30 +150,53 @@ def load_drawings(path: str, points: int):
     raise FileNotFoundError(
         f"drawings file {path} not found: write a CSV with columns drawing,segment,x,y "
         "or an npz with 'paths' (N, S, P, 2) (see the motor_adapters README)")
+  if not os.path.isfile(path):
+    raise ValueError(f"drawings path {path} is not a file (a CSV drawing,segment,x,y "
+                     "or an npz with 'paths' (N, S, P, 2))")
   if path.endswith(".npz"):
-    with np.load(path) as z:
+    try:
+      z = np.load(path)  # no pickles: a non-archive raises here
+    except (OSError, EOFError, ValueError, zipfile.BadZipFile) as e:
+      raise ValueError(f"{path}: not a readable npz ({type(e).__name__}: "
+                       f"{str(e).splitlines()[0][:80]})") from None
+    if not isinstance(z, np.lib.npyio.NpzFile):
+      raise ValueError(f"{path}: not an npz archive (a single .npy array?); needs an "
+                       "array 'paths' of shape (N, S, P, 2)")
+    with z:
       if "paths" not in z:
         raise ValueError(f"{path}: npz needs an array 'paths' of shape (N, S, P, 2)")
-      paths = np.asarray(z["paths"], np.float64)
-    if paths.ndim != 4 or paths.shape[-1] != 2:
-      raise ValueError(f"{path}: 'paths' must have shape (N, S, P, 2), got {paths.shape}")
+      try:
+        paths = np.asarray(z["paths"], np.float64)
+      except (TypeError, ValueError) as e:
+        raise ValueError(f"{path}: 'paths' is not a numeric array ({e})") from None
+    if paths.ndim != 4 or paths.shape[-1] != 2 or 0 in paths.shape:
+      raise ValueError(f"{path}: 'paths' must have shape (N, S, P, 2) with N, S, P >= 1, "
+                       f"got {paths.shape}")
+    if not np.all(np.isfinite(paths)):
+      raise ValueError(f"{path}: 'paths' holds NaN or infinite values")
     out = np.stack([[_resample(seg, points) for seg in d] for d in paths])
     mask = np.ones(out.shape[:2], bool)
     return [f"drawing{i}" for i in range(len(out))], out, mask
   rows = {}
-  with open(path, newline="") as f:
-    reader = csv.DictReader(f)
-    need = {"drawing", "segment", "x", "y"}
-    if reader.fieldnames is None or not need <= set(reader.fieldnames):
-      raise ValueError(f"{path}: CSV header must contain drawing,segment,x,y; got "
-                       f"{reader.fieldnames}")
-    for r in reader:
-      try:
-        key, seg = r["drawing"], int(r["segment"])
-        xy = (float(r["x"]), float(r["y"]))
-      except (TypeError, ValueError):
-        raise ValueError(f"{path}: bad row {r}") from None
-      rows.setdefault(key, {}).setdefault(seg, []).append(xy)
+  try:
+    with open(path, newline="") as f:
+      reader = csv.DictReader(f)
+      need = {"drawing", "segment", "x", "y"}
+      if reader.fieldnames is None or not need <= set(reader.fieldnames):
+        raise ValueError(f"{path}: CSV header must contain drawing,segment,x,y; got "
+                         f"{reader.fieldnames}")
+      for line, r in enumerate(reader, start=2):
+        try:
+          key, seg = r["drawing"], int(r["segment"])
+          xy = (float(r["x"]), float(r["y"]))
+        except (TypeError, ValueError):
+          raise ValueError(f"{path}: bad row {r}") from None
+        if not np.all(np.isfinite(xy)):
+          raise ValueError(f"{path}: line {line}: x, y must be finite, got {xy}")
+        rows.setdefault(key, {}).setdefault(seg, []).append(xy)
+  except UnicodeDecodeError:
+    raise ValueError(f"{path}: not a text CSV (drawing,segment,x,y) and not named "
+                     "*.npz") from None
   if not rows:
     raise ValueError(f"{path}: no drawings")
   names = list(rows)

@@ -21,7 +21,6 @@ runs beside it. Steps run in jitted `lax.scan` chunks between checkpoints.
 from __future__ import annotations
 
 import functools
-import weakref
 import zlib
 
 import jax
@@ -65,35 +64,9 @@ def _spread(fn, in_axes, fast: bool):
   """`fn` vmapped over the lanes (leading axis), the lanes split over every device by
   `core.sharding.spread`, the lane states (argument 0) donated: each chunk's output states
   are the next chunk's input, so they reuse its memory. With `fast` (smoke settings) the
-  same spread program is compiled without LLVM optimisation, from `sharding.spread_plan`
-  (same padding, same shardings, same donation; spread itself takes no compiler
-  options)."""
-  if not fast:
-    return sharding.spread(fn, in_axes=in_axes, donate_argnums=(0,))
-  cache, returned = {}, {}
-
-  def ours(x):  # as in spread: donate only what this callable returned last time
-    ref = returned.get(id(x))
-    return ref is not None and ref() is x
-
-  def call(*args):
-    key = tuple((x.shape, x.dtype) for x in jax.tree.leaves(args))
-    if key not in cache:
-      prog, abstract = sharding.spread_plan(fn, *args, in_axes=in_axes, donate_argnums=(0,))
-      cache[key] = (prog.lower(*abstract).compile(compiler_options=_FAST), abstract)
-    compiled, abstract = cache[key]
-    args = (jax.tree.map(lambda x: x if ours(x) else jnp.array(x, copy=True), args[0]),
-            ) + tuple(args[1:])
-    n = jax.tree.leaves(args[in_axes.index(0)])[0].shape[0]
-    n_pad = jax.tree.leaves(abstract[in_axes.index(0)])[0].shape[0]
-    placed = [jax.device_put(sharding.pad_leading(a, n_pad) if ax == 0 else a,
-                             jax.tree.map(lambda x: x.sharding, ab))
-              for a, ab, ax in zip(args, abstract, in_axes)]
-    out = jax.tree.map(lambda x: x[:n], compiled(*placed))
-    returned.clear()
-    returned.update({id(x): weakref.ref(x) for x in jax.tree.leaves(out)})
-    return out
-  return call
+  program is compiled without LLVM optimisation."""
+  return sharding.spread(fn, in_axes=in_axes, donate_argnums=(0,),
+                         compiler_options=_FAST if fast else None)
 
 
 _SPREAD = {}
@@ -233,16 +206,17 @@ def train_chunk(states, start, targets_all, *, env, hp, length):
 
 def eval_primitives(params, kid, targets_all, q0, key, *, env, hp):
   """Every task from every start q0 (n, 2) with hard codes: (per-task mean distance
-  (cm), per-task selected option). One lane; vmap over lanes outside."""
+  (cm), per-task selected option, hidden states (N_tasks, n, T, H): the activity whose
+  subspaces are compared across primitives). One lane; vmap over lanes outside."""
   n_tasks = targets_all.shape[0]
   def one_task(task):
     option = primitive_options(params, kid, task[None], hp["adapters"], key, 1.0, True)[0]
     run = lambda q, k: rollout_lib.rollout(  # noqa: E731
         params, kid, env, option[None], targets_all[task][None], q, k)
-    hand, tgt, _, _ = jax.vmap(run)(q0, jax.random.split(jax.random.fold_in(key, task),
-                                                          q0.shape[0]))
+    hand, tgt, _, hs = jax.vmap(run)(q0, jax.random.split(jax.random.fold_in(key, task),
+                                                           q0.shape[0]))
     _, dist = jax.vmap(rollout_lib.tracking)(hand, tgt, jnp.ones(hand.shape[:2]))
-    return dist.mean(), jnp.argmax(option)
+    return dist.mean(), jnp.argmax(option), hs
   return jax.lax.map(one_task, jnp.arange(n_tasks))
 
 
