@@ -2,6 +2,7 @@
 ones verified independently, an unstable observer rejected), baseline gains, EKF, the
 stage-1 guarantee computations and the CSV loader."""
 import dataclasses
+import functools
 import math
 
 import jax
@@ -209,12 +210,97 @@ def test_csv_loader_roundtrip_and_errors(tmp_path):
     data_io.load_csv(bad, p, 0.04)
 
 
+# Eigenvalues of the published X-29A lateral-directional A matrices (X29_LATERAL, from
+# shahriarta/Ergodic-risk-Policy-Optimization risk-lqr-plots_ACC.py), computed once by us
+# with numpy.linalg.eigvals from those matrices (no publication of the eigenvalues was
+# found offline): roll subsidence, Dutch roll pair, a slightly divergent spiral.
+X29_EIGS = {"x29": [-2.51264, complex(-0.165304, -2.794045), complex(-0.165304, 2.794045),
+                    0.0178985],
+            "x29_pa": [-1.60831, complex(-0.246203, -1.293961),
+                       complex(-0.246203, 1.293961), 0.0324156]}
+
+
+@pytest.mark.parametrize("name", ["x29", "x29_pa"])
+def test_x29_plant_linearises_to_the_published_model(name):
+  p = plants.make_plant(name)
+  cond = "ND-UA" if name == "x29" else "ND-PA"
+  pub_A = np.array(plants.X29_LATERAL[cond]["A"])
+  # the plant's Jacobian at the trim point (phi = 0): A + G dphi/dx
+  J = np.asarray(jax.jacfwd(lambda x: p.f(x, jnp.zeros(2), jnp.zeros(1)))(
+      jnp.zeros(4, jnp.float32)), np.float64)
+  np.testing.assert_allclose(J, pub_A, atol=1e-6)
+  np.testing.assert_array_equal(p.B, np.array(plants.X29_LATERAL[cond]["B"]))
+  eig = np.sort_complex(np.linalg.eigvals(J))
+  np.testing.assert_allclose(eig, np.sort_complex(np.array(X29_EIGS[name])), atol=2e-5)
+  # Dutch roll: lightly damped (ND-UA zeta 0.059 at 2.80 rad/s; ND-PA 0.187 at 1.32)
+  dr = eig[np.argmax(eig.imag)]
+  wn, zeta = abs(dr), -dr.real / abs(dr)
+  assert (wn, zeta) == (pytest.approx(2.799 if name == "x29" else 1.3172, abs=1e-3),
+                        pytest.approx(0.0591 if name == "x29" else 0.1869, abs=1e-3))
+  # the nonlinear term is the gravity entry g cos(theta0) / V of the published A
+  assert p.G[0, 0] == pub_A[0, 3] and p.A[0, 3] == 0.0
+
+
+def test_clopper_pearson_upper_bound_hand_cases():
+  beta = 0.01
+  # k = 0: the closed form 1 - beta^(1/n) (coverage_epsilon)
+  assert observer.clopper_pearson_upper(0, 4000, beta) == pytest.approx(
+      observer.coverage_epsilon(4000, beta), rel=1e-9)
+  # n = 2, k = 1 by hand: P[Bin(2, u) <= 1] = 1 - u^2 = beta  =>  u = sqrt(1 - beta)
+  assert observer.clopper_pearson_upper(1, 2, beta) == pytest.approx(math.sqrt(0.99),
+                                                                     rel=1e-9)
+  # n = 3, k = 2: 1 - u^3 = beta
+  assert observer.clopper_pearson_upper(2, 3, beta) == pytest.approx(0.99 ** (1 / 3),
+                                                                     rel=1e-9)
+  # k = 40 of 4000: the binomial tail at the bound is beta, and the bound is above k/n
+  import scipy.stats
+  u = observer.clopper_pearson_upper(40, 4000, beta)
+  assert scipy.stats.binom.cdf(40, 4000, u) == pytest.approx(beta, rel=1e-6)
+  assert 0.01 < u < 0.02
+  assert observer.clopper_pearson_upper(5, 5, beta) == 1.0
+  with pytest.raises(ValueError, match="violations k=6"):
+    observer.clopper_pearson_upper(6, 5, beta)
+
+
+def test_uncapped_margin_is_the_solver_independent_optimum():
+  p, L, params, s_z, s_y, W2, K, A_L, capped = _certified_pendulum()
+  sdp = lmi.CertificateSDP(p.nz, 1, W2.shape[1], p.Gbar, p.Qbar, 0.1)
+  assert capped["t"] == pytest.approx(1.0, abs=1e-6)  # the cap binds: many optima
+  opt = sdp.solve(A_L, W2, K, cap=None)
+  assert opt["t"] > 1.5  # the cap hid a larger margin
+  check = lmi.verify(opt, A_L, p.Gbar, W2, K, p.Qbar, 0.1)
+  # at the optimum F + t I <= 0 is tight: the verified margin is the optimal t
+  assert check["valid"] and check["margin"] == pytest.approx(opt["t"], rel=1e-4)
+  # another solver (another path) reaches the same optimum
+  scs = lmi.CertificateSDP(p.nz, 1, W2.shape[1], p.Gbar, p.Qbar, 0.1, solver="SCS")
+  assert scs.solve(A_L, W2, K, cap=None)["t"] == pytest.approx(opt["t"], rel=2e-2)
+
+
+def test_gain_selection_picks_the_best_validation_decay_and_guards_the_trainer():
+  train, prob, trainer = _tiny_trainer()
+  grid = (0.1, 0.5, 2.0)
+  g, rows = train.select_gain(prob, grid)
+  run = train._linear_obs_eval(prob, True)
+  vals = []
+  for a in grid:  # each candidate's validation nmse, recomputed here
+    L = lmi.design_gain(prob.plant.Abar, prob.plant.Cbar, prob.plant.Gbar, prob.plant.Qbar,
+                        a)[0]
+    vals.append(train.evaluate(prob, run(jnp.asarray(L, jnp.float32), prob.data["val"]),
+                               "val")["nmse"])
+  assert g == grid[int(np.argmin(vals))] and [r["chosen"] for r in rows].count(True) == 1
+  np.testing.assert_allclose([r["val_nmse"] for r in rows], vals, rtol=1e-6)
+  other = train.build_problem(trainer.cfg, "pendulum", 0, gain_alpha=2.0)
+  with pytest.raises(ValueError, match="gain decay 2.0"):
+    trainer.run("direct", 0, 3e-3, other)
+
+
 def test_unknown_plant_is_named():
   with pytest.raises(ValueError, match="unknown plant 'moon'"):
     plants.make_plant("moon")
 
 
-def _tiny_trainer():
+@functools.lru_cache(maxsize=1)
+def _tiny_trainer():  # one compiled Trainer shared by the tests that need one
   from jaxpapers.core import config as config_lib
   from jaxpapers.papers.neural_observer import experiment, train
   config = config_lib.load("configs/neural_observer.py:smoke,total_steps=20,stage1_steps=10,"

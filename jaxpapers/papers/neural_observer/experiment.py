@@ -52,7 +52,9 @@ def _one_run(config, trainer, prob, method, seed, lr, base, total_steps=None,
   row = dict(base, method=method, lr=lr, certified=s["certified"], total_s=s["total_s"],
              time_to_cert=s["time_to_cert"], sdp_solves=s["sdp_solves"],
              val_nmse=s["best_val_nmse"], last_val_nmse=s["last_val_nmse"],
-             margin=s.get("margin", np.nan), capped=s["capped"],
+             margin=s.get("margin", np.nan), margin_capped=s.get("margin_capped", np.nan),
+             sdp_t_opt=s.get("sdp_t_opt", np.nan), gain_alpha=prob.gain_alpha,
+             capped=s["capped"],
              steps_done=s["steps_done"],
              # (wall-clock, val nmse) of every verified certificate, for matched times
              cert_trace=[[r["time_s"], r["val_nmse"]] for r in trace if r.get("valid")])
@@ -67,18 +69,32 @@ def _one_run(config, trainer, prob, method, seed, lr, base, total_steps=None,
 
 def run_plant(config, plant: str, width: int, methods, seeds, noise_scale: float = 1.0,
               baselines: bool = True, trainer=None, log=None, lrs=None,
-              total_steps=None, ckpt_root=None):
+              total_steps=None, ckpt_root=None, gain_alpha=None, gain_rows=None):
   """Rows (one per method and seed) of test metrics, certificates and timings.
 
   lrs maps method -> learning rate; a method not in it has its learning rate chosen from
   config.train.lrs on the VALIDATION split of the first seed (train.selection_score),
   every method with the same grid and the same number of updates; the run of the chosen
-  rate is that seed's row (no rerun). Returns (rows, tuning_rows, trainer, chosen).
+  rate is that seed's row (no rerun). gain_alpha: decay of the neural observers' LMI gain
+  L; None: chosen on the first seed's validation split from config.baselines.
+  luenberger_alpha like the Luenberger baseline (train.select_gain; config.model.tune_gain
+  False: config.model.alpha_gain); its candidates are appended to gain_rows. Returns
+  (rows, tuning_rows, trainer, chosen), chosen["gain_alpha"] the decay used.
   """
   cfg, rows, tuning, chosen = flat(config), [], [], dict(lrs or {})
+  if gain_alpha is None and not config.model.tune_gain:
+    gain_alpha = config.model.alpha_gain
   for seed in seeds:
-    prob = train.build_problem(cfg, plant, seed, noise_scale)
-    if trainer is None:
+    if gain_alpha is None:  # first seed: tune L's decay on its validation split
+      g, cands = train.select_gain(train.build_problem(cfg, plant, seed, noise_scale),
+                                   config.baselines.luenberger_alpha)
+      gain_alpha = g
+      if gain_rows is not None:
+        gain_rows += [dict(c, plant=plant, seed=seed, noise_scale=noise_scale,
+                           grid=list(config.baselines.luenberger_alpha)) for c in cands]
+    chosen["gain_alpha"] = float(gain_alpha)
+    prob = train.build_problem(cfg, plant, seed, noise_scale, gain_alpha=gain_alpha)
+    if trainer is None or not np.array_equal(trainer.prob.L, prob.L):
       trainer = train.Trainer(prob, width, cfg)
     base = dict(plant=plant, width=width, seed=seed, noise_scale=noise_scale)
     lin = train.linear_part_metrics(prob, "test")
@@ -147,6 +163,7 @@ def train_and_evaluate(config, workdir):
          and not isinstance(v, bool)}
     metrics_lib.check_finite(counter[0], {k: v for k, v in m.items()
                                           if k not in ("time_to_cert", "margin",
+                                                       "margin_capped", "sdp_t_opt",
                                                        "time_to_matched", "val_nmse")})
     writer.write(counter[0], dict(m, method=row["method"]))
     counter[0] += 1
@@ -169,14 +186,15 @@ def train_and_evaluate(config, workdir):
   with open(os.path.join(workdir, "rows.json"), "w") as f:
     json.dump(dict(rows=rows, lr_tuning=tuning, chosen_lr=chosen), f, indent=1, default=str)
   if config.data.csv_path:
-    _estimate_csv(config, trainer, workdir, chosen["two_stage"])
+    _estimate_csv(config, trainer, workdir, chosen["two_stage"], chosen["gain_alpha"])
   return rows
 
 
-def _estimate_csv(config, trainer, workdir, lr):
+def _estimate_csv(config, trainer, workdir, lr, gain_alpha):
   """Two-stage certified observer (first seed) run on the user's trajectories."""
   cfg = flat(config)
-  prob = train.build_problem(cfg, config.data.plant, config.seed, config.data.noise_scale)
+  prob = train.build_problem(cfg, config.data.plant, config.seed, config.data.noise_scale,
+                             gain_alpha=gain_alpha)
   params, _, s = trainer.run("two_stage", config.seed, lr, prob, cfg.sdp_solver)
   if params is None:
     print("no verified certificate for the CSV run; using the last two-stage network")

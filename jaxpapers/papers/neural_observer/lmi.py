@@ -68,11 +68,17 @@ def verify(cert: dict, A_L, G, W2, K, Q, alpha, tol: float = 1e-7) -> dict:
 
 
 class CertificateSDP:
-  """max t s.t. F(P, mu, lam) + t I <= 0, I <= P, tr P <= kappa nz, 0 <= mu, lam <= kappa.
+  """max t s.t. F(P, mu, lam) + t I <= 0, I <= P, tr P <= kappa nz, 0 <= mu, lam <= kappa,
+  t <= cap.
 
-  Written with cvxpy parameters (A_L, W2, K) so one compiled problem is re-solved as the
-  network changes (DPP). t > 0 means a strict certificate exists for these weights;
-  the returned (P, mu, lam) also define the stage-2 penalty when t <= 0.
+  Written with cvxpy parameters (A_L, W2, K, cap) so one compiled problem is re-solved as
+  the network changes (DPP). t > 0 means a strict certificate exists for these weights;
+  the returned (P, mu, lam) also define the stage-2 penalty when t <= 0. Training solves
+  with cap = 1 (any certificate with margin 1 will do, and it keeps P's scale moderate
+  for the penalty); with the cap the optimum is not unique once t = 1 is reachable, so
+  the reported margin uses `solve(..., cap=None)`: the optimal t of the uncapped problem
+  (t <= mu_j <= kappa already bounds it), a property of the weights, not of the solver's
+  path.
   """
 
   def __init__(self, nz, npp, h, G, Q, alpha, kappa=1e3, solver="CLARABEL"):
@@ -84,6 +90,8 @@ class CertificateSDP:
     self.mu = cp.Variable(npp)
     self.lam = cp.Variable(h)
     self.t = cp.Variable()
+    self.cap = cp.Parameter(nonneg=True)
+    self.kappa = kappa
     P = self.P
     ee = self.A_L.T @ P + P @ self.A_L + alpha * P
     for j in range(npp):
@@ -96,13 +104,15 @@ class CertificateSDP:
     n = nz + npp + h
     cons = [0.5 * (F + F.T) + self.t * np.eye(n) << 0, P >> np.eye(nz),
             cp.trace(P) <= kappa * nz, self.mu >= 0, self.lam >= 0, self.mu <= kappa,
-            self.lam <= kappa, self.t <= 1.0]
+            self.lam <= kappa, self.t <= self.cap]
     self.problem = cp.Problem(cp.Maximize(self.t), cons)
 
-  def solve(self, A_L, W2, K) -> dict:
+  def solve(self, A_L, W2, K, cap: float | None = 1.0) -> dict:
+    """cap=None: uncapped (t <= 2 kappa never binds since t <= mu_j <= kappa)."""
     self.A_L.value, self.W2.value, self.K.value = (np.asarray(A_L, np.float64),
                                                    np.asarray(W2, np.float64),
                                                    np.asarray(K, np.float64))
+    self.cap.value = 2.0 * self.kappa if cap is None else float(cap)
     t0 = time.perf_counter()
     try:
       self.problem.solve(solver=self.solver)

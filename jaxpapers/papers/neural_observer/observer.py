@@ -112,6 +112,19 @@ def coverage_epsilon(n: int, beta: float) -> float:
   return float(1.0 - beta ** (1.0 / n))
 
 
+def clopper_pearson_upper(k: int, n: int, beta: float) -> float:
+  """One-sided Clopper-Pearson upper bound on a violation probability from k violations in
+  n i.i.d. samples: with confidence 1 - beta the violating fraction of the domain is below
+  u, where P[Binomial(n, u) <= k] = beta, i.e. u = Beta quantile(1 - beta; k + 1, n - k).
+  k = 0 gives coverage_epsilon's 1 - beta^(1/n); k = n gives 1."""
+  if not 0 <= k <= n:
+    raise ValueError(f"violations k={k} must lie in [0, n={n}]")
+  if k == n:
+    return 1.0
+  import scipy.stats  # only the guarantees need scipy here
+  return float(scipy.stats.beta.ppf(1.0 - beta, k + 1, n - k))
+
+
 def local_radius(q, e, err_box) -> float:
   """Largest r in [0, 1] such that every sample with |e / err_box|_inf < r satisfies
   q < 0: the scaled error box r * err_box on which the sampled decrease holds."""

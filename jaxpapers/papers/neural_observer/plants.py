@@ -8,9 +8,8 @@ state z = [x; d] with the model d' = 0. Integration is a `lax.scan` of RK4 steps
 input, disturbance and measurement held over each step (zero-order hold).
 
 Plants: damped pendulum, Van der Pol oscillator, single-link flexible-joint arm (Spong),
-and an X-29-like lateral-directional aircraft model. The X-29 matrices are a labelled
-STAND-IN with the published model's structure (see README: the published numbers were not
-found with the tools available here).
+and the Grumman X-29A lateral-directional model at two published flight conditions
+(ND-UA up-and-away, ND-PA powered approach; matrices and source in X29_LATERAL).
 """
 from __future__ import annotations
 
@@ -131,32 +130,65 @@ def flexible_joint(noise=0.01):
       u_amp=1.0, d_amp=1.0, noise=noise)
 
 
-def x29_lateral(noise=0.005):
-  """X-29-like lateral-directional model, x = (beta, p, r, phi), u = (aileron, rudder).
+# Grumman X-29A lateral-directional models, states (beta [rad], p, r [rad/s], phi [rad]),
+# inputs (aileron, rudder), as published in the public repository
+# shahriarta/Ergodic-risk-Policy-Optimization, file risk-lqr-plots_ACC.py (Talebi and Li,
+# "Ergodic-Risk Constrained Policy Optimization: The Linear Quadratic Case", ACC 2025),
+# whose companion code labels them "Table 9-10 ND-PA" and "Table 13-14 ND-UA" (normal
+# digital flight-control mode, powered approach / up-and-away) of the original NASA
+# report (not named in that code; see the README). Facts (numbers), entered here by hand.
+X29_LATERAL = {
+    "ND-UA": dict(
+        A=[[-0.1596, 0.07150, -0.9974, 0.04413],
+           [-15.20, -2.602, 1.106, 0.0],
+           [6.840, -0.1026, -0.06375, 0.0],
+           [0.0, 1.0, 0.07168, 0.0]],
+        B=[[-0.5980e-03, 0.6718e-03],
+           [1.343, 0.2345],
+           [0.08974, -0.07097],
+           [0.0, 0.0]]),
+    "ND-PA": dict(
+        A=[[-0.1817, 0.1496, -0.9825, 0.1119],
+           [-3.569, -1.704, 0.9045, -0.5531e-06],
+           [1.218, -0.08208, -0.1826, -0.4630e-07],
+           [0.0, 1.0, 0.1513, 0.0]],
+        B=[[-0.4327e-03, 0.3901e-03],
+           [0.3713, 0.05486],
+           [0.02648, -0.01353],
+           [0.0, 0.0]]),
+}
 
-  STAND-IN numbers (not the published X-29 data): the stability-axis structure of the
-  4-state lateral-directional equations (Stengel, Flight Dynamics, ch. 5/7) with
-  fighter-like derivatives: Dutch roll ~ 2.2 rad/s lightly damped, fast roll mode, slow
-  spiral. Gravity enters as (g/V) sin(phi) (the nonlinear term); a side gust d enters
-  the sideslip equation. Measured: p, r, phi (rate gyros, attitude); beta is not.
+
+# Input amplitude [deg] per condition: about the excitation of the state box below.
+U_AMP = {"ND-UA": 0.35, "ND-PA": 0.6}
+
+
+def x29_lateral(noise=0.005, condition="ND-UA"):
+  """Grumman X-29A lateral-directional model at flight condition ND-UA or ND-PA.
+
+  The published linear model x' = A x + B u (X29_LATERAL) with its gravity entry
+  A[0, 3] = g cos(theta0) / V (bank angle into sideslip rate) restored to the nonlinear
+  (g cos(theta0) / V) sin(phi): the plant's linearisation at phi = 0 is the published A
+  (tests check its eigenvalues). A side gust d enters the sideslip equation. Measured:
+  p, r, phi (rate gyros, attitude); beta is not. Inputs in the report's units (deg).
   """
-  y_b, l_b, l_p, l_r, n_b, n_p, n_r = -0.25, -8.0, -2.5, 0.6, 4.5, -0.05, -0.35
-  alpha0, g_v = 0.1, 9.81 / 150.0
-  a = np.array([[y_b, np.sin(alpha0), -np.cos(alpha0), 0.0],
-                [l_b, l_p, l_r, 0.0],
-                [n_b, n_p, n_r, 0.0],
-                [0.0, 1.0, np.tan(0.05), 0.0]])
-  b = np.array([[0.0, 0.03], [8.0, 1.0], [-0.5, -2.0], [0.0, 0.0]])
+  m = X29_LATERAL[condition]
+  a, b = np.array(m["A"]), np.array(m["B"])
+  g_v = a[0, 3]
+  a = a.copy()
+  a[0, 3] = 0.0  # carried by the nonlinear term G sin(phi)
   return Plant(
-      name="x29", A=a, B=b, E=np.array([[1.0], [0.0], [0.0], [0.0]]),
+      name="x29" if condition == "ND-UA" else "x29_pa", A=a, B=b,
+      E=np.array([[1.0], [0.0], [0.0], [0.0]]),
       C=np.array([[0.0, 1.0, 0.0, 0.0], [0.0, 0.0, 1.0, 0.0], [0.0, 0.0, 0.0, 1.0]]),
       G=np.array([[g_v], [0.0], [0.0], [0.0]]), phi=lambda x: jnp.sin(x[3:4]),
       Q=np.diag([0.0, 0.0, 0.0, 1.0])[None], x_box=np.array([0.1, 0.3, 0.2, 0.4]),
-      u_amp=0.1, d_amp=0.1, noise=noise)
+      u_amp=U_AMP[condition], d_amp=0.1, noise=noise)
 
 
 PLANTS = {"pendulum": pendulum, "van_der_pol": van_der_pol,
-          "flexible_joint": flexible_joint, "x29": x29_lateral}
+          "flexible_joint": flexible_joint, "x29": x29_lateral,
+          "x29_pa": lambda noise=0.005: x29_lateral(noise, "ND-PA")}
 
 
 def make_plant(name: str, noise_scale: float = 1.0) -> Plant:

@@ -39,6 +39,7 @@ _TRAINERS = {}
 
 
 def _plant(config, plant, width, methods, seeds, **kw):
+  # run_plant builds a new Trainer when the cached one was compiled for another gain L
   rows, tuning, trainer, chosen = ex.run_plant(config, plant, width, methods, seeds,
                                                trainer=_TRAINERS.get((plant, width)), **kw)
   _TRAINERS[(plant, width)] = trainer
@@ -112,43 +113,52 @@ def _units(config):
 def _run_unit(config, workdir, unit):
   seeds = [config.seed + i for i in range(config.seeds)]
   width, kind, name = config.model.width, *unit.split("/")
-  tuning, chosen = [], {}
+  tuning, chosen, gain_rows = [], {}, []
   if kind == "systems":
-    rows, tuning, _, chosen = _plant(config, name, width, config.study.methods, seeds)
+    rows, tuning, _, chosen = _plant(config, name, width, config.study.methods, seeds,
+                                     gain_rows=gain_rows)
   elif kind == "widths":
     w, ckpt_root = int(name), None
     if w >= config.study.wide_width:  # runs of about a minute: checkpointed, resumable
       seeds = seeds[:config.study.wide_seeds]
       ckpt_root = os.path.join(workdir, "run_checkpoints")
-    lrs = {m: _chosen(workdir, "pendulum")[m] for m in config.study.width_methods}
+    pend = _chosen(workdir, "pendulum")
+    lrs = {m: pend[m] for m in config.study.width_methods}
     rows, *_ = _plant(config, "pendulum", w, config.study.width_methods, seeds,
-                      baselines=False, lrs=lrs, ckpt_root=ckpt_root)
+                      baselines=False, lrs=lrs, ckpt_root=ckpt_root,
+                      gain_alpha=pend.get("gain_alpha", config.model.alpha_gain))
     rows = [r for r in rows if r["method"] != "linear_part"]
   elif kind == "widths_long":  # two-stage with a 3x longer stage 2 at width w
     w, ckpt_root = int(name), None
     if w >= config.study.wide_width:
       seeds = seeds[:config.study.wide_seeds]
       ckpt_root = os.path.join(workdir, "run_checkpoints")
+    pend = _chosen(workdir, "pendulum")
     rows, *_ = _plant(config, "pendulum", w, ("two_stage",), seeds, baselines=False,
-                      lrs={"two_stage": _chosen(workdir, "pendulum")["two_stage"]},
-                      total_steps=_long_total(config), ckpt_root=ckpt_root)
+                      lrs={"two_stage": pend["two_stage"]},
+                      total_steps=_long_total(config), ckpt_root=ckpt_root,
+                      gain_alpha=pend.get("gain_alpha", config.model.alpha_gain))
     rows = [dict(r, method="two_stage_long") for r in rows if r["method"] != "linear_part"]
   else:
     lr = _chosen(workdir, "x29")
+    g = lr.get("gain_alpha", config.model.alpha_gain)
     if name == "nohinge":
       rows, *_ = _plant(config, "x29", width, ("two_stage_nohinge",), seeds,
-                              baselines=False, lrs={"two_stage_nohinge": lr["two_stage"]})
+                        baselines=False, lrs={"two_stage_nohinge": lr["two_stage"]},
+                        gain_alpha=g)
     elif name == "noise":
       rows, *_ = _plant(config, "x29", width, config.study.methods, seeds,
-                              noise_scale=config.study.x29_noise, lrs=lr)
+                        noise_scale=config.study.x29_noise,
+                        lrs={m: lr[m] for m in config.study.methods}, gain_alpha=g)
     else:
       rows, *_ = _plant(config, "x29", width, ("two_stage",), seeds,
                         baselines=False, lrs={"two_stage": lr["two_stage"]},
-                        total_steps=_long_total(config))
+                        total_steps=_long_total(config), gain_alpha=g)
       rows = [dict(r, method="two_stage_long") for r in rows if r["method"] != "linear_part"]
     rows = [r for r in rows if not (name == "nohinge" and r["method"] == "linear_part")]
   part = kind if kind != "x29" else f"x29_{name}"
-  return dict(rows=[dict(r, part=part) for r in rows], lr_tuning=tuning, chosen_lr=chosen)
+  return dict(rows=[dict(r, part=part) for r in rows], lr_tuning=tuning, chosen_lr=chosen,
+              gain_tuning=gain_rows)
 
 
 def run_study(config, workdir):
@@ -182,8 +192,8 @@ def write_tables(workdir):
   sys_rows = [r for r in rows if r["part"] == "systems"]
   t1 = ex.aggregate(sys_rows, ["plant", "method"],
                     ["lr", "rmse_x", "rmse_d", "nmse", "certified", "margin",
-                     "time_to_cert", "time_to_matched", "total_s", "local_radius",
-                     "violation", "coverage_eps"])
+                     "margin_capped", "time_to_cert", "time_to_matched", "total_s",
+                     "local_radius", "violation", "violation_ub"])
   t0 = [dict(plant=r["plant"], method=r["method"], lr=r["lr"],
              criterion=("certified val nmse" if r["certified"] else
                         "best val nmse" if r["method"] == "unconstrained" else
@@ -204,7 +214,9 @@ def write_tables(workdir):
   t3 = ex.aggregate(a_rows, ["part", "noise_scale", "method"],
                     ["rmse_x", "rmse_d", "nmse", "certified", "margin", "time_to_cert",
                      "total_s", "steps_done"])
-  md = (study_lib.write_table(workdir, "lr_tuning", t0, header=header, digits=4)
+  sel = _selections(sys_rows, tuning, [r for d in done for r in d.get("gain_tuning", [])])
+  md = (study_lib.write_table(workdir, "selections", sel, header=header)
+        + "\n" + study_lib.write_table(workdir, "lr_tuning", t0, header=header, digits=4)
         + "\n" + study_lib.write_table(workdir, "systems", t1, header=header)
         + "\n" + study_lib.write_table(workdir, "widths", t2, header=header)
         + "\n" + study_lib.write_table(workdir, "x29_ablations", t3, header=header))
@@ -216,6 +228,35 @@ def write_tables(workdir):
   _plot(workdir, w_rows, sys_rows)
   print(md)
   return rows
+
+
+def _selections(sys_rows, tuning, gain_rows):
+  """Every hyper-parameter selection of the systems part with its grid: the chosen
+  value(s) over seeds and whether any of them sits on an edge of the grid."""
+  out = []
+
+  def add(plant, what, picks, grid):
+    grid = sorted(float(g) for g in grid)
+    edge = sorted({p for p in picks if p in (grid[0], grid[-1])})
+    out.append(dict(plant=plant, what=what, chosen=" ".join(f"{p:g}" for p in picks),
+                    grid=" ".join(f"{g:g}" for g in grid),
+                    edge=" ".join(f"{e:g}" for e in edge) or "no"))
+  for plant in sorted({r["plant"] for r in sys_rows}):
+    for m in ex.BASELINES:
+      rs = sorted((r for r in sys_rows if r["plant"] == plant and r["method"] == m
+                   and "grid" in r), key=lambda r: r["seed"])
+      if rs:
+        add(plant, m, [float(r["hparam"]) for r in rs], rs[0]["grid"])
+    g = [r for r in gain_rows if r["plant"] == plant]
+    if g:
+      add(plant, "gain L decay (neural)", [r["gain_alpha"] for r in g if r["chosen"]],
+          [r["gain_alpha"] for r in g if np.isfinite(r["val_nmse"])])
+    for m in ("two_stage", "direct", "unconstrained"):
+      t = [r for r in tuning if r["plant"] == plant and r["method"] == m]
+      if t:
+        add(plant, f"lr {m}", [float(r["lr"]) for r in t if r["chosen"]],
+            [float(r["lr"]) for r in t])
+  return out
 
 
 def _plot(workdir, w_rows, sys_rows):

@@ -53,11 +53,14 @@ class Problem:
   data: dict
   dt: float
   alpha: float
+  gain_alpha: float  # decay rate of the LMI design of L (tuned on validation)
 
 
 def build_problem(cfg, plant_name: str, seed: int, noise_scale: float = 1.0,
-                  data: dict | None = None) -> Problem:
-  """Data of (plant, seed) from PRNGKey(seed) folded with the split (method-independent)."""
+                  data: dict | None = None, gain_alpha: float | None = None) -> Problem:
+  """Data of (plant, seed) from PRNGKey(seed) folded with the split (method-independent);
+  L from the Lipschitz-observer LMI at decay gain_alpha (default cfg.alpha_gain)."""
+  gain_alpha = float(cfg.alpha_gain if gain_alpha is None else gain_alpha)
   plant = plants_lib.make_plant(plant_name, noise_scale)
   z_box = np.concatenate([plant.x_box, 1.5 * plant.d_amp * np.ones(plant.nd)])
   err_box = cfg.err_scale * z_box
@@ -71,10 +74,16 @@ def build_problem(cfg, plant_name: str, seed: int, noise_scale: float = 1.0,
                      lambda n=n: jax.jit(lambda k: plants_lib.make_dataset(
                          plant, k, n, cfg.steps, cfg.dt, err_box)))
       data[split] = make(jax.random.fold_in(key, sid))
-  L, _ = lmi.design_gain(plant.Abar, plant.Cbar, plant.Gbar, plant.Qbar, cfg.alpha_gain)
+  L = _design_gain(plant, gain_alpha)
   s_y = jnp.asarray(np.abs(plant.C) @ plant.x_box + 1e-6)
   return Problem(plant, L, jnp.asarray(z_box), s_y, z_box, err_box, data, cfg.dt,
-                 cfg.alpha)
+                 cfg.alpha, gain_alpha)
+
+
+def _design_gain(plant, gain_alpha):
+  """The LMI gain of (plant, decay), cached: the SDP is deterministic."""
+  return _cached(("gain", plant.name, gain_alpha), lambda: lmi.design_gain(
+      plant.Abar, plant.Cbar, plant.Gbar, plant.Qbar, gain_alpha)[0])
 
 
 def evaluate(prob: Problem, zhat, split: str) -> dict:
@@ -261,6 +270,9 @@ class Trainer:
     None after k chunks (as if killed there; for the resume test).
     """
     cfg, prob = self.cfg, prob or self.prob
+    if not np.array_equal(prob.L, self.prob.L):  # L is compiled into the chunks
+      raise ValueError(f"Trainer compiled for gain decay {self.prob.gain_alpha} got a "
+                       f"problem with gain decay {prob.gain_alpha}: build a new Trainer")
     total_steps = total_steps or cfg.total_steps
     tr, va = prob.data["train"], prob.data["val"]
     plant = prob.plant
@@ -383,7 +395,14 @@ class Trainer:
                 lam=np.asarray(st["keep_lam"]))
     W2, K = self.lmi_weights(st["keep"])
     check = lmi.verify(cert, self.A_L, self.G, W2, K, self.Q, prob.alpha)
-    summary.update(margin=check["margin"], min_eig_P=check["min_eig_P"], cert=cert)
+    # The reported margin: the uncapped SDP's optimum at the kept weights, re-checked in
+    # NumPy (after total_s: not part of training). The capped solve's margin depends on
+    # which of many t = 1 solutions the solver returned (kept as margin_capped).
+    opt = sdp.solve(self.A_L, W2, K, cap=None)
+    check_opt = lmi.verify(opt, self.A_L, self.G, W2, K, self.Q, prob.alpha)
+    summary.update(margin=check_opt["margin"] if check_opt["valid"] else np.nan,
+                   sdp_t_opt=opt["t"], margin_capped=check["margin"],
+                   min_eig_P=check["min_eig_P"], cert=cert)
     return jax.tree.map(jnp.asarray, st["keep"]), trace, summary
 
   @staticmethod
@@ -434,9 +453,10 @@ def stage1_guarantees(prob: Problem, params, R, n_check: int, beta: float, seed:
   P = R.T @ R + 1e-3 * jnp.eye(R.shape[0])
   q = observer.decrease_ratio(prob.plant, prob.L, params, P, prob.s_z, prob.s_y, z, e,
                               prob.alpha)
-  viol = float(jnp.mean(q >= 0.0))
-  return dict(local_radius=observer.local_radius(q, e, prob.err_box), violation=viol,
-              coverage_eps=observer.coverage_epsilon(n_check, beta))
+  k = int(jnp.sum(q >= 0.0))
+  return dict(local_radius=observer.local_radius(q, e, prob.err_box), violation=k / n_check,
+              n_violations=k, coverage_eps=observer.coverage_epsilon(n_check, beta),
+              violation_ub=observer.clopper_pearson_upper(k, n_check, beta))
 
 
 # ---------- classical baselines, each tuned on validation ----------
@@ -459,6 +479,27 @@ def _make_linear_obs_eval(prob: Problem, use_model_phi: bool):
   return jax.jit(run)
 
 
+def select_gain(prob: Problem, grid) -> tuple:
+  """Decay rate of the neural observers' LMI gain L, chosen like the Luenberger baseline's:
+  the linear observer (network off) with L(decay) by validation nmse. Returns (decay,
+  rows of every candidate); infeasible decays are listed with nmse nan."""
+  run, rows = _linear_obs_eval(prob, True), []
+  for a in grid:
+    try:
+      L = np.asarray(_design_gain(prob.plant, float(a)), np.float32)
+      v = evaluate(prob, run(L, prob.data["val"]), "val")["nmse"]
+    except ValueError:
+      v = float("nan")
+    rows.append(dict(gain_alpha=float(a), val_nmse=v))
+  ok = [r for r in rows if np.isfinite(r["val_nmse"])]
+  if not ok:
+    raise ValueError(f"no feasible gain decay in {list(grid)} for {prob.plant.name}")
+  best = min(ok, key=lambda r: r["val_nmse"])
+  for r in rows:
+    r["chosen"] = r is best
+  return best["gain_alpha"], rows
+
+
 def tune_baselines(prob: Problem, grids) -> dict:
   """Each baseline's key hyper-parameter picked on val nmse; returns test metrics."""
   plant, out = prob.plant, {}
@@ -477,7 +518,7 @@ def tune_baselines(prob: Problem, grids) -> dict:
     if best is None:
       return
     m = evaluate(prob, runner(best[2], prob.data["test"]), "test")
-    out[name] = dict(hparam=best[1], val_nmse=best[0], **m)
+    out[name] = dict(hparam=best[1], grid=[float(c) for c in cands], val_nmse=best[0], **m)
 
   pick("luenberger", grids.luenberger_alpha,
        lambda a: lmi.design_gain(plant.Abar, plant.Cbar, plant.Gbar, plant.Qbar, a)[0],
