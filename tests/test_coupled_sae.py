@@ -186,6 +186,52 @@ def test_planted_atoms_are_recovered_by_an_oracle():
                - cfg.peak_ceiling) < 0.08
 
 
+def test_smooth_generator_is_not_topk():
+  """The second generator: exp(kappa (cos - 1)) per atom (a NumPy formula reference),
+  positive on every TR (no threshold, no TopK), so no TopK-ReLU encoder reproduces it;
+  an oracle on its activations still predicts the responses."""
+  xs = _fake_stories()
+  cfg = _sim_cfg(generator="smooth", kappa=6.0)
+  sim = simulate.simulate(xs, [0, 1, 2, 3], cfg, seed=0)
+  a = sim.atoms
+  xn = xs[4] / np.linalg.norm(xs[4], axis=1, keepdims=True)
+  ref = np.exp(6.0 * (xn @ a.directions.T - 1.0)) / a.scales
+  np.testing.assert_allclose(sim.codes[4], ref, rtol=1e-10)
+  codes = np.concatenate(sim.codes)
+  assert codes.min() > 0 and (codes > 0).sum(1).min() == cfg.n_planted > cfg.k_true
+  np.testing.assert_allclose(np.concatenate(sim.codes[:4]).std(0), 1.0, rtol=1e-6)
+  f_tr = np.concatenate([signal.make_delayed(sim.codes[i], (1, 2, 3, 4, 5, 6, 7, 8))
+                         for i in range(4)])
+  f_te = np.concatenate([signal.make_delayed(sim.codes[i], (1, 2, 3, 4, 5, 6, 7, 8))
+                         for i in (4, 5)])
+  y_tr, y_te = (np.concatenate(sim.responses[0][a:b]) for a, b in ((0, 4), (4, 6)))
+  w, _ = baselines.ridge_cv(f_tr, y_tr, baselines.story_folds([120] * 4, 4))
+  r = signal.correlation(baselines.predict(w, f_tr, y_tr, f_te), y_te)
+  ceil = simulate.noise_ceiling(np.concatenate(sim.signals[0][4:]), y_te)
+  assert r[ceil > 0.3].mean() > 0.8 * ceil[ceil > 0.3].mean()
+
+
+def test_stories_drawn_per_seed_from_the_pool():
+  from jaxpapers.papers.coupled_sae import data as data_lib  # pylint: disable=g-import-not-at-top
+  n = 38
+  stories = [features.Story(f"play{i}", ["a"], np.zeros(1), np.ones(1)) for i in range(n)]
+  pool = data_lib.Features(stories, [np.full((3, 2), i, np.float32) for i in range(n)],
+                           [[["a"]] * 3 for _ in range(n)], {"pool": list(range(n))}, None)
+  cfg = config_lib.load("configs/coupled_sae.py:n_train=24,n_val=2,n_test=2")
+  names = lambda f: {k: [f.stories[i].name for i in v] for k, v in f.split.items()}  # noqa: E731
+  a, b, a2 = (names(data_lib.for_seed(pool, cfg, s)) for s in (0, 1, 0))
+  assert a == a2 and a != b and a["test"] != b["test"]
+  for d in (a, b):
+    picked = d["train"] + d["val"] + d["test"]
+    assert len(d["train"]) == 24 and len(set(picked)) == 28       # disjoint splits
+  f0 = data_lib.for_seed(pool, cfg, 0)                            # features follow names
+  assert all(f0.x[i][0, 0] == int(f0.stories[i].name[4:]) for i in range(28))
+  fixed = config_lib.load("configs/coupled_sae.py:draw_stories=false")
+  assert names(data_lib.for_seed(pool, fixed, 5))["test"] == ["play10", "play11"]
+  with pytest.raises(ValueError, match="n_plays"):
+    data_lib.features_for(config_lib.load("configs/coupled_sae.py:n_plays=8"), None)
+
+
 def test_parcellation_and_maps():
   rng = np.random.default_rng(0)
   surf = simulate.parcellation(20, 24, rng)
@@ -258,7 +304,7 @@ def test_coupled_training_fits_voxels_and_resumes_exactly(tmp_path):
   _runs.assert_same_metrics(ck, tmp_path / "full")
   # The coupled maps learn something: training-TR correlation above the untrained zero.
   p = jax.tree.map(lambda a: a[0], full["params"])
-  _, r = methods.eval_joint(p, split, 2, 2)
+  r = np.stack(methods.eval_joint(p, split, 2, 2)[1])
   assert np.isfinite(r).all() and r.mean() > 0.1
 
 
@@ -274,7 +320,8 @@ def test_grid_spread_over_8_devices_equals_one_device():
   lrs = jnp.asarray([1e-2, 3e-3, 1e-3], jnp.float32)
   betas = jnp.asarray([1.0, 0.5, 2.0], jnp.float32)
   x = jnp.asarray(split.x)
-  data = (x, model.pad_rows(x), jnp.asarray(split.prev), jnp.asarray(split.y))
+  data = (x, model.pad_rows(x), jnp.asarray(split.prev), jnp.asarray(split.y),
+          jnp.asarray(split.vmask()))
   args = (states, lrs, betas, data, jax.random.PRNGKey(4), jnp.float32(10.0), jnp.int32(5))
   spread_out = model.make_train(spec, 12)(*args)
   ref = jax.jit(jax.vmap(model.member_run(spec, 12), in_axes=model.GRID_AXES))(*args)
@@ -313,6 +360,57 @@ def test_lebel_loader_on_generated_files(tmp_path):
     lebel.load(str(tmp_path), ["UTS01"], ["nostory"])
 
 
+def test_subjects_with_7_and_9_voxels_through_the_whole_path(tmp_path):
+  """LeBel files of subjects with 7 and 9 voxels (plus a held-out one with 8) go through
+  the loader, every method, the metrics and the top segments; the coupled model's padded
+  map columns stay exactly zero and every subject is scored on its own voxels."""
+  from jaxpapers.papers.coupled_sae import data as data_lib  # pylint: disable=g-import-not-at-top
+  from jaxpapers.papers.coupled_sae import experiment  # pylint: disable=g-import-not-at-top
+  rng = np.random.default_rng(9)
+  subs, stories = ["UTS01", "UTS02", "UTS03"], ["sa", "sb", "sc", "sd", "se"]
+  lebel.write_example(str(tmp_path / "ds"), subs, stories, (7, 9, 8), rng)
+  cfg = config_lib.load(
+      f"configs/coupled_sae.py:smoke,source=lebel,path={tmp_path / 'ds'},"
+      f"subjects={'+'.join(subs)},stories={'+'.join(stories)},n_train=3,n_val=1,n_test=1,"
+      "steps=8,ckpt_every=8,batch=16")
+  feats = data_lib.features_for(cfg, None, log=lambda *_: None)
+  resp = data_lib.responses_for(feats, cfg, 0)
+  fit = methods.fit_all(cfg, feats, resp, 0, log=lambda *_: None)
+  assert [r.shape for r in fit["joint"]["test_r"]] == [(7,), (9,)]
+  assert [r.shape for r in fit["dense"]["test_r"]] == [(7,), (9,), (8,)]
+  m = np.asarray(fit["joint"]["params"]["maps"]["m"])        # (2 fitted, F, 9)
+  assert m.shape[-1] == 9 and np.all(m[0, :, 7:] == 0) and np.abs(m[0, :, :7]).max() > 0
+  out = experiment.train_and_evaluate(cfg, str(tmp_path / "run"))
+  assert np.isfinite(out["pct_dense_coupled"]) and np.isfinite(out["pct_dense_two_stage"])
+  # Any other shape mismatch: one line naming the subject and story.
+  bad = data_lib.Responses([resp.y[0], resp.y[1][:-1] + [resp.y[1][-1][:-2]]], None,
+                           ("UTS01", "UTS02"))
+  with pytest.raises(ValueError, match=r"UTS02, story se: response has \d+ TRs"):
+    data_lib.check_responses(feats, bad)
+  bad = data_lib.Responses([resp.y[0][:-1] + [resp.y[0][-1][:, :5]]], None, ("UTS01",))
+  with pytest.raises(ValueError, match=r"UTS01: stories have different voxel counts \[5, 7\]"):
+    data_lib.check_responses(feats, bad)
+
+
+def test_padding_does_not_change_the_coupled_fit():
+  """The same subjects padded to 9 or to 13 voxels train to the same maps on their real
+  voxels: the mask keeps padding out of the loss, the penalty and the means. Without the
+  mask the mean over padded voxels would rescale the brain loss and change the fit."""
+  cfg, split = _tiny_train_setup()
+  ys = [split.y[0][:, :7], split.y[1]]                        # 7 and 9 voxels
+  fits = []
+  for v_max in (9, 13):
+    y, n_vox = methods.pad_subjects(ys, v_max)
+    sp = methods.Split(split.x, split.prev, split.xdel, y, split.lengths, n_vox)
+    fits.append(methods.train_grid(cfg, sp, 2, 0, "joint", 10.0))
+  a, b = (f["params"]["maps"]["m"] for f in fits)
+  np.testing.assert_allclose(a[:, 0, :, :7], b[:, 0, :, :7], rtol=1e-4, atol=1e-6)
+  np.testing.assert_allclose(a[:, 1], b[:, 1, :, :9], rtol=1e-4, atol=1e-6)
+  assert np.all(b[:, 0, :, 7:] == 0) and np.all(b[:, 1, :, 9:] == 0)
+  np.testing.assert_allclose(fits[0]["params"]["sae"]["w_dec"], fits[1]["params"]["sae"]["w_dec"],
+                             rtol=1e-4, atol=1e-6)
+
+
 def test_config_bad_inputs():
   with pytest.raises(ValueError, match="no_such_key"):
     config_lib.load("configs/coupled_sae.py:no_such_key=1")
@@ -320,3 +418,5 @@ def test_config_bad_inputs():
     config_lib.load("configs/coupled_sae.py:k=9,n_atoms=4")
   with pytest.raises(ValueError, match="source"):
     config_lib.load("configs/coupled_sae.py:source=nifti")
+  with pytest.raises(ValueError, match="generator"):
+    config_lib.load("configs/coupled_sae.py:generator=relu")

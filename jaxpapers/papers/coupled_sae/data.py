@@ -6,6 +6,10 @@ timings, or a LeBel et al. dataset from `data.path`), extracts word-level LM fea
 mid-times, z-scoring per story. `responses_for(feats, config, seed)` simulates the
 subjects (or returns the real responses). Splits are by whole stories: the first
 `n_train` stories train, the next `n_val` select hyper-parameters, the last `n_test` test.
+With Shakespeare the features are extracted once for a pool of `n_plays` passages (one per
+play, 38 plays) and `for_seed` draws each seed's train/val/test stories from the pool
+(`draw_stories`), so the seed spread includes the stimulus draw; without it every seed
+uses the pool's first stories in order (and LeBel data always keeps the user's order).
 """
 from __future__ import annotations
 
@@ -31,8 +35,37 @@ class Features:
 
 @dataclasses.dataclass
 class Responses:
-  y: list                 # per subject, per story (T, V)
+  y: list                 # per subject, per story (T, V_s): subjects may differ in V_s
   sim: sim_lib.Simulation | None
+  subjects: tuple | None = None  # names, for error messages
+
+
+def check_responses(feats: Features, resp: Responses) -> None:
+  """One-line ValueError for any shape the methods cannot use.
+
+  Subjects may have different voxel counts (the methods pad them with a mask); within a
+  subject every story needs the same count, and every story as many TRs as its features.
+  """
+  names = resp.subjects or tuple(f"subject {s}" for s in range(len(resp.y)))
+  if len(resp.y) < 1:
+    raise ValueError("no subjects: responses are empty")
+  for name, ys in zip(names, resp.y):
+    if len(ys) != len(feats.x):
+      raise ValueError(f"{name}: {len(ys)} story responses for {len(feats.x)} stories")
+    counts = set()
+    for i, (y, x) in enumerate(zip(ys, feats.x)):
+      story = feats.stories[i].name
+      if np.ndim(y) != 2:
+        raise ValueError(f"{name}, story {story}: response must be (TRs, voxels), got "
+                         f"shape {np.shape(y)}")
+      if y.shape[0] != x.shape[0]:
+        raise ValueError(f"{name}, story {story}: response has {y.shape[0]} TRs but the "
+                         f"story's features have {x.shape[0]}")
+      if y.shape[1] < 1:
+        raise ValueError(f"{name}, story {story}: response has no voxels")
+      counts.add(y.shape[1])
+    if len(counts) > 1:
+      raise ValueError(f"{name}: stories have different voxel counts {sorted(counts)}")
 
 
 def _split(n: int, d) -> dict:
@@ -55,9 +88,11 @@ def tr_features(word_feats, story, times, window: int = 3) -> np.ndarray:
 def features_for(config, cache_dir: str | None, log=print) -> Features:
   d = config.data
   if d.source == "shakespeare":
+    n_used = d.n_train + d.n_val + d.n_test
+    if n_used > d.n_plays:
+      raise ValueError(f"n_train+n_val+n_test = {n_used} exceeds n_plays={d.n_plays}")
     stories = features_lib.make_stories(
-        features_lib.shakespeare_stories(d.n_train + d.n_val + d.n_test, d.words_per_story),
-        seed=0)
+        features_lib.shakespeare_stories(d.n_plays, d.words_per_story), seed=0)
     times = [signal.tr_times(int(np.ceil((s.offsets[-1] + d.tail_s) / d.tr)), d.tr)
              for s in stories]
     real = None
@@ -73,7 +108,30 @@ def features_for(config, cache_dir: str | None, log=print) -> Features:
   x = [tr_features(w, s, t) for w, s, t in zip(word_feats, stories, times)]
   words = [analysis.words_per_tr(s, len(t), d.tr) if d.source == "shakespeare" else
            _words_at(s, t, d.tr) for s, t in zip(stories, times)]
-  return Features(stories, x, words, _split(len(stories), d), real)
+  split = _split(len(stories), d)
+  if d.source == "shakespeare":  # the pool: `for_seed` picks each seed's stories
+    split = {"pool": list(range(len(stories)))}
+  return Features(stories, x, words, split, real)
+
+
+def for_seed(feats: Features, config, seed: int) -> Features:
+  """The stories of one seed, re-indexed train, val, test in order.
+
+  Shakespeare: `n_train + n_val + n_test` stories of the pool, a random draw per seed
+  (`data.draw_stories`) or the pool's first ones; LeBel: unchanged.
+  """
+  d = config.data
+  if "pool" not in feats.split:
+    return feats
+  n = d.n_train + d.n_val + d.n_test
+  pool = feats.split["pool"]
+  if d.draw_stories:
+    pick = np.random.default_rng([int(seed), 3]).permutation(len(pool))[:n]
+  else:
+    pick = np.arange(n)
+  idx = [pool[i] for i in pick]
+  return Features([feats.stories[i] for i in idx], [feats.x[i] for i in idx],
+                  [feats.words_tr[i] for i in idx], _split(n, d), None)
 
 
 def _words_at(story, times, tr):
@@ -83,7 +141,10 @@ def _words_at(story, times, tr):
 
 def responses_for(feats: Features, config, seed: int) -> Responses:
   if feats.real_resp is not None:
-    return Responses([feats.real_resp[s] for s in config.data.subjects], None)
+    resp = Responses([feats.real_resp[s] for s in config.data.subjects], None,
+                     tuple(config.data.subjects))
+    check_responses(feats, resp)
+    return resp
   sim = sim_lib.simulate(feats.x, feats.split["train"], config.sim, seed)
   return Responses(sim.responses, sim)
 

@@ -33,13 +33,14 @@ def summarize(config, feats, resp, fit, seed: int):
   sim = resp.sim
   out = {"seed": seed}
   if sim is not None:
-    test_sig = np.stack([data_lib.stack(s, feats.split["test"]) for s in sim.signals])
-    ceil = np.stack([sim_lib.noise_ceiling(test_sig[s], te.y[s]) for s in range(len(resp.y))])
-  else:
-    ceil = np.ones((len(resp.y), te.y.shape[-1]))
-  mask = ceil >= e.ceiling_min
-  out["predictable_frac"] = float(mask[:n_fit].mean())
-  out["ceiling_mean"] = float(ceil[:n_fit][mask[:n_fit]].mean())
+    test_sig = [data_lib.stack(s, feats.split["test"]) for s in sim.signals]
+    ceil = [sim_lib.noise_ceiling(test_sig[s], te.ys(s)) for s in range(len(resp.y))]
+  else:  # real data: no noise ceiling, every voxel counts (subjects' own voxel counts)
+    ceil = [np.ones(v) for v in te.n_vox]
+  mask = [c >= e.ceiling_min for c in ceil]
+  out["predictable_frac"] = float(np.concatenate(mask[:n_fit]).mean())
+  out["ceiling_mean"] = float(np.concatenate([c[k] for c, k in zip(ceil[:n_fit],
+                                                                  mask[:n_fit])]).mean())
 
   def score(r):  # mean test correlation over predictable voxels of the fitted subjects
     return float(np.mean([r[s][mask[s]].mean() for s in range(n_fit)]))
@@ -53,6 +54,9 @@ def summarize(config, feats, resp, fit, seed: int):
     out[f"r_{name}"] = score(r)
   for name in methods_r:
     out[f"pct_dense_{name}"] = 100.0 * out[f"r_{name}"] / out["r_dense"]
+  out["sae_grid"] = [{"lr": g["lr"], "val_fvu": g["val_fvu"],
+                      "pct_dense": 100.0 * score(g["test_r"]) / out["r_dense"]}
+                     for g in fit["sae_grid"]]
   out["coupled_lr"], out["coupled_beta"] = fit["joint"]["lr"], fit["joint"]["beta"]
   out["two_stage_lr"] = fit["two_stage"]["lr"]
   out["map_alpha"] = fit["map_alpha"]
@@ -64,13 +68,16 @@ def summarize(config, feats, resp, fit, seed: int):
   out["dead_two_stage"] = int((z_two.max(0) <= 0).sum())
   out["l0_coupled"] = float((z_joint > 0).sum(1).mean())
 
-  # Cortical maps: (S_fit, units, V), delay-summed.
+  # Cortical maps: (S_fit, units, V), delay-summed. The coupled maps are zero-padded to
+  # the widest subject; the other methods' maps are stacked only when every subject has
+  # the same voxels (a common surface: the simulator), which the map analyses need.
   maps = {"coupled": methods.delay_sum_maps(
-              np.asarray(fit["joint"]["params"]["maps"]["m"]), nd),
-          "coupled_refit": methods.delay_sum_maps(fit["joint_refit"]["weights"], nd),
-          "two_stage": methods.delay_sum_maps(fit["two_stage"]["weights"][:n_fit], nd)}
-  _, maps["posthoc_pca"] = analysis.posthoc_pca_maps(fit["dense"]["weights"][:n_fit], nd,
-                                                      e.n_top_units)
+              np.asarray(fit["joint"]["params"]["maps"]["m"]), nd)}
+  if len(set(te.n_vox)) == 1:
+    maps["coupled_refit"] = methods.delay_sum_maps(fit["joint_refit"]["weights"], nd)
+    maps["two_stage"] = methods.delay_sum_maps(fit["two_stage"]["weights"][:n_fit], nd)
+    _, maps["posthoc_pca"] = analysis.posthoc_pca_maps(fit["dense"]["weights"][:n_fit], nd,
+                                                        e.n_top_units)
   arts = {"maps": maps, "mask": mask, "ceil": ceil}
   if sim is not None:
     maps["truth"] = sim.maps[:n_fit]
@@ -130,7 +137,8 @@ def train_and_evaluate(config, workdir: str):
   metrics_lib.write_config(workdir, config)
   writer = metrics_lib.MetricsWriter(workdir, config.train.steps)
   t0 = time.time()
-  feats = data_lib.features_for(config, os.path.join(workdir, "cache"))
+  feats = data_lib.for_seed(data_lib.features_for(config, os.path.join(workdir, "cache")),
+                           config, config.seed)
   resp = data_lib.responses_for(feats, config, config.seed)
   fit = methods.fit_all(config, feats, resp, config.seed,
                         ckpt_dir=os.path.join(workdir, f"seed{config.seed}"), writer=writer)
@@ -168,7 +176,7 @@ def plan(config):
   state = jax.eval_shape(lambda: model.init_state(jax.random.PRNGKey(0), D, m.n_atoms,
                                                   nd, S, V, True))
   states = jax.tree.map(lambda a: f32(G, *a.shape, dt=a.dtype), state)
-  data = (f32(T, D), f32(T + 1, D), f32(nd, T, dt=jnp.int32), f32(S, T, V))
+  data = (f32(T, D), f32(T + 1, D), f32(nd, T, dt=jnp.int32), f32(S, T, V), f32(S, V))
   spec = model.TrainSpec(m.k, t.steps, t.batch, True)
   fn, args = sharding.spread_plan(
       model.member_run(spec, 1), states, f32(G), f32(G), data,

@@ -12,8 +12,9 @@ Feature/response alignment follows that code: the TR grid of a story has
 respdict[story] - 5 triggers every `tr` s starting 10 s before the sound (TR mid-points
 sampled), the resampled features are trimmed by [5 + trim : -trim] (trim = 5) and must
 then have exactly as many rows as the hf5 response. Words are the non-silent intervals of
-the tier named like "word". Subjects may have different voxel counts (no common surface),
-so the cross-subject map analyses need surface-projected data and are not run on it.
+the tier named like "word". Subjects may have different voxel counts (no common surface):
+the methods zero-pad them to the widest subject with a mask, and the cross-subject map
+analyses, which need surface-projected data, are not run on it.
 """
 from __future__ import annotations
 
@@ -116,7 +117,13 @@ def load(root: str, subjects, stories, tr: float = 2.0, trim: int = 5):
 
 
 def write_example(root: str, subjects, stories, n_vox, rng, tr: float = 2.0):
-  """Writes a tiny dataset in the LeBel layout (for tests and the README example)."""
+  """Writes a tiny dataset in the LeBel layout (for tests and the README example).
+
+  `n_vox`: one voxel count for every subject, or one per subject (real subjects differ).
+  """
+  n_vox = [int(n_vox)] * len(subjects) if np.ndim(n_vox) == 0 else [int(v) for v in n_vox]
+  if len(n_vox) != len(subjects):
+    raise ValueError(f"n_vox has {len(n_vox)} counts for {len(subjects)} subjects")
   import h5py  # pylint: disable=g-import-not-at-top
   d = os.path.join(root, "derivative")
   os.makedirs(os.path.join(d, "TextGrids"), exist_ok=True)
@@ -149,9 +156,9 @@ def write_example(root: str, subjects, stories, n_vox, rng, tr: float = 2.0):
     n_total = int(np.ceil((total + 10.0) / tr)) + 5 + 15
     respdict[story] = n_total
     n_resp = n_total - 5 - 15
-    for s in subjects:
+    for s, nv in zip(subjects, n_vox):
       os.makedirs(os.path.join(d, "preprocessed_data", s), exist_ok=True)
       with h5py.File(os.path.join(d, "preprocessed_data", s, f"{story}.hf5"), "w") as f:
-        f.create_dataset("data", data=rng.standard_normal((n_resp, n_vox)).astype(np.float32))
+        f.create_dataset("data", data=rng.standard_normal((n_resp, nv)).astype(np.float32))
   with open(os.path.join(d, "respdict.json"), "w") as f:
     json.dump(respdict, f)

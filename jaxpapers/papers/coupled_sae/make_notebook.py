@@ -28,10 +28,10 @@ from jaxpapers.papers.coupled_sae import analysis, data, experiment, methods
 
 SMOKE = os.environ.get("JAXPAPERS_SMOKE") == "1"
 arg = "smoke" if SMOKE else ("smoke,steps=400,rows=8,cols=10,n_subjects=4,n_planted=6,"
-                             "n_atoms=16,k=3,words_per_story=300,n_train=6,n_val=2,n_test=2,"
+                             "n_atoms=16,k=3,words_per_story=300,n_plays=10,n_train=6,n_val=2,n_test=2,"
                              "transfer_trs=30+60,n_top_units=5")
 config = config_lib.load(f"configs/coupled_sae.py:{arg}")
-feats = data.features_for(config, cache_dir=None)
+feats = data.for_seed(data.features_for(config, cache_dir=None), config, seed=0)
 resp = data.responses_for(feats, config, seed=0)
 print(len(feats.stories), "stories,", sum(x.shape[0] for x in feats.x), "TRs,",
       feats.x[0].shape[1], "features;", len(resp.y), "subjects x", resp.y[0][0].shape[1], "voxels")"""

@@ -30,17 +30,47 @@ class Split:
   x: np.ndarray            # (T, D)
   prev: np.ndarray         # (n_delays, T)
   xdel: np.ndarray         # (T, n_delays * D)
-  y: np.ndarray            # (S, T, V)
+  y: np.ndarray            # (S, T, V_max): subject s's voxels first, zero-padded after
   lengths: list
+  n_vox: list = None       # per subject: its voxel count (default: V_max for all)
+
+  def __post_init__(self):
+    if self.n_vox is None:
+      self.n_vox = [self.y.shape[-1]] * self.y.shape[0]
+
+  def ys(self, s: int) -> np.ndarray:
+    """(T, V_s) the responses of subject s, without padding."""
+    return self.y[s, :, :self.n_vox[s]]
+
+  def vmask(self) -> np.ndarray:
+    """(S, V_max) 1 for a subject's real voxels, 0 for padding."""
+    return (np.arange(self.y.shape[-1])[None] < np.asarray(self.n_vox)[:, None]).astype(
+        np.float32)
 
 
-def make_split(feats, resp, name, delays) -> Split:
+def pad_subjects(ys, v_max: int | None = None) -> tuple[np.ndarray, list]:
+  """Per-subject (T, V_s) -> ((S, T, V_max) zero-padded, [V_s]).
+
+  Real subjects have their own voxel counts. Padding to the widest subject with a mask
+  (rather than a list of per-subject maps) keeps one (S, F, V_max) map tensor, so the
+  coupled grid stays one vmapped, device-spread program; the cost is memory for the
+  padded columns (real LeBel subjects differ by ~15% in voxel count).
+  """
+  n_vox = [int(y.shape[1]) for y in ys]
+  v_max = max(n_vox) if v_max is None else int(v_max)
+  T = ys[0].shape[0]
+  out = np.zeros((len(ys), T, v_max), np.float32)
+  for s, y in enumerate(ys):
+    out[s, :, :y.shape[1]] = y
+  return out, n_vox
+
+
+def make_split(feats, resp, name, delays, v_max: int | None = None) -> Split:
   idx = feats.split[name]
   lengths = [feats.x[i].shape[0] for i in idx]
+  y, n_vox = pad_subjects([data_lib.stack(ys, idx) for ys in resp.y], v_max)
   return Split(data_lib.stack(feats.x, idx), model.prev_index(lengths, delays),
-               data_lib.delayed(feats.x, idx, delays),
-               np.stack([data_lib.stack(ys, idx) for ys in resp.y]).astype(np.float32),
-               lengths)
+               data_lib.delayed(feats.x, idx, delays), y, lengths, n_vox)
 
 
 def grids(config):
@@ -81,7 +111,8 @@ def train_grid(config, tr: Split, n_fit: int, seed: int, kind: str, map_alpha: f
   spec = model.TrainSpec(m.k, t.steps, t.batch, coupled)
   x = jnp.asarray(tr.x)
   y = jnp.asarray(tr.y[:n_fit]) if coupled else jnp.zeros((n_fit, 1, 1))
-  data = (x, model.pad_rows(x), jnp.asarray(tr.prev), y)
+  vmask = jnp.asarray(tr.vmask()[:n_fit]) if coupled else jnp.ones((n_fit, 1))
+  data = (x, model.pad_rows(x), jnp.asarray(tr.prev), y, vmask)
   chunk = t.ckpt_every if ckpt is not None else t.steps
   while start < t.steps:
     n = min(chunk, t.steps - start)
@@ -110,7 +141,8 @@ def _member(states, i):
 def eval_joint(params, split: Split, k: int, n_fit: int):
   z, pred = model.predict_all(params, jnp.asarray(split.x), jnp.asarray(split.prev), k)
   pred = np.asarray(pred)
-  r = np.stack([signal.correlation(pred[s], split.y[s]) for s in range(n_fit)])
+  # A list: subjects may have different voxel counts.
+  r = [signal.correlation(pred[s][:, :split.n_vox[s]], split.ys(s)) for s in range(n_fit)]
   return np.asarray(z), r
 
 
@@ -123,6 +155,7 @@ def fit_all(config, feats, resp, seed: int, ckpt_dir=None, log=print, writer=Non
   d, m = config.data, config.model
   delays = tuple(d.delays)
   n_delays = len(delays)
+  data_lib.check_responses(feats, resp)
   S = len(resp.y)
   n_fit = S - 1 if (config.eval.hold_out_subject and S > 1) else S
   tr, va, te = (make_split(feats, resp, n, delays) for n in ("train", "val", "test"))
@@ -143,6 +176,18 @@ def fit_all(config, feats, resp, seed: int, ckpt_dir=None, log=print, writer=Non
                                    tr, te, S, config)
   out["two_stage"].update(sae=sae, test_codes=np.asarray(codes["test"][0]),
                           lr=float(sae_lrs[j]), recon_fvu=recon_fvu(sae, te.x, m.k))
+  # Every SAE lr's two-stage test r (fitted subjects): near-tied validation FVUs flip the
+  # choice under float-rounding changes (device layout), so the table bounds its effect.
+  out["sae_grid"] = []
+  for i in range(len(sae_lrs)):
+    p = _member(sae_states, i)["params"]["sae"]
+    if i == j:
+      r = out["two_stage"]["test_r"][:n_fit]
+    else:
+      c = {n: np.asarray(model.codes_all(p, jnp.asarray(s.x), jnp.asarray(s.prev), m.k)[1])
+           for n, s in (("train", tr), ("test", te))}
+      r = _ridge_method(c["train"], c["test"], tr, te, n_fit, config)["test_r"]
+    out["sae_grid"].append({"lr": float(sae_lrs[i]), "val_fvu": fvus[i], "test_r": r})
   # The coupled maps' ridge penalty: fixed, or the median per-voxel alpha that CV over
   # training stories chose for the two-stage maps (same kind of regressors: delayed codes).
   alpha = config.train.map_alpha
@@ -159,7 +204,8 @@ def fit_all(config, feats, resp, seed: int, ckpt_dir=None, log=print, writer=Non
     p = _member(states, i)["params"]
     _, r_val = eval_joint(p, va, m.k, n_fit)
     z_te, r_te = eval_joint(p, te, m.k, n_fit)
-    row = {"lr": float(lrs[i]), "beta": float(betas[i]), "val_r": float(r_val.mean()),
+    row = {"lr": float(lrs[i]), "beta": float(betas[i]),
+           "val_r": float(np.mean([r.mean() for r in r_val])),
            "test_r": r_te, "test_codes": z_te, "recon_fvu": recon_fvu(p["sae"], te.x, m.k),
            "params": p}
     out["grid"].append(row)
@@ -194,12 +240,12 @@ def _ridge_method(f_tr, f_te, tr: Split, te: Split, S: int, config):
   folds = baselines.story_folds(tr.lengths, config.eval.cv_folds)
   weights, r, alphas = [], [], []
   for s in range(S):
-    w, a = baselines.ridge_cv(f_tr, tr.y[s], folds, config.eval.alphas)
-    pred = baselines.predict(w, f_tr, tr.y[s], f_te)
+    w, a = baselines.ridge_cv(f_tr, tr.ys(s), folds, config.eval.alphas)
+    pred = baselines.predict(w, f_tr, tr.ys(s), f_te)
     weights.append(w.astype(np.float32))
     alphas.append(a)
-    r.append(signal.correlation(pred, te.y[s]))
-  return {"weights": weights, "test_r": np.stack(r), "alphas": alphas}
+    r.append(signal.correlation(pred, te.ys(s)))
+  return {"weights": weights, "test_r": r, "alphas": alphas}  # per subject: (V_s,)
 
 
 def transfer(config, fit, held: int):
@@ -215,9 +261,9 @@ def transfer(config, fit, held: int):
     folds = baselines.block_folds(n, config.eval.cv_folds)
     res = {"n_trs": n}
     for name, a, b in (("coupled", z_tr, z_te), ("dense", tr.xdel, te.xdel)):
-      w, _ = baselines.ridge_cv(a[:n], tr.y[held, :n], folds, config.eval.alphas)
-      res[name] = signal.correlation(baselines.predict(w, a[:n], tr.y[held, :n], b),
-                                     te.y[held])
+      w, _ = baselines.ridge_cv(a[:n], tr.ys(held)[:n], folds, config.eval.alphas)
+      res[name] = signal.correlation(baselines.predict(w, a[:n], tr.ys(held)[:n], b),
+                                     te.ys(held))
     rows.append(res)
   return rows
 

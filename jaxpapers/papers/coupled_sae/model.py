@@ -5,7 +5,8 @@ TR-level LM features x: z = ReLU(TopK(W_enc (x - b_pre) + b_enc)), x_hat = z D +
 with unit-norm decoder rows D (normalized in the forward pass) and the encoder
 initialized to the decoder's transpose. The coupling: every subject s predicts its voxels
 from the FIR-delayed codes through its own atom-to-voxel map,
-y_s(t) = sum_d z(t - d) M_s[d] + c_s, and the loss is
+y_s(t) = sum_d z(t - d) M_s[d] + c_s (subjects with fewer voxels are zero-padded to the
+widest and masked out of the loss), and the loss is
     FVU(x, x_hat) + beta * [mean_s MSE(y_s, y_hat_s) + alpha/T * mean_{s,v} |M_s[:, v]|^2],
 trained jointly (encoder, decoder and all maps) with Adam on random minibatches of TRs.
 beta = 0 is the plain SAE of the two-stage baseline (its maps are then fitted by ridge).
@@ -88,7 +89,7 @@ class TrainSpec:
 
 
 def loss_fn(params, batch, beta, map_alpha, spec: TrainSpec):
-  x, x_pad, prev, y, idx = batch
+  x, x_pad, prev, y, vmask, idx = batch
   xb = x[idx]
   z = encode(params["sae"], xb, spec.k)
   recon = jnp.mean((decode(params["sae"], z) - xb) ** 2) / (jnp.mean(xb ** 2) + 1e-8)
@@ -97,10 +98,15 @@ def loss_fn(params, batch, beta, map_alpha, spec: TrainSpec):
   if spec.coupled:
     zd = delayed_codes(params["sae"], x_pad, prev[:, idx], spec.k)
     pred = predict_brain(params["maps"], zd)
-    brain = jnp.mean((pred - y[:, idx]) ** 2)
+    # Subjects with fewer voxels than the widest are zero-padded; `vmask` (S, V) marks real
+    # voxels, so a padded column gets no gradient (its map stays at its zero init) and the
+    # means run over real voxels only: the loss is the one of the unpadded subjects.
+    n_real = jnp.sum(vmask)
+    brain = jnp.sum(vmask[:, None, :] * (pred - y[:, idx]) ** 2) / (idx.shape[0] * n_real)
     # Per voxel, brain + penalty is the minibatch estimate of the ridge objective
     # (|y - Z M|^2 + alpha |M|^2) / T, so `map_alpha` is on the scale of a ridge alpha.
-    ridge = map_alpha / x.shape[0] * jnp.mean(jnp.sum(params["maps"]["m"] ** 2, axis=1))
+    ridge = map_alpha / x.shape[0] * jnp.sum(
+        vmask * jnp.sum(params["maps"]["m"] ** 2, axis=1)) / n_real
     total = total + beta * (brain + ridge)
     out["brain_mse"] = brain
   out["loss"] = total
@@ -117,10 +123,11 @@ def init_state(key, d: int, n_atoms: int, n_delays: int, n_subjects: int, n_vox:
 
 def _one_step(spec: TrainSpec, adam):
   def one_step(state, lr, beta, data, data_key, map_alpha, step):
-    x, x_pad, prev, y = data
+    x, x_pad, prev, y, vmask = data
     idx = jax.random.randint(jax.random.fold_in(data_key, step), (spec.batch,), 0,
                              x.shape[0])
-    grads, m = jax.grad(loss_fn, has_aux=True)(state["params"], (x, x_pad, prev, y, idx),
+    grads, m = jax.grad(loss_fn, has_aux=True)(state["params"],
+                                              (x, x_pad, prev, y, vmask, idx),
                                               beta, map_alpha, spec)
     upd, opt = adam.update(grads, state["opt"], state["params"])
     params = jax.tree.map(lambda p, u: p - lr * u, state["params"], upd)

@@ -3,7 +3,10 @@
 Ground truth the real data cannot give: voxel responses are driven by a few *planted
 sparse semantic atoms*, directions in the LM feature space (spherical k-means centroids of
 the training TRs, so each atom is a kind of text segment), each thresholded and rectified
-(active on ~20% of TRs) and kept only if among the `k_true` strongest at that TR.
+(active on ~20% of TRs) and kept only if among the `k_true` strongest at that TR: exactly
+a TopK-ReLU encoder, the model's own class. The second generator (`generator="smooth"`)
+breaks that assumption: each atom's drive is a smooth bump exp(kappa (cos - 1)) of the
+TR's cosine to the atom direction, positive on every TR, with no threshold and no TopK.
 Each atom has a cortical map on a template surface (two hemispheres, a rows x cols grid
 each) made of Gaussian blobs centred inside its home network of a generated Yeo-7-like
 parcellation (7 networks, each a few irregular patches per hemisphere, roughly mirrored).
@@ -155,9 +158,20 @@ class PlantedAtoms:
   thresholds: np.ndarray   # (K,)
   scales: np.ndarray       # (K,) activation std on training TRs
   k_true: int
+  kind: str = "topk"       # topk | smooth
+  kappa: float = 8.0       # smooth: concentration of the cosine bump
 
   def activations(self, x_TxD: np.ndarray) -> np.ndarray:
-    """(T, K) sparse non-negative atom activations: rectified, top-k_true per TR."""
+    """(T, K) non-negative atom activations.
+
+    topk: rectified thresholded projections, top-k_true per TR: exactly a TopK-ReLU
+    encoder, the coupled model's own class. smooth: exp(kappa (cos(x, atom) - 1)), a smooth
+    bump of the TR's cosine to the atom direction: every atom is active on every TR (no
+    threshold, no TopK), larger near its kind of segment, and nonlinear in x.
+    """
+    if self.kind == "smooth":
+      xn = x_TxD / (np.linalg.norm(x_TxD, axis=1, keepdims=True) + 1e-12)
+      return np.exp(self.kappa * (xn @ self.directions.T - 1.0)) / self.scales
     a = np.maximum(x_TxD @ self.directions.T - self.thresholds, 0.0) / self.scales
     if self.k_true < a.shape[1]:
       kth = -np.sort(-a, axis=1)[:, self.k_true - 1:self.k_true]
@@ -166,10 +180,16 @@ class PlantedAtoms:
 
 
 def plant_atoms(x_train_TxD: np.ndarray, n_atoms: int, k_true: int, active_frac: float,
-                rng) -> PlantedAtoms:
+                rng, kind: str = "topk", kappa: float = 8.0) -> PlantedAtoms:
   dirs = spherical_kmeans(x_train_TxD, n_atoms, rng)
   proj = x_train_TxD @ dirs.T
   thr = np.quantile(proj, 1.0 - active_frac, axis=0)
+  if kind == "smooth":
+    unit = PlantedAtoms(dirs, thr, np.ones(n_atoms), k_true, kind, kappa)
+    return PlantedAtoms(dirs, thr, unit.activations(x_train_TxD).std(0) + 1e-9, k_true,
+                        kind, kappa)
+  if kind != "topk":
+    raise ValueError(f"unknown generator {kind!r}; expected topk or smooth")
   a = np.maximum(proj - thr, 0.0)
   return PlantedAtoms(dirs, thr, a.std(0) + 1e-9, k_true)
 
@@ -197,7 +217,8 @@ def simulate(x_stories, train_idx, cfg, seed: int) -> Simulation:
   rng = np.random.default_rng([seed, 7])
   surface = parcellation(cfg.rows, cfg.cols, rng)
   x_train = np.concatenate([x_stories[i] for i in train_idx])
-  atoms = plant_atoms(x_train, cfg.n_planted, cfg.k_true, cfg.active_frac, rng)
+  atoms = plant_atoms(x_train, cfg.n_planted, cfg.k_true, cfg.active_frac, rng,
+                      getattr(cfg, "generator", "topk"), getattr(cfg, "kappa", 8.0))
   specs = atom_specs(surface, cfg.n_planted, rng)
   group = np.stack([atom_map(surface, s) for s in specs])
   hrf = signal.spm_hrf(cfg.tr)

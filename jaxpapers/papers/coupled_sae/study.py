@@ -50,15 +50,17 @@ def run(config, workdir: str):
         rows.append(json.load(f))
       continue
     ts = time.time()
-    resp = data_lib.responses_for(feats, config, seed)
-    fit = methods.fit_all(config, feats, resp, seed)
-    out, arts = experiment.summarize(config, feats, resp, fit, seed)
+    sfeats = data_lib.for_seed(feats, config, seed)  # this seed's stories
+    resp = data_lib.responses_for(sfeats, config, seed)
+    fit = methods.fit_all(config, sfeats, resp, seed)
+    out, arts = experiment.summarize(config, sfeats, resp, fit, seed)
+    out["stories"] = {k: [sfeats.stories[i].name for i in v] for k, v in sfeats.split.items()}
     out["seconds"] = time.time() - ts
     out = experiment._jsonable(out)  # pylint: disable=protected-access
     np.savez(os.path.join(workdir, "seeds", f"seed{seed}_maps.npz"),
              **{k: np.asarray(v, np.float32) for k, v in arts["maps"].items()},
              labels=arts["surface"].labels if "surface" in arts else np.zeros(1),
-             test_true=(data_lib.stack(resp.sim.codes, feats.split["test"])
+             test_true=(data_lib.stack(resp.sim.codes, sfeats.split["test"])
                         if resp.sim is not None else np.zeros(1)),
              test_coupled=fit["joint"]["test_codes"],
              shape=np.array([config.sim.rows, config.sim.cols]))
@@ -122,10 +124,24 @@ def _claim_rows(rows, sim: bool):
                       "metric": f"{t['n_trs']} TRs: coupled codes / dense ridge",
                       "value": f"{_fmt([r['transfer'][i]['coupled'] for r in rows])} / "
                                f"{_fmt([r['transfer'][i]['dense'] for r in rows])}"})
+  if rows and rows[0].get("sae_grid"):
+    for i, g in enumerate(rows[0]["sae_grid"]):
+      table.append({"claim": "two-stage at each SAE lr (bounds a flipped lr choice)"
+                    if i == 0 else "",
+                    "metric": f"SAE lr {g['lr']:g}: val FVU / % of dense ridge",
+                    "value": f"{_fmt([r['sae_grid'][i]['val_fvu'] for r in rows], 4)} / "
+                             f"{_fmt([r['sae_grid'][i]['pct_dense'] for r in rows], 1)}"})
   table.append({"claim": "selected hyper-parameters (validation)",
                 "metric": "coupled (lr, beta) / SAE lr",
                 "value": "; ".join(f"({r['coupled_lr']:g}, {r['coupled_beta']:g}) / "
                                    f"{r['two_stage_lr']:g}" for r in rows)})
+  if rows and rows[0].get("grid"):
+    g = rows[0]["grid"]
+    table.append({"claim": "", "metric": "grids: coupled lr x beta / SAE lr",
+                  "value": " x ".join("{" + ", ".join(f"{v:g}" for v in sorted({x[k] for x in g}))
+                                      + "}" for k in ("lr", "beta"))
+                           + " / {" + ", ".join(f"{x['lr']:g}" for x in rows[0].get("sae_grid", []))
+                           + "}"})
   return table
 
 

@@ -1,0 +1,121 @@
+"""Multisubject coupled SAE (abstract 1): what the simulator decides (issue 45, item 1).
+
+Sweeps the simulator: dense fraction x planted atoms, for the TopK-ReLU generator (the
+model's own class) and the smooth one (no threshold, no TopK), every cell over seeds, and
+reports coupled / two-stage / PCA (and the oracle) as % of dense ridge, mean and std over
+seeds. Each (cell, seed) row is appended to `sweep_rows.jsonl` as it finishes, so a killed
+sweep resumes; the table `sweep.md` is rebuilt from the rows. Features come from the
+workdir's cache (extracted once, as in the study).
+
+  python -m jaxpapers.papers.coupled_sae.sweep --workdir=/tmp/csae_sweep \
+      --config="steps=600,n_subjects=3" --generators=topk,smooth --dense=0,0.3,0.6,0.9 \
+      --planted=10,50,200 --seeds=0,1,2
+"""
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import os
+import time
+
+import numpy as np
+
+from jaxpapers.core import config as config_lib
+from jaxpapers.papers.coupled_sae import data as data_lib
+from jaxpapers.papers.coupled_sae import experiment
+from jaxpapers.papers.coupled_sae import methods
+
+METHODS = ("coupled", "two_stage", "pca", "coupled_refit", "oracle")
+
+
+def run_cell(config, feats, seed: int) -> dict:
+  sfeats = data_lib.for_seed(feats, config, seed)
+  resp = data_lib.responses_for(sfeats, config, seed)
+  fit = methods.fit_all(config, sfeats, resp, seed, log=lambda *_: None)
+  out, _ = experiment.summarize(config, sfeats, resp, fit, seed)
+  keep = [f"pct_dense_{m}" for m in METHODS] + [
+      "r_dense", "recovery_coupled", "recovery_two_stage", "recovery_pca", "coupled_lr",
+      "coupled_beta", "two_stage_lr"]
+  row = {k: out[k] for k in keep if k in out}
+  if "transfer" in out:
+    row["transfer"] = out["transfer"]
+  for k in ("repro", "align"):
+    for m in ("coupled", "two_stage", "posthoc_pca", "truth"):
+      if f"{k}_{m}" in out:
+        row[f"{k}_{m}"] = out[f"{k}_{m}"]
+  return row
+
+
+def table(rows) -> str:
+  """Per cell: each method's % of dense ridge, and the coupled model's paired per-seed gap
+  to PCA and to two-stage (same subjects, stories, features). "better"/"worse": the gap's
+  mean is beyond the largest seed std (either method's, or the gap's); else "within
+  spread"."""
+  cells = {}
+  for r in rows:
+    cells.setdefault((r["generator"], r["dense_frac"], r["n_planted"]), []).append(r)
+  lines = ["| generator | dense frac | planted atoms | seeds | coupled | two-stage | PCA | "
+           "oracle | coupled - PCA | vs PCA | coupled - two-stage | vs two-stage |",
+           "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+  sd = lambda a: float(a.std(ddof=1)) if len(a) > 1 else 0.0  # noqa: E731
+  f = lambda a: f"{a.mean():.1f} ± {sd(a):.1f}"  # noqa: E731
+  for (g, d, k), rs in sorted(cells.items()):
+    v = {m: np.array([r[f"pct_dense_{m}"] for r in rs]) for m in METHODS}
+    cols = []
+    for other in ("pca", "two_stage"):
+      gap = v["coupled"] - v[other]
+      spread = max(sd(v["coupled"]), sd(v[other]), sd(gap))
+      cols += [f(gap), "better" if gap.mean() > spread else
+               "worse" if gap.mean() < -spread else "within spread"]
+    lines.append(f"| {g} | {d:g} | {k} | {len(rs)} | {f(v['coupled'])} | "
+                 f"{f(v['two_stage'])} | {f(v['pca'])} | {f(v['oracle'])} | "
+                 + " | ".join(cols) + " |")
+  return "\n".join(lines)
+
+
+def main(argv=None):
+  ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  ap.add_argument("--workdir", required=True)
+  ap.add_argument("--config", default="", help="overrides of configs/coupled_sae.py")
+  ap.add_argument("--generators", default="topk,smooth")
+  ap.add_argument("--dense", default="0,0.3,0.6,0.9")
+  ap.add_argument("--planted", default="10,50,200")
+  ap.add_argument("--seeds", default="0,1,2")
+  a = ap.parse_args(argv)
+  floats = lambda s: [float(x) for x in s.split(",") if x]  # noqa: E731
+  gens = [g for g in a.generators.split(",") if g]
+  dense, planted = floats(a.dense), [int(x) for x in floats(a.planted)]
+  seeds = [int(x) for x in floats(a.seeds)]
+  base = config_lib.load("configs/coupled_sae.py" + (f":{a.config}" if a.config else ""))
+  os.makedirs(a.workdir, exist_ok=True)
+  path = os.path.join(a.workdir, "sweep_rows.jsonl")
+  rows = []
+  if os.path.exists(path):
+    with open(path) as f:
+      rows = [json.loads(line) for line in f if line.strip()]
+  done = {(r["generator"], r["dense_frac"], r["n_planted"], r["seed"]) for r in rows}
+  feats = data_lib.features_for(base, os.path.join(a.workdir, "cache"))
+  for g, d, k, seed in itertools.product(gens, dense, planted, seeds):
+    if (g, d, k, seed) in done:
+      continue
+    cfg = config_lib.override(base, {"sim.generator": g, "sim.dense_frac": d,
+                                     "sim.n_planted": k})
+    t0 = time.time()
+    row = run_cell(cfg, feats, seed)
+    row.update(generator=g, dense_frac=d, n_planted=k, seed=seed,
+               seconds=time.time() - t0, overrides=a.config)
+    rows.append(row)
+    with open(path, "a") as f:
+      f.write(json.dumps(experiment._jsonable(row)) + "\n")  # pylint: disable=protected-access
+    print(f"{g} dense={d:g} planted={k} seed={seed}: coupled {row['pct_dense_coupled']:.1f} "
+          f"two-stage {row['pct_dense_two_stage']:.1f} PCA {row['pct_dense_pca']:.1f} "
+          f"({row['seconds']:.0f} s)", flush=True)
+  md = table(rows)
+  with open(os.path.join(a.workdir, "sweep.md"), "w") as f:
+    f.write(md + "\n")
+  print(md)
+
+
+if __name__ == "__main__":
+  main()
