@@ -243,3 +243,112 @@ def dann(key, params, x_DxNxP, y_src_N, class_mask, lr, hp):
 
   (both, _), _ = jax.lax.scan(step, (both, state), jnp.arange(total))
   return both["net"]
+
+
+# ------------------------------------------- GST with a fresh regularised student
+
+def l2(params):
+  """Sum of squared weight matrices (biases excluded) of a network pytree."""
+  return sum((w ** 2).sum() for w, _ in jax.tree.leaves(
+      params, is_leaf=lambda x: isinstance(x, tuple)))
+
+
+def fit_fresh(key, init_fn, apply_fn, x_NxP, y_N, w_N, lr, wd, hp):
+  """A fresh network trained on (possibly pseudo-) labels with L2 weight decay `wd` and
+  early stopping on a held-out part of the same labelled data (Kumar et al.'s `retrain`).
+
+  A random `holdout` share of the rows is never trained on; every `eval_every` Adam steps
+  the (weighted) cross-entropy on it is measured and the parameters with the lowest so far
+  are kept (Keras' EarlyStopping on val_loss with restore_best_weights). The loss, not
+  the accuracy: held-out agreement with the teacher saturates at 1 within a few dozen
+  steps, and keeping the first best would return a barely trained student. Weights `w_N`
+  (0/1) drop unconfident pseudo-labels from both parts.
+  """
+  k_init, k_perm, k_run = jax.random.split(key, 3)
+  n = x_NxP.shape[0]
+  n_hold = max(1, int(n * hp["holdout"]))
+  perm = jax.random.permutation(k_perm, n)
+  hold, train = perm[:n_hold], perm[n_hold:]
+  params = init_fn(k_init)
+  opt = nets.adam(lr)
+  every = hp["eval_every"]
+
+  def hold_loss(p):
+    return nets.xent(apply_fn(p, x_NxP[hold]), y_N[hold], w_N[hold])
+
+  def chunk(carry, c):
+    params, state, best, best_loss = carry
+
+    def step(inner, t):
+      params, state = inner
+      idx = train[_batch(jax.random.fold_in(k_run, c * every + t), train.shape[0],
+                         hp["batch"])]
+      g = jax.grad(lambda p: nets.xent(apply_fn(p, x_NxP[idx]), y_N[idx], w_N[idx])
+                   + 0.5 * wd * l2(p))(params)
+      upd, state = opt.update(g, state, params)
+      return (optax.apply_updates(params, upd), state), None
+
+    (params, state), _ = jax.lax.scan(step, (params, state), jnp.arange(every))
+    loss = hold_loss(params)
+    better = loss < best_loss
+    best = jax.tree.map(lambda a, b: jnp.where(better, a, b), params, best)
+    return (params, state, best, jnp.where(better, loss, best_loss)), None
+
+  carry = (params, opt.init(params), params, jnp.asarray(jnp.inf))
+  (_, _, best, _), _ = jax.lax.scan(chunk, carry, jnp.arange(hp["retrain_steps"] // every))
+  return best
+
+
+def gst_fresh(key, teacher, init_fn, apply_fn, domains_RxNxP, lr, wd, hp):
+  """Gradual self-training, `retrain` variant: per domain in order, the current teacher
+  pseudo-labels it (the least confident `drop` share removed), a fresh student is
+  fitted to those labels (`fit_fresh`) and becomes the next teacher."""
+
+  def round_(teacher, inp):
+    r, x = inp
+    yhat, w = nets.pseudo_labels(apply_fn(teacher, x), hp["drop"])
+    return fit_fresh(jax.random.fold_in(key, r), init_fn, apply_fn, x, yhat, w, lr, wd,
+                     hp), None
+
+  student, _ = jax.lax.scan(round_, teacher,
+                            (jnp.arange(domains_RxNxP.shape[0]), domains_RxNxP))
+  return student
+
+
+def linear_init(key, in_dim, num_classes):
+  """Multinomial logistic regression as a classifier pytree (identity encoder)."""
+  w = jax.random.normal(key, (in_dim, num_classes)) * jnp.sqrt(1.0 / in_dim)
+  return {"enc": [], "head": [(w, jnp.zeros((num_classes,)))]}
+
+
+def gst_from_source(key, init_fn, apply_fn, x_src_NxP, y_src_N, domains_RxNxP, lr, wd,
+                    hp):
+  """Kumar et al.'s whole pipeline: the source model is itself a fresh, regularised,
+  early-stopped network (the same lr and weight decay), then `gst_fresh` over the
+  domains. As in their code, the source model and every student share one recipe."""
+  k0, k1 = jax.random.split(key)
+  src = fit_fresh(k0, init_fn, apply_fn, x_src_NxP, y_src_N,
+                  jnp.ones(y_src_N.shape, jnp.float32), lr, wd, hp)
+  return gst_fresh(k1, src, init_fn, apply_fn, domains_RxNxP, lr, wd, hp)
+
+
+def gst_linear(key, x_src_NxP, y_src_N, domains_RxNxP, class_mask, lr, wd, hp):
+  """Linear gradual self-training (Kumar et al.'s theory setting): `gst_from_source`
+  with multinomial logistic regression students."""
+  init_fn = lambda k: linear_init(k, x_src_NxP.shape[-1], class_mask.shape[-1])  # noqa: E731
+  apply_fn = lambda p, x: nets.logits(p, x, class_mask)  # noqa: E731
+  return gst_from_source(key, init_fn, apply_fn, x_src_NxP, y_src_N, domains_RxNxP, lr,
+                         wd, hp)
+
+
+def goat_fresh(key, head, z_DxNxF, y_src_N, class_mask, lr, wd, hp):
+  """GOAT on top of the fresh-student GST: the same generated domains (OT between
+  consecutive domains in the frozen source encoder's space); a fresh regularised head
+  fitted on the labeled source features, then a fresh head per generated or given domain
+  (`gst_from_source` in feature space)."""
+  seq = goat_domains(z_DxNxF, hp["goat_n_gen"], hp["goat_epsilon"])
+  feat, hid = z_DxNxF.shape[-1], head[0][0].shape[1]
+  init_fn = lambda k: nets.mlp_init(k, (feat, hid, class_mask.shape[-1]))  # noqa: E731
+  apply_fn = lambda h, z: nets.head_logits(h, z, class_mask)  # noqa: E731
+  hp = dict(hp, retrain_steps=hp["goat_retrain_steps"])
+  return gst_from_source(key, init_fn, apply_fn, z_DxNxF[0], y_src_N, seq, lr, wd, hp)

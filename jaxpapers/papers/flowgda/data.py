@@ -33,6 +33,8 @@ class Gradual:
   y: np.ndarray  # (D, N) int32; only y[0] (source) is used for training
   x_val: np.ndarray  # (Nv, p) held out of domain D-2 (labeled proxy)
   y_val: np.ndarray
+  x_src_val: np.ndarray  # (Nv, p) held out of the labeled source (source-only rules)
+  y_src_val: np.ndarray
   x_test: np.ndarray  # (Nt, p) held-out target
   y_test: np.ndarray
   num_classes: int
@@ -59,12 +61,15 @@ def _moons(rng, n, noise):
 
 
 def _split_domains(make, n_dom, n, n_val, n_test, seed, name, num_classes, angles=None):
-  """Calls make(rng, k, m) -> (x, y) for each domain; splits val/test off the right ones."""
+  """Calls make(rng, k, m) -> (x, y) for each domain; splits val/test off the right ones:
+  n_val held-out source rows, n_val rows of domain D-2 (the proxy), n_test target rows."""
   rng = np.random.default_rng(seed)
   xs, ys = [], []
   for k in range(n_dom):
-    m = n + (n_val if k == n_dom - 2 else 0) + (n_test if k == n_dom - 1 else 0)
+    m = n + (n_val if k in (0, n_dom - 2) else 0) + (n_test if k == n_dom - 1 else 0)
     x, y = make(rng, k, m)
+    if k == 0:
+      x_sv, y_sv = x[n:], y[n:]
     if k == n_dom - 2:
       x_val, y_val = x[n:], y[n:]
     if k == n_dom - 1:
@@ -73,6 +78,7 @@ def _split_domains(make, n_dom, n, n_val, n_test, seed, name, num_classes, angle
     ys.append(y[:n])
   return Gradual(name, np.stack(xs).astype(np.float32), np.stack(ys).astype(np.int32),
                  x_val.astype(np.float32), y_val.astype(np.int32),
+                 x_sv.astype(np.float32), y_sv.astype(np.int32),
                  x_test.astype(np.float32), y_test.astype(np.int32), num_classes,
                  None if angles is None else np.asarray(angles, np.float32))
 
@@ -194,8 +200,9 @@ def load_npz(path, n=None, n_val=100, n_test=500, seed=0, name="npz"):
   and is flattened per row; y_k are integer class labels (the intermediates' labels are
   read only for the validation proxy). GOAT/GGF-style dumps of Portraits (2 classes,
   e.g. 14 domains) and Cover Type fit after `np.savez(path, X_0=..., y_0=..., ...)`.
-  Each domain is subsampled (seeded) to a common N; the target's extra rows and the last
-  intermediate's extra rows give the test set and the validation proxy.
+  Each domain is subsampled (seeded) to a common N; the target's extra rows, the last
+  intermediate's and the source's extra rows give the test set, the validation proxy and
+  the held-out source split.
   """
   if not os.path.exists(path):
     raise FileNotFoundError(
@@ -225,7 +232,7 @@ def load_npz(path, n=None, n_val=100, n_test=500, seed=0, name="npz"):
   for k, x in enumerate(xs):
     if x.shape[1] != p:
       raise ValueError(f"{path}: X_{k} has {x.shape[1]} features, X_0 has {p}")
-  extra = {d - 2: n_val, d - 1: n_test}
+  extra = {0: n_val, d - 2: n_val, d - 1: n_test}
   n_max = min(len(x) - extra.get(k, 0) for k, x in enumerate(xs))
   n = n_max if n is None else n
   if n < 2 or n > n_max:
@@ -245,7 +252,8 @@ def standardize(g: Gradual) -> Gradual:
   """Scales the vector-valued sets by source statistics (images stay in [0, 1])."""
   mean, std = g.x[0].mean(0), g.x[0].std(0) + 1e-6
   f = lambda a: ((a - mean) / std).astype(np.float32)  # noqa: E731
-  return dataclasses.replace(g, x=f(g.x), x_val=f(g.x_val), x_test=f(g.x_test))
+  return dataclasses.replace(g, x=f(g.x), x_val=f(g.x_val), x_src_val=f(g.x_src_val),
+                             x_test=f(g.x_test))
 
 
 def make(name, n_inter=6, n=400, seed=0, path="", **kw) -> Gradual:
@@ -269,5 +277,5 @@ def make(name, n_inter=6, n=400, seed=0, path="", **kw) -> Gradual:
 
 def stack(gs: list[Gradual]) -> dict:
   """Seeds' draws of one benchmark as arrays with a leading seed axis (for vmap)."""
-  keys = ("x", "y", "x_val", "y_val", "x_test", "y_test")
+  keys = ("x", "y", "x_val", "y_val", "x_src_val", "y_src_val", "x_test", "y_test")
   return {k: np.stack([getattr(g, k) for g in gs]) for k in keys}

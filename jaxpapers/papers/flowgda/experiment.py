@@ -45,10 +45,8 @@ def _template(config, in_dim, classes):
                            feat_dim=m.feat, head_hidden=m.head_hidden, num_classes=classes)
   shapes = jax.eval_shape(jax.vmap(init), jax.random.split(jax.random.key(0), s))
   zeros = lambda a, *shape: jnp.zeros(shape, a)  # noqa: E731
-  return {"src": jax.tree.map(lambda x: jnp.zeros(x.shape, x.dtype), shapes),
-          "val": zeros(jnp.float32, len(RESULTS), s),
-          "test": zeros(jnp.float32, len(RESULTS), s),
-          "lr": zeros(jnp.float32, len(RESULTS), s),
+  fields = {k: zeros(jnp.float32, len(RESULTS), s) for k in pipeline.FIELDS}
+  return {"src": jax.tree.map(lambda x: jnp.zeros(x.shape, x.dtype), shapes), **fields,
           "seconds": zeros(jnp.float32, len(RESULTS)),
           "flow_loss": zeros(jnp.float32, len(RESULTS), len(LOSSES)),
           "done": zeros(jnp.int32, len(RESULTS))}
@@ -59,7 +57,7 @@ def _pack(src, out, template):
   state = {k: np.array(v) if k != "src" else v for k, v in state.items()}
   for i, r in enumerate(RESULTS):
     if r in out:
-      for k in ("val", "test", "lr"):
+      for k in pipeline.FIELDS:
         state[k][i] = out[r][k]
       state["seconds"][i] = out[r]["seconds"]
       state["flow_loss"][i] = [out[r].get("flow_loss", {}).get(k, 0.0) for k in LOSSES]
@@ -71,7 +69,7 @@ def _unpack(state):
   out = {}
   for i, r in enumerate(RESULTS):
     if int(state["done"][i]):
-      out[r] = {k: np.asarray(state[k][i]) for k in ("val", "test", "lr")}
+      out[r] = {k: np.asarray(state[k][i]) for k in pipeline.FIELDS}
       out[r]["seconds"] = float(state["seconds"][i])
       if r in pipeline.VARIANTS:
         out[r]["flow_loss"] = dict(zip(LOSSES, map(float, state["flow_loss"][i])))
@@ -79,11 +77,18 @@ def _unpack(state):
 
 
 def result_row(bench, method, res, n_inter):
-  test, val = np.asarray(res["test"], float), np.asarray(res["val"], float)
+  """One (benchmark, method) row: per selection rule (proxy; reverse validation, `rv`)
+  the mean/std target accuracy, per-seed accuracies and the chosen hyper-parameters."""
+  f = lambda k: np.asarray(res[k], float)  # noqa: E731
+  hps = lambda k: [float(f"{x:.1e}") for x in f(k)]  # noqa: E731
+  test, test_rv = f("test"), f("test_rv")
   return {"benchmark": bench, "D": n_inter + 2, "method": method,
           "target acc": float(test.mean()), "std": float(test.std()),
-          "val proxy": float(val.mean()), "seeds": [round(float(t), 4) for t in test],
-          "lr": [float(f"{x:.1e}") for x in np.asarray(res["lr"])],
+          "target acc rv": float(test_rv.mean()), "std rv": float(test_rv.std()),
+          "val proxy": float(f("val").mean()), "rv score": float(f("rv").mean()),
+          "seeds": [round(float(t), 4) for t in test],
+          "seeds rv": [round(float(t), 4) for t in test_rv],
+          "lr": hps("lr"), "wd": hps("wd"), "lr rv": hps("lr_rv"), "wd rv": hps("wd_rv"),
           "seconds": round(float(res["seconds"]), 1)}
 
 
@@ -107,6 +112,7 @@ def train_and_evaluate(config, workdir: str) -> dict:
     for r in rows:
       m[f"{r}/target_acc"] = float(np.mean(out[r]["test"]))
       m[f"{r}/val_proxy"] = float(np.mean(out[r]["val"]))
+      m[f"{r}/target_acc_rv"] = float(np.mean(out[r]["test_rv"]))
       for k, v in out[r].get("flow_loss", {}).items():
         m[f"{r}/flow_{k}"] = v
     metrics_lib.check_finite(done, m)
@@ -126,9 +132,12 @@ def train_and_evaluate(config, workdir: str) -> dict:
   rows = [result_row(bench, r, out[r], config.data.n_inter) for r in RESULTS if r in out]
   md = study_lib.write_table(
       workdir, f"flowgda_{bench}", rows,
-      ["method", "target acc", "std", "val proxy", "seeds", "lr", "seconds"],
+      ["method", "target acc", "std", "val proxy", "lr", "wd", "target acc rv", "std rv",
+       "lr rv", "wd rv", "seconds"],
       header=f"FlowGDA on {bench} (D={config.data.n_inter + 2}, seeds {seeds}; commit "
-             f"{study_lib.git_commit(paths=PATHS)}); lr chosen per seed on the proxy")
+             f"{study_lib.git_commit(paths=PATHS)}); hyper-parameters chosen per seed by "
+             f"two rules: 'target acc' = {pipeline.RULES['proxy']}; 'target acc rv' = "
+             f"{pipeline.RULES['rv']}")
   print(md)
   return {r: float(np.mean(out[r]["test"])) for r in out}
 
@@ -163,7 +172,8 @@ def plan(config) -> planner.Plan:
   feat, classes = config.model.feat, pipeline.MIN_CLASSES
   fc = config.flow
   # pylint: disable=protected-access
-  hp = dict(pipeline._hp(config), batch=fc.batch, sigma=fc.sigma, epsilon=fc.epsilon)
+  hp = dict(pipeline._hp(config), batch=fc.batch, sigma=fc.sigma, epsilon=fc.epsilon,
+            anchor_substeps=fc.anchor_substeps)
   weights = pipeline._flowgda_weights(config, list(pipeline.VARIANTS))
   # pylint: enable=protected-access
   n_var = len(pipeline.VARIANTS)

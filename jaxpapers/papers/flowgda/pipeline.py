@@ -5,10 +5,14 @@ Each method is one jitted program vmapped over seeds (outer, split over every de
 lanes of the same program (their switches are traced weights). Randomness is drawn from (benchmark, seed, method) only, so a method's
 numbers do not depend on which other methods or seeds run beside it.
 
-Model selection (identical for every method): per seed, the learning rate with the best
-accuracy on the labeled validation proxy, a small held-out sample of the last
-intermediate domain (never the target). The source model that every other method starts
-from is the source-only baseline selected by the same rule.
+Model selection (identical for every method), two rules reported side by side: per seed,
+the hyper-parameters (learning rate; and weight decay for the fresh-student methods) with
+the best score under
+- `proxy`: accuracy on a labeled held-out sample of the last intermediate domain;
+- `rv` (source labels only): reverse validation (Zhong et al. 2010): a fresh classifier
+  trained on the method's target pseudo-labels, scored on a held-out source split.
+Neither reads target labels. The source model that every other method starts from is
+chosen on the held-out source split (its only labeled data).
 """
 from __future__ import annotations
 
@@ -26,18 +30,25 @@ from jaxpapers.papers.flowgda import data as data_lib
 from jaxpapers.papers.flowgda import flow
 from jaxpapers.papers.flowgda import nets
 
-METHODS = ("source_only", "target_st", "gst", "dann", "goat", "ggf", "flowgda")
+METHODS = ("source_only", "target_st", "gst", "gst_fresh", "gst_linear", "dann", "goat",
+           "goat_fresh", "ggf", "flowgda")
 LABELS = {"source_only": "source-only", "target_st": "direct target self-training",
-          "gst": "gradual self-training", "dann": "DANN", "goat": "GOAT", "ggf": "GGF",
-          "flowgda": "FlowGDA"}
-# FlowGDA and its ablations: (w_cons, w_anchor, w_sem, use_ot, two_stage)
+          "gst": "GST, continued teacher, unregularised",
+          "gst_fresh": "GST, fresh regularised student", "gst_linear": "linear GST",
+          "dann": "DANN", "goat": "GOAT, continued head", "goat_fresh": "GOAT on fresh GST",
+          "ggf": "GGF", "flowgda": "FlowGDA"}
+FRESH = ("gst_fresh", "gst_linear", "goat_fresh")  # tuned over lr x weight decay
+RULES = {"proxy": "intermediate-domain proxy (labels of 100 held-out points of domain D-2)",
+         "rv": "source only: reverse validation on a held-out source split"}
+# FlowGDA and its ablations: (w_cons, w_anchor, w_sem, use_ot, two_stage, anchor_flow)
 VARIANTS = {
-    "flowgda": (1.0, 1.0, 1.0, 1.0, True),
-    "no_cons": (0.0, 1.0, 1.0, 1.0, True),
-    "no_anchor": (1.0, 0.0, 1.0, 1.0, True),
-    "no_sem": (1.0, 1.0, 0.0, 1.0, True),
-    "no_stage2": (1.0, 1.0, 1.0, 1.0, False),
-    "no_ot": (1.0, 1.0, 1.0, 0.0, True),
+    "flowgda": (1.0, 1.0, 1.0, 1.0, True, 0.0),
+    "no_cons": (0.0, 1.0, 1.0, 1.0, True, 0.0),
+    "no_anchor": (1.0, 0.0, 1.0, 1.0, True, 0.0),
+    "no_sem": (1.0, 1.0, 0.0, 1.0, True, 0.0),
+    "no_stage2": (1.0, 1.0, 1.0, 1.0, False, 0.0),
+    "no_ot": (1.0, 1.0, 1.0, 0.0, True, 0.0),
+    "anchor_flow": (1.0, 1.0, 1.0, 1.0, True, 1.0),
 }
 MIN_CLASSES = 10  # logits padded to this many classes so benchmarks share shapes
 
@@ -60,11 +71,21 @@ def load(cfg, name, seeds, n_inter):
   return gs, arrays, mask
 
 
-def _select(val_SxL, test_SxL):
-  val, test = np.asarray(val_SxL), np.asarray(test_SxL)
-  idx = val.argmax(1)  # first best on ties
-  rows = np.arange(len(idx))
-  return idx, val[rows, idx], test[rows, idx]
+def _preds(logit_fn):
+  """Class predictions of every (seed, lane) model on validation, test and target inputs."""
+  f = lambda p, xv, xs, xt, xu: tuple(  # noqa: E731
+      logit_fn(p, x).argmax(-1) for x in (xv, xs, xt, xu))
+  return jax.jit(jax.vmap(jax.vmap(f, (0, None, None, None, None)), (0, 0, 0, 0, 0)))
+
+
+def _reverse(key, x_tgt_NxP, yhat_LxN, x_sv, y_sv, mask, arch, steps, lr, batch):
+  """Reverse validation scores of L pseudo-labelings of one seed's target: a fresh
+  classifier per labeling (same key, so lanes differ in their labels only), trained on
+  (target inputs, pseudo-labels), accuracy on the held-out labeled source."""
+  def one(yhat):
+    p, _ = baselines.train_source(key, x_tgt_NxP, yhat, mask, lr, arch, steps, batch)
+    return nets.accuracy(nets.logits(p, x_sv, mask), y_sv)
+  return jax.vmap(one)(yhat_LxN)
 
 
 def _hp(cfg):
@@ -75,7 +96,9 @@ def _hp(cfg):
           "ggf_eta_classifier": a.ggf_eta_classifier,
           "ggf_score_sigma": a.ggf_score_sigma, "dann_lambda": a.dann_lambda,
           "dann_disc_hidden": a.dann_disc_hidden,
-          "hidden": tuple(cfg.flow.hidden), "lr": cfg.flow.lr, "steps": cfg.flow.steps}
+          "hidden": tuple(cfg.flow.hidden), "lr": cfg.flow.lr, "steps": cfg.flow.steps,
+          "holdout": a.holdout, "eval_every": a.eval_every, "retrain_steps": a.retrain_steps,
+          "goat_retrain_steps": a.goat_retrain_steps}
 
 
 def _arch(cfg):
@@ -141,36 +164,73 @@ def _flowgda_weights(cfg, wanted):
   w = np.asarray([VARIANTS[v] for v in wanted], np.float32)
   stage2 = int(fc.steps * fc.stage1_fraction)
   weights = {"cons": w[:, 0], "anchor": w[:, 1] * fc.w_anchor, "sem": w[:, 2] * fc.w_sem,
-             "use_ot": w[:, 3],
+             "use_ot": w[:, 3], "anchor_flow": w[:, 5],
              "stage2_start": np.where(w[:, 4] > 0, stage2, 0).astype(np.int32)}
   return {k: jnp.asarray(v) for k, v in weights.items()}
 
 
+FIELDS = ("val", "test", "lr", "wd", "rv", "test_rv", "lr_rv", "wd_rv")
+
+
 def run(cfg, name, seeds, n_inter=None, methods=METHODS, variants=tuple(VARIANTS),
         log=print, resume=None, on_phase=None):
-  """Returns {method or variant: {"val": (S,), "test": (S,), "lr": (S,), "seconds"}}.
+  """Returns {method or variant: {field: (S,) for field in FIELDS, "seconds"}}: per rule
+  (proxy: val/test/lr/wd; reverse validation: rv/test_rv/lr_rv/wd_rv) the selected lane's
+  score, target test accuracy and hyper-parameters.
 
-  Phases run in a fixed order (source, target_st, gst, dann, goat, ggf, flowgda with its
-  ablations). `resume` = {"src": source params, "out": finished phases} skips what is
-  done; `on_phase(phase, src, out)` is called after each phase (checkpointing). A phase
-  depends only on the data, the source model and its own key, so a resumed run ends
-  with exactly the numbers of an uninterrupted one.
+  Phases run in a fixed order (METHODS; flowgda with its ablations). `resume` = {"src":
+  source params, "out": finished phases} skips what is done; `on_phase(phase, src, out)`
+  is called after each phase (checkpointing). A phase depends only on the data, the
+  source model and its own key, so a resumed run ends with exactly the numbers of an
+  uninterrupted one.
   """
   resume = resume or {"src": None, "out": {}}
   n_inter = cfg.data.n_inter if n_inter is None else n_inter
   tag = f"{name} D={n_inter + 2}"
   _, a, mask = load(cfg, name, seeds, n_inter)
   lrs = jnp.asarray(cfg.adapt.lr_grid, jnp.float32)
+  # fresh-student methods: every (lr, weight decay) pair of the two grids
+  f_lrs = jnp.asarray([r for r in cfg.adapt.lr_grid for _ in cfg.adapt.wd_grid], jnp.float32)
+  f_wds = jnp.asarray([w for _ in cfg.adapt.lr_grid for w in cfg.adapt.wd_grid], jnp.float32)
   out = dict(resume["out"])
   keys = lambda m: jnp.stack([method_key(s, name, m) for s in seeds])  # noqa: E731
   hp = _hp(cfg)
+  hps = _static(hp)
+  arch = _arch(cfg)
+  rv = cfg.adapt
+  rev = _program(("reverse", _static(arch), rv.rv_steps, rv.rv_lr, rv.batch),
+                 lambda: seeds_program(functools.partial(
+                     _reverse, arch=arch, steps=rv.rv_steps, lr=rv.rv_lr, batch=rv.batch),
+                     (0, 0, 0, 0, 0, None)))
+  net_preds = _preds(lambda p, x: nets.logits(p, x, mask))
+  head_preds = _preds(lambda h, z: nets.head_logits(h, z, mask))
+  y_val, y_test = np.asarray(a["y_val"])[:, None], np.asarray(a["y_test"])[:, None]
 
-  def record(method, val, test, t0, grid=lrs):
-    idx, v, te = _select(val, test)
-    out[method] = {"val": v, "test": te, "lr": np.asarray(grid)[idx],
-                   "seconds": time.perf_counter() - t0}
-    log(f"  {tag} {method:12s} target acc {te.mean():.3f} +- {te.std():.3f}  "
-        f"(val proxy {v.mean():.3f}, {out[method]['seconds']:.1f} s)")
+  def record(method, preds, params, inputs, t0, grid=lrs, wds=None, src_score=None):
+    """Scores every (seed, lane) model under both rules and keeps each rule's pick."""
+    pv, _, pt, pu = (np.asarray(v) for v in preds(params, *inputs))  # _: source split
+    # float32 like the checkpointed fields, so a resumed run reports identical numbers
+    val, test = ((p == y).mean(-1).astype(np.float32) for p, y in ((pv, y_val), (pt, y_test)))
+    if src_score is None:  # reverse validation from the target pseudo-labels
+      rscore = np.asarray(rev(keys("reverse"), a["x"][:, -1], jnp.asarray(pu, jnp.int32),
+                              a["x_src_val"], a["y_src_val"], mask))
+    else:
+      rscore = np.asarray(src_score, np.float32)
+    grid = np.asarray(grid, np.float32)
+    wds = np.zeros_like(grid) if wds is None else np.asarray(wds, np.float32)
+    rows = np.arange(val.shape[0])
+    res = {}
+    for score, sfx in ((val if src_score is None else src_score, ""), (rscore, "_rv")):
+      idx = score.argmax(1)  # first best on ties
+      res.update({("val" if not sfx else "rv"): score[rows, idx], "test" + sfx: test[rows, idx],
+                  "lr" + sfx: grid[idx], "wd" + sfx: wds[idx]})
+    if src_score is not None:  # the source model's own pick: proxy accuracy reported
+      res["val"] = val[rows, src_score.argmax(1)]
+    res["seconds"] = time.perf_counter() - t0
+    out[method] = res
+    log(f"  {tag} {method:12s} target acc proxy {res['test'].mean():.3f} +- "
+        f"{res['test'].std():.3f}, rv {res['test_rv'].mean():.3f} +- "
+        f"{res['test_rv'].std():.3f} ({res['seconds']:.1f} s)")
 
   def todo(phase, needed=True):
     if not needed:
@@ -180,15 +240,14 @@ def run(cfg, name, seeds, n_inter=None, methods=METHODS, variants=tuple(VARIANTS
       return False
     return True
 
+  x_in = (a["x_val"], a["x_src_val"], a["x_test"], a["x"][:, -1])
   acc = lambda p, x, y: nets.accuracy(nets.logits(p, x, mask), y)  # noqa: E731
   vacc = jax.vmap(jax.vmap(acc, (0, None, None)), (0, 0, 0))  # seeds x lrs
 
-  # Source model (= source-only): lr grid, selected on the proxy.
+  # Source model (= source-only): lr grid, chosen on the held-out source split.
   src = resume["src"]
-  hps = _static(hp)
   if src is None or todo("source_only"):
     t0 = time.perf_counter()
-    arch = _arch(cfg)
     src_fn = _program(("source", _static(arch), cfg.source.steps, cfg.adapt.batch),
                       lambda: seeds_program(jax.vmap(functools.partial(
                           baselines.train_source, arch=arch, steps=cfg.source.steps,
@@ -196,14 +255,15 @@ def run(cfg, name, seeds, n_inter=None, methods=METHODS, variants=tuple(VARIANTS
                           (0, 0, 0, None, None)))
     grid = jnp.asarray(cfg.source.lr_grid, jnp.float32)
     src_all, _ = src_fn(keys("source"), a["x"][:, 0], a["y"][:, 0], mask, grid)
-    val = vacc(src_all, a["x_val"], a["y_val"])
-    record("source_only", val, vacc(src_all, a["x_test"], a["y_test"]), t0, grid)
-    idx = jnp.asarray(np.asarray(val).argmax(1))
+    sval = np.asarray(vacc(src_all, a["x_src_val"], a["y_src_val"]))
+    idx = jnp.asarray(sval.argmax(1))
+    # Both rules keep this pick (the only labeled data is the source's).
+    record("source_only", net_preds, src_all, x_in, t0, grid, src_score=sval)
     src = jax.tree.map(lambda p: p[jnp.arange(len(seeds)), idx], src_all)
     _call(on_phase, "source_only", src, out)
 
-  # Full-network methods start from the selected source model. Both self-training
-  # baselines are one program (rounds over a sequence of domains), compiled once.
+  # Full-network methods start from the selected source model. Both continued-teacher
+  # self-training baselines are one program (rounds over a sequence of domains).
   st = _program(("st", hps), lambda: seeds_program(jax.vmap(
       functools.partial(_net_self_train, hp=hp), (None, None, None, None, 0)),
       (0, 0, 0, None, None)))
@@ -213,28 +273,43 @@ def run(cfg, name, seeds, n_inter=None, methods=METHODS, variants=tuple(VARIANTS
     if todo(m, m in methods):
       t0 = time.perf_counter()
       params = st(keys(m), src, seqs[m], mask, lrs)
-      record(m, vacc(params, a["x_val"], a["y_val"]),
-             vacc(params, a["x_test"], a["y_test"]), t0)
+      record(m, net_preds, params, x_in, t0)
       _call(on_phase, m, src, out)
+  if todo("gst_fresh", "gst_fresh" in methods):
+    t0 = time.perf_counter()
+    in_dim = a["x"].shape[-1]
+    f = _program(("gst_fresh", hps, _static(arch), in_dim), lambda: seeds_program(jax.vmap(
+        functools.partial(_net_gst_fresh, hp=hp, arch=arch, in_dim=in_dim),
+        (None, None, None, None, None, 0, 0)), (0, 0, 0, 0, None, None, None)))
+    params = f(keys("gst_fresh"), a["x"][:, 0], a["y"][:, 0], a["x"][:, 1:], mask, f_lrs,
+               f_wds)
+    record("gst_fresh", net_preds, params, x_in, t0, f_lrs, f_wds)
+    _call(on_phase, "gst_fresh", src, out)
+  if todo("gst_linear", "gst_linear" in methods):
+    t0 = time.perf_counter()
+    f = _program(("gst_linear", hps), lambda: seeds_program(jax.vmap(
+        functools.partial(baselines.gst_linear, hp=hp), (None, None, None, None, None, 0, 0)),
+        (0, 0, 0, 0, None, None, None)))
+    params = f(keys("gst_linear"), a["x"][:, 0], a["y"][:, 0], a["x"][:, 1:], mask, f_lrs,
+               f_wds)
+    record("gst_linear", net_preds, params, x_in, t0, f_lrs, f_wds)
+    _call(on_phase, "gst_linear", src, out)
   if todo("dann", "dann" in methods):
     t0 = time.perf_counter()
     f = _program(("dann", hps), lambda: seeds_program(jax.vmap(
         functools.partial(baselines.dann, hp=hp), (None, None, None, None, None, 0)),
         (0, 0, 0, 0, None, None)))
     params = f(keys("dann"), src, a["x"], a["y"][:, 0], mask, lrs)
-    record("dann", vacc(params, a["x_val"], a["y_val"]),
-           vacc(params, a["x_test"], a["y_test"]), t0)
+    record("dann", net_preds, params, x_in, t0)
     _call(on_phase, "dann", src, out)
 
   # Feature-space methods: frozen source encoder, adapted head.
   enc = jax.vmap(nets.encode)
   s_, d_, n_ = a["x"].shape[:3]
   z = enc(src, a["x"].reshape(s_, d_ * n_, -1)).reshape(s_, d_, n_, -1)
-  z_val, z_test = enc(src, a["x_val"]), enc(src, a["x_test"])
+  z_in = (enc(src, a["x_val"]), enc(src, a["x_src_val"]), enc(src, a["x_test"]), z[:, -1])
   mean, std = z[:, 0].mean(1), z[:, 0].std(1) + 1e-6  # (S, F) source statistics
   zn = (z - mean[:, None, None]) / std[:, None, None]
-  hacc = lambda h, zz, y: nets.accuracy(nets.head_logits(h, zz, mask), y)  # noqa: E731
-  vhacc = jax.vmap(jax.vmap(hacc, (0, None, None)), (0, 0, 0))
 
   if todo("goat", "goat" in methods):
     t0 = time.perf_counter()
@@ -242,22 +317,31 @@ def run(cfg, name, seeds, n_inter=None, methods=METHODS, variants=tuple(VARIANTS
         functools.partial(baselines.goat, hp=hp), (None, None, None, None, 0)),
         (0, 0, 0, None, None)))
     heads = f(keys("goat"), src["head"], z, mask, lrs)
-    record("goat", vhacc(heads, z_val, a["y_val"]), vhacc(heads, z_test, a["y_test"]), t0)
+    record("goat", head_preds, heads, z_in, t0)
     _call(on_phase, "goat", src, out)
+  if todo("goat_fresh", "goat_fresh" in methods):
+    t0 = time.perf_counter()
+    f = _program(("goat_fresh", hps), lambda: seeds_program(jax.vmap(
+        functools.partial(baselines.goat_fresh, hp=hp), (None, None, None, None, None, 0, 0)),
+        (0, 0, 0, 0, None, None, None)))
+    heads = f(keys("goat_fresh"), src["head"], z, a["y"][:, 0], mask, f_lrs, f_wds)
+    record("goat_fresh", head_preds, heads, z_in, t0, f_lrs, f_wds)
+    _call(on_phase, "goat_fresh", src, out)
   if todo("ggf", "ggf" in methods):
     t0 = time.perf_counter()
     f = _program(("ggf", hps), lambda: seeds_program(jax.vmap(
         functools.partial(baselines.ggf, hp=hp), (None, None, None, None, None, None, 0)),
         (0, 0, 0, 0, 0, None, None)))
     heads = f(keys("ggf"), src["head"], zn, a["y"][:, 0], (mean, std), mask, lrs)
-    record("ggf", vhacc(heads, z_val, a["y_val"]), vhacc(heads, z_test, a["y_test"]), t0)
+    record("ggf", head_preds, heads, z_in, t0)
     _call(on_phase, "ggf", src, out)
 
   wanted = [v for v in VARIANTS if v in variants] if "flowgda" in methods else []
   if wanted and todo("flowgda"):
     t0 = time.perf_counter()
     fc = cfg.flow
-    fhp = dict(hp, batch=fc.batch, sigma=fc.sigma, epsilon=fc.epsilon)
+    fhp = dict(hp, batch=fc.batch, sigma=fc.sigma, epsilon=fc.epsilon,
+               anchor_substeps=fc.anchor_substeps)
 
     static = dict(fhp=fhp, n_int=fc.n_int_per_gap * (zn.shape[1] - 1),
                   steps_per_int=max(1, cfg.adapt.steps_per_round // fc.n_int_per_gap),
@@ -268,10 +352,18 @@ def run(cfg, name, seeds, n_inter=None, methods=METHODS, variants=tuple(VARIANTS
                     _flowgda_weights(cfg, wanted), lrs)
     for i, v in enumerate(wanted):  # rows: seeds x variants
       hv = jax.tree.map(lambda h: h[:, i], heads)  # noqa: B023
-      record(v, vhacc(hv, z_val, a["y_val"]), vhacc(hv, z_test, a["y_test"]), t0)
+      record(v, head_preds, hv, z_in, t0)
       out[v]["flow_loss"] = {k: float(np.asarray(x[:, i]).mean()) for k, x in hist.items()}
     _call(on_phase, "flowgda", src, out)
   return out
+
+
+def _net_gst_fresh(key, x_src, y_src, domains, mask, lr, wd, hp, arch, in_dim):
+  init_fn = lambda k: nets.classifier_init(  # noqa: E731
+      k, in_dim, arch["hidden"], arch["feat"], arch["head_hidden"], mask.shape[-1])
+  apply_fn = lambda p, x: nets.logits(p, x, mask)  # noqa: E731
+  return baselines.gst_from_source(key, init_fn, apply_fn, x_src, y_src, domains, lr, wd,
+                                   hp)
 
 
 def _call(on_phase, phase, src, out):
