@@ -275,25 +275,21 @@ def run(cfg, name, seeds, n_inter=None, methods=METHODS, variants=tuple(VARIANTS
       params = st(keys(m), src, seqs[m], mask, lrs)
       record(m, net_preds, params, x_in, t0)
       _call(on_phase, m, src, out)
-  if todo("gst_fresh", "gst_fresh" in methods):
-    t0 = time.perf_counter()
-    in_dim = a["x"].shape[-1]
-    f = _program(("gst_fresh", hps, _static(arch), in_dim), lambda: seeds_program(jax.vmap(
-        functools.partial(_net_gst_fresh, hp=hp, arch=arch, in_dim=in_dim),
-        (None, None, None, None, None, 0, 0)), (0, 0, 0, 0, None, None, None)))
-    params = f(keys("gst_fresh"), a["x"][:, 0], a["y"][:, 0], a["x"][:, 1:], mask, f_lrs,
-               f_wds)
-    record("gst_fresh", net_preds, params, x_in, t0, f_lrs, f_wds)
-    _call(on_phase, "gst_fresh", src, out)
-  if todo("gst_linear", "gst_linear" in methods):
-    t0 = time.perf_counter()
-    f = _program(("gst_linear", hps), lambda: seeds_program(jax.vmap(
-        functools.partial(baselines.gst_linear, hp=hp), (None, None, None, None, None, 0, 0)),
-        (0, 0, 0, 0, None, None, None)))
-    params = f(keys("gst_linear"), a["x"][:, 0], a["y"][:, 0], a["x"][:, 1:], mask, f_lrs,
-               f_wds)
-    record("gst_linear", net_preds, params, x_in, t0, f_lrs, f_wds)
-    _call(on_phase, "gst_linear", src, out)
+  in_dim = a["x"].shape[-1]
+  fresh = {  # fresh-student methods: (program key, one lane over (lr, weight decay))
+      "gst_fresh": (("gst_fresh", hps, _static(arch), in_dim), functools.partial(
+          _net_gst_fresh, hp=hp, arch=arch, in_dim=in_dim)),
+      "gst_linear": (("gst_linear", hps), functools.partial(baselines.gst_linear, hp=hp)),
+  }
+  for m, (key, lane) in fresh.items():
+    if todo(m, m in methods):
+      t0 = time.perf_counter()
+      f = _program(key, lambda lane=lane: seeds_program(
+          jax.vmap(lane, (None, None, None, None, None, 0, 0)),
+          (0, 0, 0, 0, None, None, None)))
+      params = f(keys(m), a["x"][:, 0], a["y"][:, 0], a["x"][:, 1:], mask, f_lrs, f_wds)
+      record(m, net_preds, params, x_in, t0, f_lrs, f_wds)
+      _call(on_phase, m, src, out)
   if todo("dann", "dann" in methods):
     t0 = time.perf_counter()
     f = _program(("dann", hps), lambda: seeds_program(jax.vmap(
