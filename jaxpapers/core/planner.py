@@ -10,6 +10,13 @@ allocated). `estimate` lowers and compiles that step for the mesh and reads, per
             batch), outputs, temporaries, minus the donated buffers outputs reuse
   time      flops per device / (platform peak x MFU), and that times the run's steps
 
+XLA's cost analysis counts a while loop's body once, however many times it runs, so a
+step that scans (layers, rollout steps, micro-batches) is undercounted by its trip count.
+`estimate` adds the missing trips of the step's matmuls and convolutions, counted on its
+jaxpr (`loop_matmul_flops`: each `lax.scan` body times its length); elementwise work inside
+a loop stays counted once, which for matmul-bound steps is a small part. A `while_loop`
+with a dynamic trip count cannot be counted that way; the report says how many there are.
+
 Peaks are the vendors' published dense rates: bf16 for `compute_dtype='bfloat16'` steps,
 TF32 (GPUs) for float32 ones. MFU 0.4 is a typical achieved fraction for a well-sharded
 transformer step; small or communication-bound steps reach less, so the time is a
@@ -25,6 +32,7 @@ import os
 from typing import Callable
 
 import jax
+import jax.extend
 
 # name: (bf16 dense FLOP/s, float32-path dense FLOP/s, device memory bytes, source)
 PLATFORMS = {
@@ -39,18 +47,12 @@ PLATFORMS = {
 @dataclasses.dataclass
 class Plan:
   """fn: the jitted step; args: its abstract arguments; steps: training steps of the run.
-
-  count: optional (fn, args) of a program with the step's FLOPs, used for the FLOPs
-  instead of `fn` (memory still comes from `fn`). XLA's cost analysis counts a while
-  loop's body once, so a step that accumulates micro-batches in `lax.scan` passes its
-  whole-batch equivalent here (compiled, never run).
   """
   fn: Callable
   args: tuple
   steps: int
   label: str = ""
   bf16: bool = False
-  count: tuple | None = None
 
 
 def _first(x):
@@ -59,12 +61,73 @@ def _first(x):
   return x
 
 
+def _matmul_flops(eqn) -> int:
+  """FLOPs (multiply-adds x 2) of a dot_general or convolution equation, else 0."""
+  name = eqn.primitive.name
+  if name not in ("dot_general", "conv_general_dilated"):
+    return 0
+  out = eqn.outvars[0].aval
+  if name == "dot_general":
+    (lhs_contract, _), _ = eqn.params["dimension_numbers"]
+    lhs = eqn.invars[0].aval.shape
+    k = 1
+    for d in lhs_contract:
+      k *= lhs[d]
+    return 2 * out.size * k
+  if name == "conv_general_dilated":
+    rhs = eqn.invars[1].aval
+    out_feature_dim = eqn.params["dimension_numbers"].rhs_spec[0]
+    # each output element sums over the kernel's window x its input features per group
+    return 2 * out.size * (rhs.size // rhs.shape[out_feature_dim])
+  return 0
+
+
+def _sub_jaxprs(eqn):
+  for v in eqn.params.values():
+    for x in (v if isinstance(v, (list, tuple)) else (v,)):
+      if isinstance(x, jax.extend.core.ClosedJaxpr):
+        yield x.jaxpr
+      elif isinstance(x, jax.extend.core.Jaxpr):
+        yield x
+
+
+def loop_matmul_flops(jaxpr, *, trips: bool = True) -> tuple[int, int]:
+  """(matmul + convolution FLOPs of a jaxpr, dynamic while loops met).
+
+  trips=True counts a scan body `length` times, as the step runs it; trips=False as XLA's
+  cost analysis sees the compiled loop (its bodies once). A cond counts its costliest
+  branch."""
+  total, dynamic = 0, 0
+  for eqn in jaxpr.eqns:
+    total += _matmul_flops(eqn)
+    subs = [loop_matmul_flops(j, trips=trips) for j in _sub_jaxprs(eqn)]
+    dynamic += sum(d for _, d in subs) + (eqn.primitive.name == "while")
+    if eqn.primitive.name == "cond":
+      total += max((f for f, _ in subs), default=0)
+    else:
+      reps = 1
+      if eqn.primitive.name == "scan":
+        length, unroll = eqn.params["length"], int(eqn.params.get("unroll", 1))
+        # unroll=u lowers to a loop of u bodies plus the length % u left over, which XLA
+        # counts once each (u = length: no loop; length 1: the loop is removed)
+        reps = length if trips else min(length, unroll + length % unroll)
+      total += reps * sum(f for f, _ in subs)
+  return total, dynamic
+
+
 def compiled_costs(fn, args) -> dict:
   """FLOPs and per-device bytes of `fn` compiled for `args` (abstract or concrete)."""
   compiled = fn.lower(*args).compile()
   cost = _first(compiled.cost_analysis()) or {}
   mem = compiled.memory_analysis()
   out = {"flops_per_device": float(cost.get("flops", float("nan")))}
+  # The scan trips XLA did not count (see the module docstring), spread over the devices
+  # that hold the work like the rest of the step.
+  jaxpr = jax.make_jaxpr(fn)(*args).jaxpr
+  every, dynamic = loop_matmul_flops(jaxpr)
+  once, _ = loop_matmul_flops(jaxpr, trips=False)
+  out.update(xla_flops_per_device=out["flops_per_device"], loop_flops=float(every - once),
+             dynamic_loops=dynamic)
   if mem is not None:
     arg_b = int(mem.argument_size_in_bytes)
     out_b = int(mem.output_size_in_bytes)
@@ -88,15 +151,14 @@ def estimate(plan: Plan, *, devices: int, platform: str = "h100", mfu: float = 0
     mem_cap = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / devices
   peak = bf16_peak if plan.bf16 else f32_peak
   r = compiled_costs(plan.fn, plan.args)
-  if plan.count is not None:
-    r["flops_per_device"] = compiled_costs(*plan.count)["flops_per_device"]
-  step_s = r["flops_per_device"] / (peak * mfu)
   # A spread of n < devices rows runs on n devices (sharding.spread_mesh): count the
   # devices that hold a shard of an argument, so the step's FLOPs are not multiplied by
   # idle devices.
   used = max([len(a.sharding.device_set) for a in jax.tree.leaves(plan.args)
               if getattr(a, "sharding", None) is not None] or [devices])
   used = min(used, devices)
+  r["flops_per_device"] += r["loop_flops"] / used
+  step_s = r["flops_per_device"] / (peak * mfu)
   r.update(label=plan.label, devices=devices, devices_used=used, platform=platform,
            platform_source=source,
            peak_flops=peak, precision="bf16" if plan.bf16 else "float32", mfu=mfu,
@@ -123,7 +185,11 @@ def format_report(r: dict) -> str:
          < r["devices"] else "")
       + f", platform {r['platform']} ({r['platform_source']})",
       f"  FLOPs per step: {_si(r['flops_per_step'], 'FLOP')} "
-      f"({_si(r['flops_per_device'], 'FLOP')} per device)",
+      f"({_si(r['flops_per_device'], 'FLOP')} per device)"
+      + (f"; {_si(r['loop_flops'], 'FLOP')} of it added for the scan trips XLA's cost analysis skips"
+         if r.get("loop_flops") else "")
+      + (f"; {r['dynamic_loops']} while loop(s) of unknown trip count counted once"
+         if r.get("dynamic_loops") else ""),
   ]
   if "bytes_per_device" in r:
     lines.append(

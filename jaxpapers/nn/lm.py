@@ -36,6 +36,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from jaxpapers.core import accumulate
 from jaxpapers.core import loop
 from jaxpapers.core import precision
 from jaxpapers.data import text as text_lib
@@ -142,10 +143,7 @@ def make_task(config, data: text_lib.TokenData, model: LMModel, *, seed: int | N
   # activations and logits are held for B / micro rows at a time; the update is the one of
   # the whole batch (up to float rounding) for a deterministic objective. A stochastic one
   # draws slice i's noise from fold_in(rng, i): the same estimator, other draws.
-  micro = int(config.train.get("microbatches", 1))
-  if micro < 1 or B % micro:
-    raise ValueError(f"train.microbatches={micro} must be >= 1 and divide "
-                     f"train.batch_size={B}")
+  micro = accumulate.check(config.train.get("microbatches", 1), B, "train.batch_size")
 
   def apply(p, tokens, **kw):  # float32 master weights, the forward pass in `dtype`
     return model.apply(precision.cast(p, dtype), tokens, **kw)
@@ -156,21 +154,10 @@ def make_task(config, data: text_lib.TokenData, model: LMModel, *, seed: int | N
 
   def micro_grads(params, tokens, rng):
     """Mean loss and gradient over `micro` strided slices of the batch, one at a time."""
-    # Row j * micro + i goes to slice i: a device's contiguous rows stay on that device
-    # (when micro divides its row count), so no slice moves data between devices.
-    chunks = jnp.moveaxis(tokens.reshape(tokens.shape[0] // micro, micro,
-                                         *tokens.shape[1:]), 1, 0)
-    value_grad = jax.value_and_grad(
-        lambda p, tok, r: jnp.mean(objective(apply, p, tok, r).astype(jnp.float32)))
-
-    def body(acc, xs):
-      i, tok = xs
-      loss_grads = value_grad(params, tok, jax.random.fold_in(rng, i))
-      return jax.tree.map(jnp.add, acc, loss_grads), None
-    zero = (jnp.zeros((), jnp.float32), jax.tree.map(jnp.zeros_like, params))
-    (loss, grads), _ = jax.lax.scan(body, zero, (jnp.arange(micro), chunks))
-    loss, grads = loss / micro, jax.tree.map(lambda g: g / micro, grads)
-    if regularizer is not None:
+    loss, grads = accumulate.value_and_grad(
+        lambda p, tok, r: jnp.mean(objective(apply, p, tok, r).astype(jnp.float32)),
+        params, tokens, rng, micro)
+    if regularizer is not None:  # counted once, on the whole parameters
       r, r_grads = jax.value_and_grad(regularizer)(params)
       loss, grads = loss + r, jax.tree.map(jnp.add, grads, r_grads)
     return loss, grads

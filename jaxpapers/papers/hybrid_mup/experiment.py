@@ -48,15 +48,12 @@ PLAN_CHARS = 2 ** 20
 def plan(config) -> planner.Plan:
   """The train step of one run (`launch/train.py`'s program, through core.loop).
 
-  The stack scans over the repeats of its pattern's period ('MA' x 16: 16 iterations),
-  and XLA's cost analysis counts a loop body once, so the reported FLOPs are those of
-  the step with ONE period (plus embedding and readout). `steps` is therefore
-  train.steps x repeats: the run's FLOPs and hours come out right (the readout, < 0.5%
-  of a period, is counted repeats times; the chunked scan's loop over blocks is also
-  counted once, < 1% of a Mamba block's FLOPs). Memory is the whole step's: the program
-  is the one training runs. (Unrolling the layers would count every layer, but XLA's
-  CPU compiler then schedules the rematerialisation so that every layer's activations
-  stay live, ~6 GB per period at 4 sequences per device, and it compiles 2-3x slower.)
+  The stack scans over the repeats of its pattern's period ('MA' x 16: 16 iterations);
+  the planner counts every trip of that scan (and of the chunked selective scan), which
+  XLA's cost analysis alone counts once. Memory is the whole step's: the program is the
+  one training runs. (Unrolling the layers instead makes XLA's CPU compiler keep every
+  layer's activations live, ~6 GB per period at 4 sequences per device, and compiles
+  2-3x slower.)
   """
   # Only shapes matter (byte tokens: vocabulary 256 whatever the text), so the planner
   # reads at most PLAN_CHARS characters of the corpus instead of all of it.
@@ -67,9 +64,9 @@ def plan(config) -> planner.Plan:
   fn, args = loop.plan_step(config, model_lib.make_task(config, data, hybrid))
   m, repeats = config.model, hybrid.model.repeats
   label = (f"hybrid_mup pattern={m.pattern} ({len(m.pattern)} blocks = period "
-           f"{hybrid.model.unit!r} x {repeats}; FLOPs and steps per period) d={m.dim} "
+           f"{hybrid.model.unit!r} x {repeats}) d={m.dim} "
            f"params={model_lib.n_params(hybrid):,} batch {config.train.batch_size} x "
            f"{config.data.seq_len} mesh={config.mesh} compute_dtype={config.compute_dtype} "
            f"scan_chunk={m.scan_chunk} remat={m.remat}")
-  return planner.Plan(fn, args, steps=config.train.steps * repeats, label=label,
+  return planner.Plan(fn, args, steps=config.train.steps, label=label,
                       bf16=config.compute_dtype == "bfloat16")

@@ -8,8 +8,6 @@ step at the paper's sizes to launch/plan.py.
 """
 from __future__ import annotations
 
-import dataclasses
-import json
 import os
 
 import jax
@@ -318,10 +316,8 @@ def plan(config):
           (mem, data, start, res))
     return sharding.spread_plan(T.make_chunk(sp, 1), mem, data, start, res, in_axes=axes)
   fn, args = program(sp)
-  # XLA counts the accumulation loop's body once: the FLOPs are the whole batch's step.
-  count = program(dataclasses.replace(sp, micro=1)) if sp.micro > 1 else None
   n_params = sum(int(np.prod(x.shape)) for x in jax.tree.leaves(mem["params"])) // M
-  return planner.Plan(fn=fn, args=args, steps=config.train.steps, bf16=config.bf16, count=count,
+  return planner.Plan(fn=fn, args=args, steps=config.train.steps, bf16=config.bf16,
                       label=f"lgs PFlowFT step: {M} seeds x batch {sp.batch}"
                             f"{' split over devices' if config.train.batch_parallel else ''}"
                             f" in {sp.micro} micro-batches"

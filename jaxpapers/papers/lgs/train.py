@@ -15,7 +15,6 @@ model. Rollouts update the K-frame context on the model's own predictions.
 from __future__ import annotations
 
 import dataclasses
-import os
 import time
 
 import jax
@@ -25,6 +24,7 @@ import optax
 
 from jax.sharding import NamedSharding, PartitionSpec as P
 
+from jaxpapers.core import accumulate
 from jaxpapers.core import checkpoint as checkpoint_lib
 from jaxpapers.core import mesh as mesh_lib
 from jaxpapers.core import sharding
@@ -176,7 +176,10 @@ def make_chunk(spec: Spec, chunk: int, rows=None):
         (loss, _), g = jax.value_and_grad(
             lambda p: loss_fn(spec, p, batch, kl, res_std), has_aux=True)(st["params"])
       else:
-        loss, g = _accumulated_grad(spec, st["params"], batch, kl, res_std)
+        # One slice's activations live at a time (the paper's 1024^2 attention weights).
+        loss, g = accumulate.value_and_grad(
+            lambda p, b, r: loss_fn(spec, p, b, r, res_std)[0], st["params"], batch, kl,
+            spec.micro)
       upd, opt = tx.update(g, st["opt"], st["params"])
       scale = st["lr"] * lr_at(spec, step)
       params = jax.tree.map(lambda p, u: p - scale * u, st["params"], upd)
@@ -185,26 +188,6 @@ def make_chunk(spec: Spec, chunk: int, rows=None):
     return dict(st, loss=jnp.mean(losses))
 
   return run
-
-
-def _accumulated_grad(spec: Spec, params, batch, rng, res_std):
-  """Mean loss and gradient over spec.micro strided row slices of the batch, in turn.
-
-  Row j * micro + i goes to slice i, so a device's rows stay on it (batch_parallel); slice
-  i draws its noise from fold_in(rng, i): the same estimator as the whole batch, other
-  draws. Held in memory: one slice's activations (the paper's 1024^2 attention weights)."""
-  m = spec.micro
-  slices = jax.tree.map(
-      lambda a: jnp.moveaxis(a.reshape((a.shape[0] // m, m) + a.shape[1:]), 1, 0), batch)
-  value_grad = jax.value_and_grad(
-      lambda p, b, r: loss_fn(spec, p, b, r, res_std)[0])
-
-  def body(acc, xs):
-    i, b = xs
-    return jax.tree.map(jnp.add, acc, value_grad(params, b, jax.random.fold_in(rng, i))), None
-  zero = (jnp.zeros((), jnp.float32), jax.tree.map(jnp.zeros_like, params))
-  (loss, g), _ = jax.lax.scan(body, zero, (jnp.arange(m), slices))
-  return loss / m, jax.tree.map(lambda x: x / m, g)
 
 
 _CHUNKS = {}
@@ -236,9 +219,7 @@ def fit(spec: Spec, members, data, res_std, *, chunk: int = 50, ckpt_dir: str | 
   is checkpointed and a restarted call resumes from the newest one. `batch_parallel`
   splits each batch over the devices instead of the members (`batch_parallel_chunk`).
   """
-  if spec.micro < 1 or spec.batch % spec.micro:
-    raise ValueError(f"train.microbatches={spec.micro} must be >= 1 and divide the "
-                     f"{spec.kind} batch {spec.batch}")
+  accumulate.check(spec.micro, spec.batch, f"the {spec.kind} batch")
   per_member = np.ndim(res_std) == 1
   key = (spec, chunk, per_member, batch_parallel)
   if key not in _CHUNKS:

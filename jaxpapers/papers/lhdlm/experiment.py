@@ -103,12 +103,6 @@ def plan(config) -> planner.Plan:
   data = _shape_data(config)
   mdl = model_lib.build(config, data.vocab_size, data.train, unroll=True)
   fn, args = loop.plan_step(config, model_lib.make_task(config, data, mdl))
-  count = None
-  if config.train.get("microbatches", 1) > 1:
-    # XLA counts the accumulation loop's body once: the FLOPs are the whole batch's step.
-    whole = config.copy_and_resolve_references()
-    whole.train.microbatches = 1
-    count = loop.plan_step(whole, model_lib.make_task(whole, data, mdl))
   m = config.model
   label = (f"lhdlm kind={m.kind} C={mdl.C} d={m.dim} layers={m.layers} "
            f"params={model_lib.n_params(mdl):,} V={data.vocab_size} batch "
@@ -116,4 +110,4 @@ def plan(config) -> planner.Plan:
            f"microbatches={config.train.get('microbatches', 1)} mesh={config.mesh} "
            f"compute_dtype={config.compute_dtype}")
   return planner.Plan(fn, args, steps=config.train.steps, label=label,
-                      bf16=config.compute_dtype == "bfloat16", count=count)
+                      bf16=config.compute_dtype == "bfloat16")
