@@ -420,3 +420,60 @@ def test_config_bad_inputs():
     config_lib.load("configs/coupled_sae.py:source=nifti")
   with pytest.raises(ValueError, match="generator"):
     config_lib.load("configs/coupled_sae.py:generator=relu")
+
+
+def _pca_split(rng, lengths, n_vox, w):
+  x = rng.standard_normal((sum(lengths), 12)).astype(np.float32)
+  x1 = signal.make_delayed_stories(x, lengths, (1,))  # responses lag the features by 1 TR
+  ys = [(x1 @ w[:, :v] + 0.5 * rng.standard_normal((len(x), v))).astype(np.float32)
+        for v in n_vox]
+  y, n = methods.pad_subjects(ys)
+  return methods.Split(x, model.prev_index(lengths, (1, 2)),
+                       signal.make_delayed_stories(x, lengths, (1, 2)), y, lengths, n)
+
+
+def test_tuned_pca_equals_per_subject_ridge_and_picks_on_validation():
+  """The tuned PCA-k baseline fits the subjects' concatenated voxels in one ridge: it must
+  equal a separate per-subject ridge on the same PC features (per-voxel alphas are
+  independent per target), and its k must be the grid's best on validation r. The
+  responses read all 12 feature directions, so 2 PCs must lose to >= 8 on validation."""
+  rng = np.random.default_rng(7)
+  w = rng.standard_normal((12, 5)).astype(np.float32)
+  tr, va, te = (_pca_split(rng, lens, (3, 5), w) for lens in ((40, 40, 40, 40), (40,), (40,)))
+  cfg = config_lib.load("configs/coupled_sae.py:smoke,pca_ks=2+8+12")
+  cfg = config_lib.override(cfg, {"data.delays": (1, 2)})
+  got = methods._pca_tuned(tr, va, te, 2, cfg)  # pylint: disable=protected-access
+  assert [g["k"] for g in got["grid"]] == [2, 8, 12]
+  assert got["k"] == max(got["grid"], key=lambda g: g["val_r"])["k"] and got["k"] != 2
+  mu, comps = baselines.pca_fit(tr.x, got["k"])
+  pc = {n: signal.make_delayed_stories(baselines.pca_scores(s.x, mu, comps), s.lengths, (1, 2))
+        for n, s in (("train", tr), ("test", te))}
+  ref = methods._ridge_method(pc["train"], pc["test"], tr, te, 2, cfg)["test_r"]  # pylint: disable=protected-access
+  for a, b in zip(got["test_r"], ref):
+    assert a.shape == b.shape
+    np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+  with pytest.raises(ValueError, match="pca_ks"):
+    methods._pca_tuned(tr, va, te, 2, config_lib.override(cfg, {"eval.pca_ks": (400,)}))  # pylint: disable=protected-access
+
+
+def test_sweep_edges_table_and_study_rows(tmp_path):
+  """Edge flags mark picks on a grid's boundary; rows without the tuned PCA read "-"; a
+  study run with other training settings is refused as a sweep cell, naming the key."""
+  from jaxpapers.core import metrics as metrics_lib  # pylint: disable=g-import-not-at-top
+  from jaxpapers.papers.coupled_sae import sweep  # pylint: disable=g-import-not-at-top
+  cfg = config_lib.load("configs/coupled_sae.py")
+  lrs, betas = cfg.train.lrs, cfg.train.betas
+  assert not sweep.edges(cfg, {"coupled_lr": lrs[1], "coupled_beta": betas[1]})["edge_coupled"]
+  assert sweep.edges(cfg, {"coupled_lr": lrs[-1], "coupled_beta": betas[1]})["edge_coupled"]
+  assert sweep.edges(cfg, {"coupled_lr": lrs[1], "coupled_beta": betas[0],
+                           "pca_k": cfg.eval.pca_ks[-1]}) == {"edge_coupled": True,
+                                                              "edge_pca_k": True}
+  base = {"generator": "topk", "dense_frac": 0.3, "n_planted": 10, "pct_dense_coupled": 100.0,
+          "pct_dense_two_stage": 90.0, "pct_dense_pca": 95.0, "pct_dense_oracle": 120.0,
+          "pct_dense_coupled_refit": 101.0}
+  rows = [dict(base, seed=s, pct_dense_coupled=100.0 + s) for s in range(3)]
+  line = sweep.table(rows).splitlines()[-1]
+  assert "| 6.0 ± 1.0 | better | - | - |" in line, line
+  metrics_lib.write_config(str(tmp_path), config_lib.load("configs/coupled_sae.py:steps=600"))
+  with pytest.raises(ValueError, match="train.steps"):
+    sweep.study_rows(str(tmp_path), cfg)

@@ -47,7 +47,8 @@ def summarize(config, feats, resp, fit, seed: int):
 
   methods_r = {"coupled": fit["joint"]["test_r"], "coupled_refit": fit["joint_refit"]["test_r"],
                "two_stage": fit["two_stage"]["test_r"],
-               "pca": fit["pca"]["test_r"], "dense": fit["dense"]["test_r"]}
+               "pca": fit["pca"]["test_r"], "pca_tuned": fit["pca_tuned"]["test_r"],
+               "dense": fit["dense"]["test_r"]}
   if "oracle" in fit:
     methods_r["oracle"] = fit["oracle"]["test_r"]
   for name, r in methods_r.items():
@@ -57,6 +58,10 @@ def summarize(config, feats, resp, fit, seed: int):
   out["sae_grid"] = [{"lr": g["lr"], "val_fvu": g["val_fvu"],
                       "pct_dense": 100.0 * score(g["test_r"]) / out["r_dense"]}
                      for g in fit["sae_grid"]]
+  out["pca_k"] = fit["pca_tuned"]["k"]
+  out["pca_grid"] = [{"k": g["k"], "val_r": g["val_r"],
+                      "pct_dense": 100.0 * score(g["test_r"]) / out["r_dense"]}
+                     for g in fit["pca_tuned"]["grid"]]
   out["coupled_lr"], out["coupled_beta"] = fit["joint"]["lr"], fit["joint"]["beta"]
   out["two_stage_lr"] = fit["two_stage"]["lr"]
   out["map_alpha"] = fit["map_alpha"]

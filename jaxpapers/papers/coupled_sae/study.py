@@ -84,6 +84,8 @@ def _claim_rows(rows, sim: bool):
        "value": _fmt(get("pct_dense_coupled_refit"), 1)},
       {"claim": "", "metric": "two-stage SAE->ridge", "value": _fmt(get("pct_dense_two_stage"), 1)},
       {"claim": "", "metric": "PCA->ridge (50 PCs)", "value": _fmt(get("pct_dense_pca"), 1)},
+      {"claim": "", "metric": "PCA-k->ridge, k on validation (textbook baseline)",
+       "value": _fmt(get("pct_dense_pca_tuned"), 1)},
       {"claim": "", "metric": "dense ridge mean r (predictable voxels)",
        "value": _fmt(get("r_dense"))},
   ]
@@ -132,15 +134,17 @@ def _claim_rows(rows, sim: bool):
                     "value": f"{_fmt([r['sae_grid'][i]['val_fvu'] for r in rows], 4)} / "
                              f"{_fmt([r['sae_grid'][i]['pct_dense'] for r in rows], 1)}"})
   table.append({"claim": "selected hyper-parameters (validation)",
-                "metric": "coupled (lr, beta) / SAE lr",
+                "metric": "coupled (lr, beta) / SAE lr / PCA k",
                 "value": "; ".join(f"({r['coupled_lr']:g}, {r['coupled_beta']:g}) / "
-                                   f"{r['two_stage_lr']:g}" for r in rows)})
+                                   f"{r['two_stage_lr']:g} / {r.get('pca_k', '-')}"
+                                   for r in rows)})
   if rows and rows[0].get("grid"):
     g = rows[0]["grid"]
-    table.append({"claim": "", "metric": "grids: coupled lr x beta / SAE lr",
+    table.append({"claim": "", "metric": "grids: coupled lr x beta / SAE lr / PCA k",
                   "value": " x ".join("{" + ", ".join(f"{v:g}" for v in sorted({x[k] for x in g}))
                                       + "}" for k in ("lr", "beta"))
                            + " / {" + ", ".join(f"{x['lr']:g}" for x in rows[0].get("sae_grid", []))
+                           + "} / {" + ", ".join(str(x["k"]) for x in rows[0].get("pca_grid", []))
                            + "}"})
   return table
 

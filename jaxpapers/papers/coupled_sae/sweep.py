@@ -26,17 +26,24 @@ from jaxpapers.papers.coupled_sae import data as data_lib
 from jaxpapers.papers.coupled_sae import experiment
 from jaxpapers.papers.coupled_sae import methods
 
-METHODS = ("coupled", "two_stage", "pca", "coupled_refit", "oracle")
+METHODS = ("coupled", "two_stage", "pca", "pca_tuned", "coupled_refit", "oracle")
 
 
-def run_cell(config, feats, seed: int) -> dict:
-  sfeats = data_lib.for_seed(feats, config, seed)
-  resp = data_lib.responses_for(sfeats, config, seed)
-  fit = methods.fit_all(config, sfeats, resp, seed, log=lambda *_: None)
-  out, _ = experiment.summarize(config, sfeats, resp, fit, seed)
+def edges(config, row) -> dict:
+  """Whether a row's selected coupled (lr, beta) and PCA k lie on their grid's edge."""
+  t = config.train
+  on = lambda v, g: len(g) > 1 and (v <= min(g) * (1 + 1e-6) or v >= max(g) * (1 - 1e-6))  # noqa: E731
+  out = {"edge_coupled": bool(on(row["coupled_lr"], t.lrs) or on(row["coupled_beta"], t.betas))}
+  if "pca_k" in row:
+    out["edge_pca_k"] = bool(on(row["pca_k"], config.eval.pca_ks))
+  return out
+
+
+def row_of(config, out) -> dict:
+  """The sweep's row of one seed's summary (`experiment.summarize` or a study seed)."""
   keep = [f"pct_dense_{m}" for m in METHODS] + [
       "r_dense", "recovery_coupled", "recovery_two_stage", "recovery_pca", "coupled_lr",
-      "coupled_beta", "two_stage_lr"]
+      "coupled_beta", "two_stage_lr", "pca_k", "pca_grid"]
   row = {k: out[k] for k in keep if k in out}
   if "transfer" in out:
     row["transfer"] = out["transfer"]
@@ -44,7 +51,55 @@ def run_cell(config, feats, seed: int) -> dict:
     for m in ("coupled", "two_stage", "posthoc_pca", "truth"):
       if f"{k}_{m}" in out:
         row[f"{k}_{m}"] = out[f"{k}_{m}"]
+  row.update(edges(config, row))
   return row
+
+
+def run_cell(config, feats, seed: int) -> dict:
+  sfeats = data_lib.for_seed(feats, config, seed)
+  resp = data_lib.responses_for(sfeats, config, seed)
+  fit = methods.fit_all(config, sfeats, resp, seed, log=lambda *_: None)
+  out, _ = experiment.summarize(config, sfeats, resp, fit, seed)
+  return row_of(config, out)
+
+
+def study_rows(study_dir: str, base) -> list:
+  """Rows of a finished study (`launch/study.py` workdir) as sweep rows of its cell.
+
+  The study runs the same `for_seed` / `responses_for` / `fit_all` / `summarize` chain
+  as `run_cell`, so a study at the sweep's sizes is that cell; its training settings
+  must equal the sweep's (else the rows would mix two settings).
+  """
+  with open(os.path.join(study_dir, "config.json")) as f:
+    c = json.load(f)
+  want = base.to_dict()
+  for sec in ("train", "model", "data", "eval"):
+    for k, v in want[sec].items():
+      got = c[sec].get(k)
+      same = (list(got) == list(v)) if isinstance(v, (tuple, list)) else got == v
+      if not same:
+        raise ValueError(f"--from_study {study_dir}: {sec}.{k}={got!r} differs from the "
+                         f"sweep's {v!r}")
+  for k in ("n_subjects", "rows", "cols", "peak_ceiling"):
+    if c["sim"][k] != want["sim"][k]:
+      raise ValueError(f"--from_study {study_dir}: sim.{k}={c['sim'][k]!r} differs from the "
+                       f"sweep's {want['sim'][k]!r}")
+  sim = c["sim"]
+  cfg = config_lib.override(base, {"sim.generator": sim["generator"],
+                                   "sim.dense_frac": sim["dense_frac"],
+                                   "sim.n_planted": sim["n_planted"]})
+  rows = []
+  seeds_dir = os.path.join(study_dir, "seeds")
+  for name in sorted(os.listdir(seeds_dir)):
+    if name.startswith("seed") and name.endswith(".json"):
+      with open(os.path.join(seeds_dir, name)) as f:
+        out = json.load(f)
+      row = row_of(cfg, out)
+      row.update(generator=sim["generator"], dense_frac=sim["dense_frac"],
+                 n_planted=sim["n_planted"], seed=out["seed"], seconds=out.get("seconds"),
+                 overrides=f"from_study={study_dir}")
+      rows.append(row)
+  return rows
 
 
 def table(rows) -> str:
@@ -55,22 +110,31 @@ def table(rows) -> str:
   cells = {}
   for r in rows:
     cells.setdefault((r["generator"], r["dense_frac"], r["n_planted"]), []).append(r)
-  lines = ["| generator | dense frac | planted atoms | seeds | coupled | two-stage | PCA | "
-           "oracle | coupled - PCA | vs PCA | coupled - two-stage | vs two-stage |",
-           "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+  lines = ["| generator | dense frac | planted atoms | seeds | coupled | two-stage | PCA-50 | "
+           "PCA-k (k on val) | oracle | coupled - PCA-50 | vs PCA-50 | coupled - PCA-k | "
+           "vs PCA-k | coupled - two-stage | vs two-stage | edge picks: coupled / PCA k |",
+           "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
   sd = lambda a: float(a.std(ddof=1)) if len(a) > 1 else 0.0  # noqa: E731
-  f = lambda a: f"{a.mean():.1f} ± {sd(a):.1f}"  # noqa: E731
+  f = lambda a: f"{a.mean():.1f} ± {sd(a):.1f}" if len(a) else "-"  # noqa: E731
   for (g, d, k), rs in sorted(cells.items()):
-    v = {m: np.array([r[f"pct_dense_{m}"] for r in rs]) for m in METHODS}
+    # Rows from before the tuned PCA-k baseline lack it: its columns read "-".
+    v = {m: np.array([r[f"pct_dense_{m}"] for r in rs if f"pct_dense_{m}" in r])
+         for m in METHODS}
     cols = []
-    for other in ("pca", "two_stage"):
+    for other in ("pca", "pca_tuned", "two_stage"):
+      if len(v[other]) != len(rs):
+        cols += ["-", "-"]
+        continue
       gap = v["coupled"] - v[other]
       spread = max(sd(v["coupled"]), sd(v[other]), sd(gap))
       cols += [f(gap), "better" if gap.mean() > spread else
                "worse" if gap.mean() < -spread else "within spread"]
+    edge = (f"{sum(bool(r.get('edge_coupled')) for r in rs if 'edge_coupled' in r)} / "
+            f"{sum(bool(r.get('edge_pca_k')) for r in rs if 'edge_pca_k' in r)}"
+            if all("edge_coupled" in r for r in rs) else "-")
     lines.append(f"| {g} | {d:g} | {k} | {len(rs)} | {f(v['coupled'])} | "
-                 f"{f(v['two_stage'])} | {f(v['pca'])} | {f(v['oracle'])} | "
-                 + " | ".join(cols) + " |")
+                 f"{f(v['two_stage'])} | {f(v['pca'])} | {f(v['pca_tuned'])} | "
+                 f"{f(v['oracle'])} | " + " | ".join(cols) + f" | {edge} |")
   return "\n".join(lines)
 
 
@@ -82,6 +146,8 @@ def main(argv=None):
   ap.add_argument("--dense", default="0,0.3,0.6,0.9")
   ap.add_argument("--planted", default="10,50,200")
   ap.add_argument("--seeds", default="0,1,2")
+  ap.add_argument("--from_study", default="",
+                  help="comma-separated study workdirs whose seeds are rows of their cell")
   a = ap.parse_args(argv)
   floats = lambda s: [float(x) for x in s.split(",") if x]  # noqa: E731
   gens = [g for g in a.generators.split(",") if g]
@@ -94,7 +160,15 @@ def main(argv=None):
   if os.path.exists(path):
     with open(path) as f:
       rows = [json.loads(line) for line in f if line.strip()]
-  done = {(r["generator"], r["dense_frac"], r["n_planted"], r["seed"]) for r in rows}
+  key = lambda r: (r["generator"], r["dense_frac"], r["n_planted"], r["seed"])  # noqa: E731
+  for d in [x for x in a.from_study.split(",") if x]:
+    have = {key(r) for r in rows}
+    new = [r for r in study_rows(d, base) if key(r) not in have]
+    with open(path, "a") as f:
+      for r in new:
+        f.write(json.dumps(experiment._jsonable(r)) + "\n")  # pylint: disable=protected-access
+    rows += new
+  done = {key(r) for r in rows}
   feats = data_lib.features_for(base, os.path.join(a.workdir, "cache"))
   for g, d, k, seed in itertools.product(gens, dense, planted, seeds):
     if (g, d, k, seed) in done:
