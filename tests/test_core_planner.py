@@ -96,6 +96,9 @@ def test_a_looped_step_is_counted_by_its_whole_equivalent():
     r = planner.estimate(planner.Plan(looped, (w, x), steps=1), devices=1)
     assert r["xla_flops_per_device"] < matmul * min(12, unroll + 12 % unroll) / 12 * 1.05
     assert r["flops_per_step"] == pytest.approx(matmul, rel=0.05), unroll
+    # papers that weigh sub-programs against each other call compiled_costs directly
+    assert planner.compiled_costs(looped, (w, x))["flops_per_device"] == pytest.approx(
+        matmul, rel=0.05), unroll
   nested = jax.jit(lambda w, x: jax.lax.scan(lambda c, xs: (c + jax.lax.scan(
       lambda d, xi: (d + jnp.sum(xi @ w), None), 0.0, xs)[0], None), 0.0,
       x.reshape(3, 4, 16, 64))[0])

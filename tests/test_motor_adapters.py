@@ -301,6 +301,8 @@ def test_parameter_matched_baseline_and_per_kind_grids():
   for kind in cfg.model.kinds:
     grid = [lr for k, _, lr in lanes if k == kind and _ == cfg.seed]
     assert tuple(grid) == experiment.kind_lrs(cfg, kind) and len(grid) >= 3
+  # the policy stage's grid too: a chosen rate can only be interior on >= 3 points
+  assert len(cfg.optim.policy_lrs) >= 3
   big = experiment.big_config(cfg)
   assert big.model.kinds == ("multitask",) and big.model.big_hidden == 0
   count = lambda c, kind: model.used_param_count(  # noqa: E731

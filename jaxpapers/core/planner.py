@@ -115,19 +115,31 @@ def loop_matmul_flops(jaxpr, *, trips: bool = True) -> tuple[int, int]:
   return total, dynamic
 
 
-def compiled_costs(fn, args) -> dict:
-  """FLOPs and per-device bytes of `fn` compiled for `args` (abstract or concrete)."""
+def devices_used(args, devices: int | None = None) -> int:
+  """Devices that hold a shard of an argument: a spread of n < devices rows runs on n
+  devices (sharding.spread_mesh), so the step's FLOPs are not divided among idle ones.
+  Arguments without a sharding: `devices` (or 1)."""
+  used = max([len(a.sharding.device_set) for a in jax.tree.leaves(args)
+              if getattr(a, "sharding", None) is not None] or [devices or 1])
+  return min(used, devices) if devices else used
+
+
+def compiled_costs(fn, args, devices: int | None = None) -> dict:
+  """FLOPs and per-device bytes of `fn` compiled for `args` (abstract or concrete).
+
+  flops_per_device is XLA's count plus the scan trips it skips (loop_flops, spread over
+  the devices that hold the work like the rest of the step); xla_flops_per_device is
+  XLA's count alone."""
   compiled = fn.lower(*args).compile()
   cost = _first(compiled.cost_analysis()) or {}
   mem = compiled.memory_analysis()
-  out = {"flops_per_device": float(cost.get("flops", float("nan")))}
-  # The scan trips XLA did not count (see the module docstring), spread over the devices
-  # that hold the work like the rest of the step.
+  xla = float(cost.get("flops", float("nan")))
   jaxpr = jax.make_jaxpr(fn)(*args).jaxpr
   every, dynamic = loop_matmul_flops(jaxpr)
   once, _ = loop_matmul_flops(jaxpr, trips=False)
-  out.update(xla_flops_per_device=out["flops_per_device"], loop_flops=float(every - once),
-             dynamic_loops=dynamic)
+  used = devices_used(args, devices)
+  out = dict(flops_per_device=xla + (every - once) / used, xla_flops_per_device=xla,
+             loop_flops=float(every - once), dynamic_loops=dynamic, devices_used=used)
   if mem is not None:
     arg_b = int(mem.argument_size_in_bytes)
     out_b = int(mem.output_size_in_bytes)
@@ -150,14 +162,8 @@ def estimate(plan: Plan, *, devices: int, platform: str = "h100", mfu: float = 0
     bf16_peak = f32_peak = bench.matmul_peak_gflops(512) * 1e9 / devices
     mem_cap = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / devices
   peak = bf16_peak if plan.bf16 else f32_peak
-  r = compiled_costs(plan.fn, plan.args)
-  # A spread of n < devices rows runs on n devices (sharding.spread_mesh): count the
-  # devices that hold a shard of an argument, so the step's FLOPs are not multiplied by
-  # idle devices.
-  used = max([len(a.sharding.device_set) for a in jax.tree.leaves(plan.args)
-              if getattr(a, "sharding", None) is not None] or [devices])
-  used = min(used, devices)
-  r["flops_per_device"] += r["loop_flops"] / used
+  r = compiled_costs(plan.fn, plan.args, devices=devices)
+  used = r["devices_used"]
   step_s = r["flops_per_device"] / (peak * mfu)
   r.update(label=plan.label, devices=devices, devices_used=used, platform=platform,
            platform_source=source,

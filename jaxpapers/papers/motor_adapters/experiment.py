@@ -125,10 +125,10 @@ def evaluation_paths(config, env):
   return letter_names, ids, drawing_set(env, ids) + (jnp.concatenate([va_q, le_q]),)
 
 
-def _stage1_program(env, hp, states, n_tasks: int, trial: int, unroll=1):
+def _stage1_program(env, hp, states, n_tasks: int, trial: int):
   """(program, abstract args) of one stage-1 step of every lane on `trial`-step trials,
   spread as `training.train_chunk` spreads it (donating the states)."""
-  e = env._replace(move_steps=trial, hold_steps=0, unroll=unroll)
+  e = env._replace(move_steps=trial, hold_steps=0)
   targets = jax.ShapeDtypeStruct((n_tasks, trial, 2), jnp.float32)
   return sharding.spread_plan(training.train_lane(e, hp, 1), states,
                               jax.ShapeDtypeStruct((), jnp.int32), targets,
@@ -141,14 +141,9 @@ def plan(config) -> planner.Plan:
 
   Stage 1 dominates the run (stage 2 drives the same frozen closed loop with a smaller
   batch and a quarter of the steps; not counted). The planned program is the study's
-  step on full trials (its memory is the study's). Its FLOPs need a correction: the
-  closed loop is a `lax.scan` over the trial's time steps and XLA's cost analysis counts
-  a loop body once, while a step's other work (each sample's adapter contraction,
-  K x H x H, the loss and the Adam update) runs once per step. So the same step is also
-  compiled on 1- and 2-step trials with the time loop unrolled: their difference is one
-  control step (forward and backward), the rest is the per-step work, and one step costs
-  per_step + trial x control_step. `steps` is the training steps scaled by that cost over
-  the FLOPs XLA counts for the planned program, so steps x counted FLOPs = the run.
+  step on full trials (its memory is the study's). The closed loop is a `lax.scan` over
+  the trial's time steps; `core.planner` counts every trip of it (XLA's cost analysis
+  alone counts a loop body once), so the plan's steps are the training steps.
   """
   _check(config)
   env, hp = make_env(config), make_hp(config)
@@ -158,16 +153,10 @@ def plan(config) -> planner.Plan:
   states = jax.eval_shape(lambda: training.init_lanes(lanes, env, hp, n_tasks))
   trial = env.move_steps + env.hold_steps
   fn, args = _stage1_program(env, hp, states, n_tasks, trial)
-  flops = lambda *a: planner.compiled_costs(*a)["flops_per_device"]  # noqa: E731
-  f1 = flops(*_stage1_program(env, hp, states, n_tasks, 1, unroll=True))
-  f2 = flops(*_stage1_program(env, hp, states, n_tasks, 2, unroll=True))
-  control, per_step = f2 - f1, 2 * f1 - f2
-  scale = (per_step + trial * control) / flops(fn, args)
   label = (f"motor_adapters stage 1: {len(lanes)} lanes ({len(config.model.kinds)} kinds x "
            f"{t.seeds} seeds x per-kind lrs), GRU {hp['hidden']}, batch "
-           f"{hp['batch']}, {trial}-step trials; {t.steps} steps x {scale:.2f} (the "
-           f"{trial} control steps XLA counts once)")
-  return planner.Plan(fn, args, steps=int(round(t.steps * scale)), label=label)
+           f"{hp['batch']}, {trial}-step trials")
+  return planner.Plan(fn, args, steps=t.steps, label=label)
 
 
 def _run_chunks(fn, states, total: int, chunk: int, ckpt, writer, tag: str, names,

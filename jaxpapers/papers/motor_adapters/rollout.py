@@ -38,8 +38,7 @@ class Env(NamedTuple):
   home: tuple = (float(np.deg2rad(45.0)), float(np.deg2rad(90.0)))
   start_spread: float = 0.04  # m: random starts uniform in a disc around the home hand
   damping: float = 0.1
-  # Inner (time-step) scan unrolling: 1 in training; the planner unrolls the whole trial
-  # so XLA's cost analysis, which counts a loop body once, counts every control step.
+  # Inner (time-step) scan unrolling (lax.scan's `unroll`); 1 in training.
   unroll: int | bool = 1
 
   @property
