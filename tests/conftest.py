@@ -18,9 +18,27 @@ os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "")
                            + " --xla_force_host_platform_device_count=8"
                            + FAST_COMPILE).strip()
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
-# No persistent XLA compilation cache: one worker crash stack ended inside its executable
-# writer (see _free_compiled_programs for the cause), and no test needs it.
-os.environ.pop("JAX_COMPILATION_CACHE_DIR", None)
+# One persistent XLA compilation cache per suite run, shared by the xdist workers and the
+# notebooks' fresh kernels (they inherit the environment): the same smoke programs are
+# compiled by test_configs_smoke, the paper's own tests and its notebook, and a cache hit
+# loads the executable instead (a motor_adapters + lgs smoke-and-notebook subset: 165 s
+# -> 137 s, cold cache). The directory is new for every run (never a user's cache: a
+# hit cannot come from other code), and a size limit turns on JAX's file lock, so two
+# workers never read an entry half written. The one crash once seen inside the
+# executable writer was the memory-map limit (_free_compiled_programs_per_module).
+# JAXPAPERS_TEST_XLA_CACHE=0 turns it off.
+if os.environ.get("JAXPAPERS_TEST_XLA_CACHE") != "0":
+  if not os.environ.get("JAXPAPERS_TEST_CACHE_DIR"):  # the first process: xdist's controller
+    import atexit
+    import shutil
+    import tempfile
+    os.environ["JAXPAPERS_TEST_CACHE_DIR"] = tempfile.mkdtemp(prefix="jaxpapers-xla-cache-")
+    atexit.register(shutil.rmtree, os.environ["JAXPAPERS_TEST_CACHE_DIR"], True)
+  os.environ["JAX_COMPILATION_CACHE_DIR"] = os.environ["JAXPAPERS_TEST_CACHE_DIR"]
+  os.environ["JAX_COMPILATION_CACHE_MAX_SIZE"] = str(8 << 30)
+  os.environ["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = "0.3"
+else:
+  os.environ.pop("JAX_COMPILATION_CACHE_DIR", None)
 # Notebooks executed by the tests read this to pick their tiny setting.
 os.environ["JAXPAPERS_SMOKE"] = "1"
 

@@ -385,16 +385,31 @@ def test_config_rejects_bad_values():
       experiment.validate(_config(arg))
 
 
-def test_smoke_train_runs_on_a_real_file(tmp_path):
-  """The generated corpus's smoke run is test_configs_smoke's lgs case; this one reads a
-  The Well-layout file instead."""
+def test_a_real_file_becomes_the_entrys_corpus(tmp_path):
+  """A The Well-layout file through the entry's data path (`experiment.corpus`, what
+  train_and_evaluate trains and evaluates on): it replaces the generated corpus, split
+  4 / 1 / 1 in file order, resampled to the run's resolution (area means), cut to its
+  frames, its first C channels kept and masked, and it names the evaluation rows. What
+  follows `corpus` does not depend on the data's source and is run by
+  test_configs_smoke's lgs case; training on this file as well cost ~30 s of
+  compilation (different split shapes) and no other code."""
   from jaxpapers.papers.lgs import experiment
   p = str(tmp_path / "w.hdf5")
-  _write_well(p, n=6, t=8, h=32)
-  final = experiment.train_and_evaluate(
-      _config(f"smoke,real_path={p},real_format=well"), str(tmp_path / "real"))
-  # smoke rolls out 3 steps, so of 1/5/10/20 only step 1 is reported.
-  assert list(final) and all(k.startswith("test/real:w.hdf5/") and k.endswith("l2re@1")
-                             for k in final)
-  assert all(np.isfinite(v) for v in final.values())
-  assert os.path.exists(tmp_path / "real" / "test.md")
+  rho = _write_well(p, n=6, t=9, h=32)
+  config = _config(f"smoke,real_path={p},real_format=well")
+  d = config.data
+  splits, names = experiment.corpus(config, str(tmp_path))
+  assert names == ["real:w.hdf5"]
+  assert {s: len(v["x"]) for s, v in splits.items()} == dict(train=4, val=1, test=1)
+  x = np.concatenate([splits[s]["x"] for s in ("train", "val", "test")])
+  assert x.shape == (6, d.frames, d.resolution, d.resolution, pdes.C)
+  # channel 0 is the density: 32 -> 16 by 2 x 2 block means, the first `frames` steps
+  k = rho.shape[-1] // d.resolution
+  want = rho[:, :d.frames].reshape(6, d.frames, d.resolution, k, d.resolution, k).mean((3, 5))
+  np.testing.assert_allclose(x[..., 0], want, rtol=1e-5, atol=1e-6)
+  for v in splits.values():
+    np.testing.assert_array_equal(v["mask"], np.ones((len(v["x"]), pdes.C)))
+    np.testing.assert_array_equal(v["fam"], np.zeros(len(v["x"])))
+  with pytest.raises(ValueError, match="time steps"):
+    experiment.corpus(_config(f"smoke,real_path={p},real_format=well,frames=10"),
+                      str(tmp_path))
