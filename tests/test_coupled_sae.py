@@ -477,3 +477,30 @@ def test_sweep_edges_table_and_study_rows(tmp_path):
   metrics_lib.write_config(str(tmp_path), config_lib.load("configs/coupled_sae.py:steps=600"))
   with pytest.raises(ValueError, match="train.steps"):
     sweep.study_rows(str(tmp_path), cfg)
+
+
+def test_sweep_maps_table_and_rows_file(tmp_path):
+  """The transfer / map-analysis table pairs each seed's coupled value with its baseline
+  (gap mean and std by NumPy, seeds ahead, the spread call); a committed rows file becomes
+  rows of the cell it names; the SAE lr edge is flagged."""
+  from jaxpapers.papers.coupled_sae import sweep  # pylint: disable=g-import-not-at-top
+  cfg = config_lib.load("configs/coupled_sae.py")
+  assert sweep.edges(cfg, {"coupled_lr": cfg.train.lrs[1], "coupled_beta": cfg.train.betas[1],
+                           "two_stage_lr": cfg.train.sae_lrs[0]})["edge_two_stage"]
+  c30, d30 = np.array([0.10, 0.12, 0.11]), np.array([0.08, 0.09, 0.095])
+  al_c, al_p = np.array([0.10, 0.20, 0.15]), np.array([0.12, 0.14, 0.13])
+  rows = [{"generator": "smooth", "dense_frac": 0.9, "n_planted": 50, "seed": s,
+           "transfer": [{"n_trs": 30, "coupled": c30[s], "dense": d30[s]}],
+           "align_coupled": al_c[s], "align_two_stage": 0.0, "align_posthoc_pca": al_p[s],
+           "align_truth": 0.3} for s in range(3)]
+  line = sweep.maps_table(rows, n_trs=(30,)).splitlines()[-1]
+  g = c30 - d30
+  assert f"{g.mean():+.3f} ± {g.std(ddof=1):.3f} (3/3, better)" in line, line
+  g = al_c - al_p
+  assert f"{g.mean():+.3f} ± {g.std(ddof=1):.3f} (2/3, within spread)" in line, line
+  assert line.rstrip().endswith("| - | - |"), line  # no reproducibility in these rows
+  path = tmp_path / "rows.json"
+  path.write_text(json.dumps({"commit": "abc", "rows": [{"seed": 0, "pct_dense_coupled": 1.0}]}))
+  got = sweep.file_rows(f"{path}:topk:0.3:50")
+  assert got[0]["generator"] == "topk" and got[0]["dense_frac"] == 0.3
+  assert got[0]["n_planted"] == 50 and got[0]["commit"] == "abc"

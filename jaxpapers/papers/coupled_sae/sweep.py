@@ -22,6 +22,7 @@ import time
 import numpy as np
 
 from jaxpapers.core import config as config_lib
+from jaxpapers.core import study as study_lib
 from jaxpapers.papers.coupled_sae import data as data_lib
 from jaxpapers.papers.coupled_sae import experiment
 from jaxpapers.papers.coupled_sae import methods
@@ -30,12 +31,14 @@ METHODS = ("coupled", "two_stage", "pca", "pca_tuned", "coupled_refit", "oracle"
 
 
 def edges(config, row) -> dict:
-  """Whether a row's selected coupled (lr, beta) and PCA k lie on their grid's edge."""
+  """Whether a row's selected coupled (lr, beta), PCA k and SAE lr lie on their grid's edge."""
   t = config.train
   on = lambda v, g: len(g) > 1 and (v <= min(g) * (1 + 1e-6) or v >= max(g) * (1 - 1e-6))  # noqa: E731
   out = {"edge_coupled": bool(on(row["coupled_lr"], t.lrs) or on(row["coupled_beta"], t.betas))}
   if "pca_k" in row:
     out["edge_pca_k"] = bool(on(row["pca_k"], config.eval.pca_ks))
+  if "two_stage_lr" in row:
+    out["edge_two_stage"] = bool(on(row["two_stage_lr"], t.sae_lrs))
   return out
 
 
@@ -43,7 +46,7 @@ def row_of(config, out) -> dict:
   """The sweep's row of one seed's summary (`experiment.summarize` or a study seed)."""
   keep = [f"pct_dense_{m}" for m in METHODS] + [
       "r_dense", "recovery_coupled", "recovery_two_stage", "recovery_pca", "coupled_lr",
-      "coupled_beta", "two_stage_lr", "pca_k", "pca_grid"]
+      "coupled_beta", "two_stage_lr", "pca_k", "pca_grid", "grid", "sae_grid"]
   row = {k: out[k] for k in keep if k in out}
   if "transfer" in out:
     row["transfer"] = out["transfer"]
@@ -112,7 +115,7 @@ def table(rows) -> str:
     cells.setdefault((r["generator"], r["dense_frac"], r["n_planted"]), []).append(r)
   lines = ["| generator | dense frac | planted atoms | seeds | coupled | two-stage | PCA-50 | "
            "PCA-k (k on val) | oracle | coupled - PCA-50 | vs PCA-50 | coupled - PCA-k | "
-           "vs PCA-k | coupled - two-stage | vs two-stage | edge picks: coupled / PCA k |",
+           "vs PCA-k | coupled - two-stage | vs two-stage | edge picks: coupled / SAE lr / PCA k |",
            "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
   sd = lambda a: float(a.std(ddof=1)) if len(a) > 1 else 0.0  # noqa: E731
   f = lambda a: f"{a.mean():.1f} ± {sd(a):.1f}" if len(a) else "-"  # noqa: E731
@@ -129,13 +132,70 @@ def table(rows) -> str:
       spread = max(sd(v["coupled"]), sd(v[other]), sd(gap))
       cols += [f(gap), "better" if gap.mean() > spread else
                "worse" if gap.mean() < -spread else "within spread"]
-    edge = (f"{sum(bool(r.get('edge_coupled')) for r in rs if 'edge_coupled' in r)} / "
-            f"{sum(bool(r.get('edge_pca_k')) for r in rs if 'edge_pca_k' in r)}"
+    edge = (" / ".join(str(sum(bool(r.get(e)) for r in rs))
+                       for e in ("edge_coupled", "edge_two_stage", "edge_pca_k"))
             if all("edge_coupled" in r for r in rs) else "-")
     lines.append(f"| {g} | {d:g} | {k} | {len(rs)} | {f(v['coupled'])} | "
                  f"{f(v['two_stage'])} | {f(v['pca'])} | {f(v['pca_tuned'])} | "
                  f"{f(v['oracle'])} | " + " | ".join(cols) + f" | {edge} |")
   return "\n".join(lines)
+
+
+def _gap_cell(a, b) -> str:
+  """Paired per-seed gap a - b: mean ± std, how many seeds a is ahead, and the call
+  ("better"/"worse" beyond the largest seed std of a, b or the gap; as `table`)."""
+  sd = lambda x: float(x.std(ddof=1)) if len(x) > 1 else 0.0  # noqa: E731
+  gap = a - b
+  spread = max(sd(a), sd(b), sd(gap))
+  call = ("better" if gap.mean() > spread else "worse" if gap.mean() < -spread
+          else "within spread")
+  return f"{gap.mean():+.3f} ± {sd(gap):.3f} ({int((gap > 0).sum())}/{len(gap)}, {call})"
+
+
+def maps_table(rows, n_trs=(30, 60, 120)) -> str:
+  """Per cell: held-out-subject transfer (ridge on the frozen coupled codes minus dense
+  ridge, test r, paired per seed, at each low-data size) and the map analyses: Yeo-7
+  alignment (purity above chance) and cross-subject reproducibility, coupled minus the
+  post hoc PCA of dense ridge weights (the claims' comparison), with the two-stage and
+  planted values beside them."""
+  cells = {}
+  for r in rows:
+    cells.setdefault((r["generator"], r["dense_frac"], r["n_planted"]), []).append(r)
+  head = (["generator", "dense", "planted", "seeds"]
+          + [f"transfer {n} TRs: coupled / dense, gap" for n in n_trs]
+          + ["align coupled / two-stage / post hoc PCA / planted", "align coupled - post hoc PCA",
+             "repro coupled / two-stage / post hoc PCA", "repro coupled - post hoc PCA"])
+  lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+  f = lambda a: f"{a.mean():.3f}"  # noqa: E731
+  for (g, d, k), rs in sorted(cells.items()):
+    cols = []
+    for n in n_trs:
+      got = [next((t for t in r.get("transfer", []) if t["n_trs"] == n), None) for r in rs]
+      if any(t is None for t in got):
+        cols.append("-")
+        continue
+      c, dn = (np.array([t[m] for t in got]) for m in ("coupled", "dense"))
+      cols.append(f"{f(c)} / {f(dn)}, {_gap_cell(c, dn)}")
+    for key in ("align", "repro"):
+      names = ("coupled", "two_stage", "posthoc_pca") + (("truth",) if key == "align" else ())
+      if not all(f"{key}_{m}" in r for r in rs for m in names):
+        cols += ["-", "-"]
+        continue
+      v = {m: np.array([r[f"{key}_{m}"] for r in rs]) for m in names}
+      cols += [" / ".join(f(v[m]) for m in names), _gap_cell(v["coupled"], v["posthoc_pca"])]
+    lines.append(f"| {g} | {d:g} | {k} | {len(rs)} | " + " | ".join(cols) + " |")
+  return "\n".join(lines)
+
+
+def file_rows(spec: str) -> list:
+  """Rows of a committed study rows file as sweep rows: `path:generator:dense:planted`
+  (the file, e.g. results/coupled_sae_rows.json, holds each seed's summary, not its
+  config, so the cell is named; its training settings must be the sweep's)."""
+  path, g, d, k = spec.rsplit(":", 3)
+  with open(path) as fh:
+    got = json.load(fh)
+  return [dict(r, generator=g, dense_frac=float(d), n_planted=int(k),
+               overrides=f"from_rows={path}", commit=got.get("commit")) for r in got["rows"]]
 
 
 def main(argv=None):
@@ -148,6 +208,8 @@ def main(argv=None):
   ap.add_argument("--seeds", default="0,1,2")
   ap.add_argument("--from_study", default="",
                   help="comma-separated study workdirs whose seeds are rows of their cell")
+  ap.add_argument("--from_rows", default="",
+                  help="comma-separated path:generator:dense:planted of study rows files")
   a = ap.parse_args(argv)
   floats = lambda s: [float(x) for x in s.split(",") if x]  # noqa: E731
   gens = [g for g in a.generators.split(",") if g]
@@ -168,7 +230,19 @@ def main(argv=None):
       for r in new:
         f.write(json.dumps(experiment._jsonable(r)) + "\n")  # pylint: disable=protected-access
     rows += new
+  for spec in [x for x in a.from_rows.split(",") if x]:
+    have = {key(r) for r in rows}
+    new = [dict(row_of(base, r), **{k: r[k] for k in ("generator", "dense_frac", "n_planted",
+                                                    "seed", "overrides", "commit")},
+                seconds=r.get("seconds")) for r in file_rows(spec)]
+    new = [r for r in new if key(r) not in have]
+    with open(path, "a") as f:
+      for r in new:
+        f.write(json.dumps(experiment._jsonable(r)) + "\n")  # pylint: disable=protected-access
+    rows += new
   done = {key(r) for r in rows}
+  # Stamped when the sweep starts ("-dirty": the paper's code has uncommitted changes).
+  commit = os.environ.get("JAXPAPERS_COMMIT") or study_lib.git_commit(paths=experiment.PATHS)
   feats = data_lib.features_for(base, os.path.join(a.workdir, "cache"))
   for g, d, k, seed in itertools.product(gens, dense, planted, seeds):
     if (g, d, k, seed) in done:
@@ -178,14 +252,16 @@ def main(argv=None):
     t0 = time.time()
     row = run_cell(cfg, feats, seed)
     row.update(generator=g, dense_frac=d, n_planted=k, seed=seed,
-               seconds=time.time() - t0, overrides=a.config)
+               seconds=time.time() - t0, overrides=a.config, commit=commit)
     rows.append(row)
     with open(path, "a") as f:
       f.write(json.dumps(experiment._jsonable(row)) + "\n")  # pylint: disable=protected-access
     print(f"{g} dense={d:g} planted={k} seed={seed}: coupled {row['pct_dense_coupled']:.1f} "
-          f"two-stage {row['pct_dense_two_stage']:.1f} PCA {row['pct_dense_pca']:.1f} "
+          f"two-stage {row['pct_dense_two_stage']:.1f} PCA-50 {row['pct_dense_pca']:.1f} "
+          f"PCA-k {row['pct_dense_pca_tuned']:.1f}; picked (lr, beta) ({row['coupled_lr']:g}, "
+          f"{row['coupled_beta']:g}), SAE lr {row['two_stage_lr']:g}, k {row['pca_k']} "
           f"({row['seconds']:.0f} s)", flush=True)
-  md = table(rows)
+  md = table(rows) + "\n\n" + maps_table(rows)
   with open(os.path.join(a.workdir, "sweep.md"), "w") as f:
     f.write(md + "\n")
   print(md)
