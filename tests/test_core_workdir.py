@@ -129,6 +129,35 @@ def test_validate_names_bad_batch_size(tmp_path):
   assert not (tmp_path / "checkpoints").exists()
 
 
+def test_preflight_reads_a_data_file_by_its_first_bytes(tmp_path):
+  """Real files of each format pass the shared pass; the same bytes under the wrong suffix,
+  or a file where a directory belongs, fail naming the field (issue 36)."""
+  import h5py
+  import ml_collections
+  from jaxpapers.core import validate
+  np.savez(tmp_path / "ok.npz", x=np.ones(3))
+  np.save(tmp_path / "ok.npy", np.ones(3))
+  with h5py.File(tmp_path / "ok.h5", "w") as f:
+    f["x"] = np.ones(3)
+  (tmp_path / "ok.csv").write_text("statement,label\nParis is in France,1\n\u00e9t\u00e9,0\n")
+  (tmp_path / "latin1.txt").write_bytes(b"caf\xe9\n")  # corpora are read with replacement
+  for name in ("ok.npz", "ok.npy", "ok.h5", "ok.csv", "latin1.txt"):
+    validate.check_file("data.path", str(tmp_path / name))
+  for source, suffix, why in (("ok.npy", ".npz", "not a NumPy .npz"),
+                              ("ok.npz", ".npy", "not a NumPy .npy"),
+                              ("ok.csv", ".h5", "not an HDF5 file"),
+                              ("latin1.txt", ".csv", "not UTF-8")):
+    wrong = tmp_path / ("wrong_" + source + suffix)
+    shutil.copy(tmp_path / source, wrong)
+    with pytest.raises(ValueError, match=f"config field data.path='{wrong}': {why}"):
+      validate.check_file("data.path", str(wrong))
+  config = ml_collections.ConfigDict({"data": {"npz_dir": str(tmp_path / "ok.npz")}})
+  with pytest.raises(NotADirectoryError, match="data.npz_dir=.* is a file; expected a dir"):
+    validate.check_config(config)
+  config.data.npz_dir = str(tmp_path)
+  validate.check_config(config)
+
+
 def test_workdir_lock_refuses_a_second_holder(tmp_path):
   with workdir_lib.WorkdirLock(str(tmp_path)):
     with pytest.raises(workdir_lib.ResumeError, match=f"pid {os.getpid()}"):

@@ -22,6 +22,7 @@ import numpy as np
 from jaxpapers.core import metrics as metrics_lib
 from jaxpapers.core import planner, sharding
 from jaxpapers.core import study as study_lib
+from jaxpapers.core import validate as validate_lib
 from jaxpapers.nn import llama
 from jaxpapers.papers.latent_debate import analysis, extract, lm as lm_lib, statements
 
@@ -40,6 +41,11 @@ def validate(config) -> None:
     group, key = name.split(".")
     if group in config and key in config[group] and int(config[group][key]) < 1:
       raise ValueError(f"config field {name}={config[group][key]} must be >= 1")
+  for path in (p for p in config.data.csv.split("+") if p):
+    if not os.path.isfile(path):
+      raise FileNotFoundError(f"config field data.csv: no such file {path!r} ('+'-separated "
+                              "statement,label CSVs, or leave it empty for the generator)")
+    validate_lib.check_file("data.csv", path)
 
 
 def load_statements(config) -> statements.StatementSet:

@@ -23,6 +23,7 @@ from jaxpapers.core import checkpoint as checkpoint_lib
 from jaxpapers.core import config as config_lib
 from jaxpapers.core import metrics as metrics_lib
 from jaxpapers.core import study as study_lib
+from jaxpapers.core import validate as validate_lib
 from jaxpapers.papers.lpr import classical
 from jaxpapers.papers.lpr import datasets as data_lib
 from jaxpapers.papers.lpr import detectors
@@ -30,6 +31,29 @@ from jaxpapers.papers.lpr import quantize
 from jaxpapers.papers.lpr import report
 
 PATHS = ["jaxpapers/papers/lpr", "configs/lpr.py"]
+
+
+def validate(config) -> None:
+  """The launcher's pre-flight hook (core/validate.py): names are checked before the first
+  detector trains, not when the run reaches them (a classical name comes after every deep
+  detector)."""
+  for field, names, known in (("model.kinds", config.model.kinds, detectors.KINDS),
+                              ("classical.names", config.classical.names, classical.NAMES),
+                              ("study.ablation_kinds", config.study.ablation_kinds,
+                               detectors.KINDS)):
+    bad = [n for n in names if n not in known]
+    if bad:
+      raise ValueError(f"config field {field}: unknown {bad}; expected names from {known}")
+  for entry in config.data.datasets:  # npz:<path|stem>, mat:<path>, csv:<path>
+    kind, _, path = entry.partition(":")
+    if path and kind in ("npz", "mat", "csv") and os.path.isfile(path):
+      validate_lib.check_file("data.datasets", path)
+  if config.lpr.mode not in quantize.MODES:
+    raise ValueError(f"config field lpr.mode={config.lpr.mode!r}: expected one of "
+                     f"{quantize.MODES}")
+  if config.data.scaling not in data_lib.SCALINGS:
+    raise ValueError(f"config field data.scaling={config.data.scaling!r}: expected one of "
+                     f"{data_lib.SCALINGS}")
 
 
 def load_datasets(config) -> list:

@@ -21,6 +21,7 @@ from jaxpapers.core import checkpoint as checkpoint_lib
 from jaxpapers.core import metrics as metrics_lib
 from jaxpapers.core import sharding
 from jaxpapers.core import study as study_lib
+from jaxpapers.core import validate as validate_lib
 from jaxpapers.papers.pd_autoscale import baselines
 from jaxpapers.papers.pd_autoscale import episode
 from jaxpapers.papers.pd_autoscale import policy
@@ -35,6 +36,15 @@ SPLIT_SEED = dict(train=100_000, val=1_000, test=2_000)
 
 
 # ------------------------------------------------------------------ setup and data
+
+def validate(config) -> None:
+  """The launcher's pre-flight hook (core/validate.py): the real trace CSV, if given."""
+  if config.data.trace:
+    if not os.path.isfile(config.data.trace):
+      raise FileNotFoundError(f"config field data.trace={config.data.trace!r}: no such "
+                              "file (a trace CSV, or leave it empty for synthetic traces)")
+    validate_lib.check_file("data.trace", config.data.trace)
+
 
 def setup(config):
   spec = sim.spec_from(config)

@@ -160,6 +160,13 @@ def _run_checkpointed(config, spec, data, keys, horizons, workdir, stop_after):
                        time.perf_counter() - t0, useful)
 
 
+def validate(config) -> None:
+  """The launcher's pre-flight hook (core/validate.py): a run needs one horizon at least."""
+  if not config.run.horizons:
+    raise ValueError(f"config field run.horizons=() is empty: t_max must be at least one "
+                     f"noise block (run.block={config.run.block} steps)")
+
+
 def train_and_evaluate(config, workdir: str, stop_after: int | None = None) -> dict:
   """One method, one problem, all horizons x seeds; writes metrics.
 
