@@ -19,6 +19,12 @@ model (published ND-UA and ND-PA matrices, see the README).
   python launch/study.py --config=configs/neural_observer.py:parts=widths,widths=256 --workdir=/tmp/no_study
   python launch/study.py --config=configs/neural_observer.py:parts=x29 --workdir=/tmp/no_study
   python launch/study.py --config=configs/neural_observer.py:parts=widths_long --workdir=/tmp/no_study
+  # model mismatch (parameters +-20%; unmodelled friction) and direct LMI with the
+  # weights in the SDP (needs systems/pendulum for L; widths_sdp/32 tunes its rate first)
+  python launch/study.py --config=configs/neural_observer.py:parts=mismatch+friction --workdir=/tmp/no_study
+  python launch/study.py --config=configs/neural_observer.py:parts=widths_sdp --workdir=/tmp/no_study
+  # one solve of each SDP per width (the direct-LMI bottleneck; README "Direct LMI")
+  python -m jaxpapers.papers.neural_observer.direct_sdp --widths=16,32,64,128,256,512
   # FLOPs / memory of the JAX stage 1 at width 256 (README "Scale"; the SDPs run on the host):
   python launch/plan.py --config=configs/neural_observer.py:paper --devices=8 --platform=h100
 
@@ -29,8 +35,12 @@ Measured (issue 46, 15 units; see the README): the EKF is the most accurate obse
 every plant; certified two-stage (L's decay tuned on validation) beats the tuned Luenberger
 observer, its linear part and (or ties) direct LMI on all five plants, the high-gain
 observer only on the pendulum; two-stage reaches a certificate at matched accuracy first at
-widths 16-128, direct LMI reaches some certificate first (its first SDP).
-Smoke (`:smoke`) ~30 s CPU.
+widths 16-128, direct LMI reaches some certificate first (its first SDP). Direct LMI with the
+weights in the SDP (direct_sdp.py) reaches a matched-accuracy certificate before two-stage
+at widths 16-256 (256: 11.8 vs 48.9 s); one solve costs the same as the certificate SDP's.
+Model mismatch (parameters +-20%): two-stage best on the X-29A, the EKF on the pendulum;
+unmodelled friction: EKF best (README "Model mismatch").
+Smoke (`:smoke`) ~30 s CPU for train.py; its study (all parts incl. the new ones) ~1 min.
 """
 import ml_collections
 
@@ -42,7 +52,8 @@ def get_config(arg=None):
       arg, smoke_args=dict(seeds=1, steps=30, n_train=2, n_eval=2, total_steps=20,
                            stage1_steps=10, sdp_every=10, width=8, n_points=32,
                            widths=(4, 8), plants=("pendulum",), n_check=200, lrs=(3e-3,),
-                           parts=("systems", "widths")),
+                           parts=("systems", "widths", "widths_sdp", "mismatch",
+                                  "friction")),
       # `:paper` (README "Scale"): the abstract names no width, so the study's largest
       # (256) on the X-29 model the abstract ablates; the JAX stage only (the SDPs run
       # on the host).
@@ -52,7 +63,7 @@ def get_config(arg=None):
       lrs=(3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 1e-1), widths=(16, 128, 256), tune_gain=True,
       plants=("pendulum", "van_der_pol", "flexible_joint", "x29", "x29_pa"),
       parts=("systems", "widths", "x29"), wide_seeds=2, max_lmi_s=0.0,
-      n_check=4000, csv_path="", noise_scale=1.0)
+      n_check=4000, csv_path="", noise_scale=1.0, mismatch=0.2, friction=0.3)
   config = ml_collections.ConfigDict()
   config.experiment = "jaxpapers.papers.neural_observer.experiment"
   config.seed = arg.seed  # first seed; runs use seed, seed+1, ... (data and init)
@@ -112,7 +123,8 @@ def get_config(arg=None):
 
   config.study = ml_collections.ConfigDict()
   # Resumable units (study.py): a rerun on the same workdir skips finished ones.
-  config.study.parts = arg.parts  # systems | widths | widths_long | x29
+  # systems | widths | widths_long | x29 | widths_sdp | mismatch | friction
+  config.study.parts = arg.parts
   config.study.plants = arg.plants  # systems x methods at config.model.width
   config.study.widths = arg.widths  # extra widths of the pendulum sweep (plus width)
   config.study.wide_width = 256  # widths from here on run config.study.wide_seeds seeds
@@ -120,6 +132,12 @@ def get_config(arg=None):
   config.study.width_methods = ("two_stage", "direct")
   config.study.methods = ("two_stage", "direct", "unconstrained")
   config.study.x29_noise = 3.0  # noise multiplier of the X-29 robustness ablation
+  # Model mismatch: data (train / val / test) from plants.true_plant, every observer on
+  # the nominal model. Part `mismatch`: every physical parameter off by +-this fraction
+  # (signs fixed per plant, plants.mismatch_signs); part `friction`: an unmodelled
+  # Coulomb friction of this level (pendulum, flexible joint).
+  config.study.mismatch = arg.mismatch
+  config.study.friction = arg.friction
 
   if arg.smoke:
     config.baselines.luenberger_alpha = (0.5,)

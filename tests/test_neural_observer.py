@@ -384,3 +384,155 @@ def test_paper_plan_is_the_jax_stage_at_the_paper_width():
   assert p.steps == config.train.stage1_steps
   runs = config.seeds * len(config.train.lrs)
   assert p.args[0][0][0]["W1x"].shape == (-(-runs // 8) * 8, 256, 5)
+
+
+# ---------- model mismatch (issue 46 item 2) ----------
+
+def test_true_plant_is_the_nominal_off_by_exactly_the_stated_fraction():
+  # Pendulum, written out: theta'' = -(g/l) sin(theta) - b theta' + u + d with g/l = 4,
+  # b = 0.2 nominal; the true plant's signs (crc32 of the name) are +1 for g/l, -1 for b.
+  nom, true = plants.make_plant("pendulum"), plants.true_plant("pendulum", mismatch=0.2)
+  assert plants.mismatch_signs("pendulum") == {"g_l": 1.0, "b": -1.0}
+  x, u, d = jnp.array([0.7, -0.4]), jnp.array([0.3]), jnp.array([-0.2])
+  hand = lambda g_l, b: np.array([-0.4, -g_l * np.sin(0.7) + b * 0.4 + 0.3 - 0.2])  # noqa
+  np.testing.assert_allclose(np.asarray(nom.f(x, u, d)), hand(4.0, 0.2), rtol=1e-6)
+  np.testing.assert_allclose(np.asarray(true.f(x, u, d)), hand(4.8, 0.16), rtol=1e-6)
+  # Van der Pol: mu enters A and the nonlinearity; both move with it (mu, k off by -20%).
+  vdp = plants.true_plant("van_der_pol", mismatch=0.2)
+  mu, k = (0.5 * (1 + 0.2 * s) for s in plants.mismatch_signs("van_der_pol").values())
+  x1, x2 = 1.1, -0.6
+  np.testing.assert_allclose(
+      np.asarray(vdp.f(jnp.array([x1, x2]), jnp.zeros(1), jnp.zeros(1))),
+      [x2, -k / 0.5 * x1 + mu * (1 - x1 ** 2) * x2], rtol=1e-6)
+  # Every plant: each matrix entry is nominal x (1 + 0.2 s) for a physical parameter and
+  # exactly nominal for the kinematic ones; the output map C stays exact.
+  for name in plants.PLANTS:
+    n_p, t_p = plants.make_plant(name), plants.true_plant(name, mismatch=0.2)
+    for m in ("A", "B", "G", "E"):
+      a, b = getattr(n_p, m), getattr(t_p, m)
+      assert np.all((a == 0) == (b == 0))
+      r = np.divide(b, a, out=np.ones_like(a), where=a != 0)
+      assert np.allclose(np.abs(r - 1.0)[np.abs(r - 1.0) > 1e-12], 0.2)
+    np.testing.assert_array_equal(n_p.C, t_p.C)
+  ua, ta = plants.make_plant("x29").A, plants.true_plant("x29", mismatch=0.2).A
+  for i, j in ((0, 1), (0, 2), (3, 1), (3, 2)):  # sin / cos alpha0, phi' = p + tan r
+    assert ta[i, j] == ua[i, j]
+  assert np.all(np.abs(ta[1:3, :3] / ua[1:3, :3] - 1) == pytest.approx(0.2))
+  # unmodelled Coulomb friction: an extra -c tanh(omega / v0) on omega, nothing else
+  fr = plants.true_plant("pendulum", friction=0.3)
+  np.testing.assert_allclose(np.asarray(fr.f(x, u, d) - nom.f(x, u, d)),
+                             [0.0, -0.3 * np.tanh(-0.4 / plants.FRICTION_V)], rtol=1e-6)
+  with pytest.raises(ValueError, match="no friction model for 'x29'"):
+    plants.true_plant("x29", friction=0.3)
+
+
+def _np_rk4(f, x, dt):
+  k1 = f(x)
+  k2 = f(x + 0.5 * dt * k1)
+  k3 = f(x + 0.5 * dt * k2)
+  return x + dt / 6 * (k1 + 2 * k2 + 2 * k3 + f(x + dt * k3))
+
+
+def test_mismatch_problem_has_true_data_and_a_nominal_observer():
+  import ml_collections
+  from jaxpapers.papers.neural_observer import train
+  cfg = ml_collections.ConfigDict(dict(alpha_gain=2.0, err_scale=0.5, n_train=2, n_eval=2,
+                                       steps=25, dt=0.04, alpha=0.1))
+  nominal = train.build_problem(cfg, "pendulum", 0)
+  prob = train.build_problem(cfg, "pendulum", 0, mismatch=0.2, friction=0.3)
+  # The observers' model, gain and boxes are the nominal ones ...
+  for m in ("A", "B", "G", "E", "C"):
+    np.testing.assert_array_equal(getattr(prob.plant, m), getattr(plants.make_plant(
+        "pendulum"), m))
+  assert prob.plant.unmodelled is None
+  np.testing.assert_array_equal(prob.L, nominal.L)
+  # ... while the data follow the true plant: g/l = 4.8, b = 0.16 and friction 0.3,
+  # integrated here by a NumPy RK4 of the hand-written vector field.
+  tr = {k: np.asarray(v, np.float64) for k, v in prob.data["train"].items()}
+  for i in range(2):
+    x = tr["z"][i, 0, :2]
+    for t in range(24):
+      u, d = tr["u"][i, t, 0], tr["d"][i, t, 0]
+
+      def f(s):
+        return np.array([s[1], -4.8 * np.sin(s[0]) - 0.16 * s[1] + u + d
+                         - 0.3 * np.tanh(s[1] / plants.FRICTION_V)])
+      x = _np_rk4(f, x, 0.04)
+      np.testing.assert_allclose(tr["z"][i, t + 1, :2], x, atol=2e-4)
+  # same seed, same inputs, another plant: the trajectories differ
+  np.testing.assert_array_equal(tr["u"], np.asarray(nominal.data["train"]["u"]))
+  assert np.max(np.abs(tr["z"] - np.asarray(nominal.data["train"]["z"]))) > 0.05
+
+
+# ---------- direct LMI with the weights in the SDP (issue 46 item 4) ----------
+
+def test_weight_sdp_certifies_its_projection_and_grows_with_the_width():
+  from jaxpapers.papers.neural_observer import direct_sdp
+  p = plants.make_plant("pendulum")
+  L, _ = lmi.design_gain(p.Abar, p.Cbar, p.Gbar, p.Qbar, 2.0)
+  A_L, alpha, h = p.Abar - L @ p.Cbar, 0.1, 3
+  s_z, s_y = jnp.ones(p.nz), jnp.asarray([0.7])
+  M = np.asarray(p.Cbar) / 0.7
+  sdp = direct_sdp.WeightSDP(p.nz, 1, h, p.ny, p.Gbar, p.Qbar, M, alpha, eps=1e-2)
+  # a large random network, far from certifiable ...
+  params = observer.init_params(jax.random.PRNGKey(5), p.nz, p.ny, h, out_scale=30.0)
+  params = dict(params, W1y=10.0 * params["W1y"])
+  W2t, Kt = (np.asarray(m, np.float64) for m in observer.lmi_weights(params, p.Cbar, s_y))
+  assert lmi.CertificateSDP(p.nz, 1, h, p.Gbar, p.Qbar, alpha).solve(A_L, W2t, Kt)["t"] < 0
+  out = sdp.solve(A_L, np.asarray(params["W2"]), np.asarray(params["W1y"]))
+  W2, W1y, P, mu, lam = out["W2"], out["W1y"], out["P"], out["mu"], out["lam"]
+  assert out["dist"] > 1.0  # ... is moved
+  # Independent NumPy check of the certificate LMI at the projected weights
+  # (K = W1y diag(1/s_y) Cbar), written out here from the S-procedure.
+  K = W1y @ M
+  n = p.nz + 1 + h
+  F = np.zeros((n, n))
+  F[:3, :3] = A_L.T @ P + P @ A_L + alpha * P + mu[0] * p.Qbar[0]
+  F[:3, 3:4] = P @ p.Gbar
+  F[:3, 4:] = -P @ W2 + 0.5 * K.T @ np.diag(lam)
+  F[3, 3], F[4:, 4:] = -mu[0], -np.diag(lam)
+  F = np.triu(F) + np.triu(F, 1).T
+  assert np.linalg.eigvalsh(F)[-1] <= -1e-2 + 1e-6  # F + eps I <= 0
+  assert np.linalg.eigvalsh(P)[0] >= 1 - 1e-6 and np.all(lam > 0)
+  # What it claims: V = e^T P e decays at rate alpha along the true error dynamics of the
+  # projected network (any W1x, b), at random states and errors.
+  proj = dict(params, W2=jnp.asarray(W2, jnp.float32), W1y=jnp.asarray(W1y, jnp.float32))
+  rng = np.random.default_rng(2)
+  z = jnp.asarray(rng.uniform(-3, 3, (3000, p.nz)), jnp.float32)
+  e = jnp.asarray(rng.normal(size=(3000, p.nz)) * rng.uniform(0.01, 5, (3000, 1)),
+                  jnp.float32)
+  q = observer.decrease_ratio(p, L, proj, jnp.asarray(P, jnp.float32), s_z, s_y, z, e,
+                              alpha)
+  assert float(jnp.max(q)) < 0
+  # a network that is already certified is (nearly) left where it is
+  small = observer.init_params(jax.random.PRNGKey(6), p.nz, p.ny, h, out_scale=1e-2)
+  o2 = sdp.solve(A_L, np.asarray(small["W2"]), np.asarray(small["W1y"]))
+  assert o2["dist"] < 1e-4
+  np.testing.assert_allclose(o2["W2"], np.asarray(small["W2"]), atol=1e-4)
+  # Sizes: the LMI is (nz + n_phi + h)-square for both SDPs; the weight SDP carries
+  # (nz + ny) h weight variables more (Y = P W2, Zy = Lam W1y).
+  for w in (3, 6, 12):
+    ws = direct_sdp.WeightSDP(p.nz, 1, w, p.ny, p.Gbar, p.Qbar, M, alpha)
+    cs = lmi.CertificateSDP(p.nz, 1, w, p.Gbar, p.Qbar, alpha)
+    assert ws.n_vars == p.nz ** 2 + 1 + w * (1 + p.nz + p.ny)
+    assert sum(v.size for v in cs.problem.variables()) == p.nz ** 2 + 1 + w + 1
+    assert ws.problem.constraints[0].args[0].shape == (p.nz + 1 + w,) * 2
+
+
+def test_direct_sdp_run_keeps_a_verified_projection():
+  from jaxpapers.papers.neural_observer import direct_sdp
+  train, prob, trainer = _tiny_trainer()
+  params, trace, s = direct_sdp.run(trainer, 0, 3e-3, prob)
+  cfg = trainer.cfg
+  assert s["sdp_solves"] == len(trace) == cfg.total_steps // cfg.sdp_every + 1
+  assert s["certified"] and all(r["valid"] for r in trace)
+  assert s["sdp_vars"] == 3 ** 2 + 1 + 4 * (1 + 3 + 1)
+  # the kept network is the best-on-validation projection, evaluated again here
+  val = train.evaluate(prob, trainer.predict(params, prob.data["val"]), "val")["nmse"]
+  assert val == pytest.approx(s["best_val_nmse"], rel=1e-5)
+  assert val == pytest.approx(min(r["val_nmse"] for r in trace), rel=1e-5)
+  # and its weights pass the certificate SDP of train.py's methods
+  W2, K = trainer.lmi_weights(params)
+  cert = lmi.CertificateSDP(3, 1, 4, trainer.G, trainer.Q, prob.alpha).solve(
+      trainer.A_L, W2, K)
+  assert lmi.verify(cert, trainer.A_L, trainer.G, W2, K, trainer.Q, prob.alpha)["valid"]

@@ -46,16 +46,21 @@ def _one_run(config, trainer, prob, method, seed, lr, base, total_steps=None,
     ckpt_dir = os.path.join(ckpt_root, f"{base['plant']}_w{base['width']}_noise"
                             f"{base['noise_scale']:g}_{method}_s{seed}_lr{lr:g}_"
                             f"T{total_steps or cfg.total_steps}")
-  params, trace, s = trainer.run(method, seed, lr, prob, cfg.sdp_solver,
-                                 total_steps=total_steps, max_lmi_s=cfg.max_lmi_s,
-                                 ckpt_dir=ckpt_dir)
+  if method == "direct_sdp":  # direct LMI with the weights in the SDP (direct_sdp.py)
+    from jaxpapers.papers.neural_observer import direct_sdp
+    params, trace, s = direct_sdp.run(trainer, seed, lr, prob, cfg.sdp_solver,
+                                      total_steps=total_steps)
+  else:
+    params, trace, s = trainer.run(method, seed, lr, prob, cfg.sdp_solver,
+                                   total_steps=total_steps, max_lmi_s=cfg.max_lmi_s,
+                                   ckpt_dir=ckpt_dir)
   row = dict(base, method=method, lr=lr, certified=s["certified"], total_s=s["total_s"],
              time_to_cert=s["time_to_cert"], sdp_solves=s["sdp_solves"],
              val_nmse=s["best_val_nmse"], last_val_nmse=s["last_val_nmse"],
              margin=s.get("margin", np.nan), margin_capped=s.get("margin_capped", np.nan),
              sdp_t_opt=s.get("sdp_t_opt", np.nan), gain_alpha=prob.gain_alpha,
              capped=s["capped"],
-             steps_done=s["steps_done"],
+             steps_done=s["steps_done"], sdp_s=s.get("sdp_s", 0.0),  # 0: no SDP
              # (wall-clock, val nmse) of every verified certificate, for matched times
              cert_trace=[[r["time_s"], r["val_nmse"]] for r in trace if r.get("valid")])
   if method.startswith("two_stage"):
@@ -69,7 +74,8 @@ def _one_run(config, trainer, prob, method, seed, lr, base, total_steps=None,
 
 def run_plant(config, plant: str, width: int, methods, seeds, noise_scale: float = 1.0,
               baselines: bool = True, trainer=None, log=None, lrs=None,
-              total_steps=None, ckpt_root=None, gain_alpha=None, gain_rows=None):
+              total_steps=None, ckpt_root=None, gain_alpha=None, gain_rows=None,
+              mismatch: float = 0.0, friction: float = 0.0):
   """Rows (one per method and seed) of test metrics, certificates and timings.
 
   lrs maps method -> learning rate; a method not in it has its learning rate chosen from
@@ -80,23 +86,32 @@ def run_plant(config, plant: str, width: int, methods, seeds, noise_scale: float
   luenberger_alpha like the Luenberger baseline (train.select_gain; config.model.tune_gain
   False: config.model.alpha_gain); its candidates are appended to gain_rows. Returns
   (rows, tuning_rows, trainer, chosen), chosen["gain_alpha"] the decay used.
+  mismatch / friction > 0: data (training, validation, test) from the true plant with its
+  physical parameters off by +-mismatch and / or an unmodelled friction
+  (plants.true_plant); every observer, gain and certificate on the nominal model; every
+  selection on the true plant's validation split (train.build_problem).
   """
   cfg, rows, tuning, chosen = flat(config), [], [], dict(lrs or {})
   if gain_alpha is None and not config.model.tune_gain:
     gain_alpha = config.model.alpha_gain
   for seed in seeds:
     if gain_alpha is None:  # first seed: tune L's decay on its validation split
-      g, cands = train.select_gain(train.build_problem(cfg, plant, seed, noise_scale),
+      g, cands = train.select_gain(train.build_problem(cfg, plant, seed, noise_scale,
+                                                       mismatch=mismatch,
+                                                       friction=friction),
                                    config.baselines.luenberger_alpha)
       gain_alpha = g
       if gain_rows is not None:
         gain_rows += [dict(c, plant=plant, seed=seed, noise_scale=noise_scale,
+                           mismatch=mismatch, friction=friction,
                            grid=list(config.baselines.luenberger_alpha)) for c in cands]
     chosen["gain_alpha"] = float(gain_alpha)
-    prob = train.build_problem(cfg, plant, seed, noise_scale, gain_alpha=gain_alpha)
+    prob = train.build_problem(cfg, plant, seed, noise_scale, gain_alpha=gain_alpha,
+                               mismatch=mismatch, friction=friction)
     if trainer is None or not np.array_equal(trainer.prob.L, prob.L):
       trainer = train.Trainer(prob, width, cfg)
-    base = dict(plant=plant, width=width, seed=seed, noise_scale=noise_scale)
+    base = dict(plant=plant, width=width, seed=seed, noise_scale=noise_scale,
+                mismatch=mismatch, friction=friction)
     lin = train.linear_part_metrics(prob, "test")
     rows.append(dict(base, method="linear_part", **lin))
     if baselines:
@@ -211,10 +226,10 @@ def plan(config) -> planner.Plan:
 
   Only the JAX stage is planned: the LMI stage alternates host-side cvxpy SDPs with
   updates, and an SDP's cost is not an XLA program. `steps` = stage1_steps updates per
-  run. The trajectory rollout inside the loss is a `lax.scan` whose body XLA's cost
-  analysis counts once, so the reported FLOPs undercount the rollout (README "Scale"
-  gives the hand count); unrolling it makes the plan compile for minutes. Data and state
-  are abstract (nothing is generated or allocated).
+  run. The trajectory rollout inside the loss is a `lax.scan`: XLA's cost analysis counts
+  a loop body once, and core.planner adds the matmul FLOPs of the trips it skips (every
+  lax.scan trip is counted), so the reported FLOPs include every RK4 step. Data
+  and state are abstract (nothing is generated or allocated).
   """
   cfg = flat(config)
   plant = plants_lib.make_plant(config.data.plant, config.data.noise_scale)

@@ -107,18 +107,26 @@ class CertificateSDP:
             self.lam <= kappa, self.t <= self.cap]
     self.problem = cp.Problem(cp.Maximize(self.t), cons)
 
-  def solve(self, A_L, W2, K, cap: float | None = 1.0) -> dict:
-    """cap=None: uncapped (t <= 2 kappa never binds since t <= mu_j <= kappa)."""
+  def solve(self, A_L, W2, K, cap: float | None = 1.0,
+            time_limit: float | None = None) -> dict:
+    """cap=None: uncapped (t <= 2 kappa never binds since t <= mu_j <= kappa).
+    time_limit: Clarabel's wall-clock limit [s] (the width-timing only)."""
     self.A_L.value, self.W2.value, self.K.value = (np.asarray(A_L, np.float64),
                                                    np.asarray(W2, np.float64),
                                                    np.asarray(K, np.float64))
     self.cap.value = 2.0 * self.kappa if cap is None else float(cap)
+    opts = {} if time_limit is None else dict(time_limit=float(time_limit))
     t0 = time.perf_counter()
     try:
-      self.problem.solve(solver=self.solver)
+      self.problem.solve(solver=self.solver, **opts)
     except cp.error.SolverError:
+      if opts:  # a timed-out solve is reported as such, not retried
+        return dict(status="time_limit", solve_s=time.perf_counter() - t0, t=np.nan)
       self.problem.solve(solver="SCS")  # fallback; the NumPy check still decides
     if self.P.value is None:
+      if opts:
+        return dict(status=self.problem.status, solve_s=time.perf_counter() - t0,
+                    t=np.nan)
       raise RuntimeError(f"certificate SDP failed: status {self.problem.status}")
     return dict(P=np.array(self.P.value), mu=np.maximum(np.array(self.mu.value), 0.0),
                 lam=np.maximum(np.array(self.lam.value), 0.0), t=float(self.t.value),

@@ -10,10 +10,18 @@ input, disturbance and measurement held over each step (zero-order hold).
 Plants: damped pendulum, Van der Pol oscillator, single-link flexible-joint arm (Spong),
 and the Grumman X-29A lateral-directional model at two published flight conditions
 (ND-UA up-and-away, ND-PA powered approach; matrices and source in X29_LATERAL).
+
+Model mismatch (issue 46): each plant is built from named physical parameters
+(`nominal_params`; for the X-29A its aerodynamic and control derivatives), and
+`true_plant` returns the plant that generates the data when those parameters are off by
++-frac and/or an unmodelled Coulomb friction acts; observers keep `make_plant`'s nominal
+model.
 """
 from __future__ import annotations
 
 import dataclasses
+import inspect
+import zlib
 from typing import Callable
 
 import jax
@@ -35,6 +43,8 @@ class Plant:
   u_amp: float  # input amplitude
   d_amp: float  # disturbance amplitude
   noise: float  # measurement noise std
+  # a term of the true plant that no observer models (model-mismatch study), x -> (nx,)
+  unmodelled: Callable | None = None
 
   @property
   def nx(self):
@@ -84,8 +94,9 @@ class Plant:
 
   def f(self, x, u, d):
     """Plant vector field (jnp)."""
-    return (jnp.asarray(self.A) @ x + jnp.asarray(self.B) @ u
-            + jnp.asarray(self.G) @ self.phi(x) + jnp.asarray(self.E) @ d)
+    out = (jnp.asarray(self.A) @ x + jnp.asarray(self.B) @ u
+           + jnp.asarray(self.G) @ self.phi(x) + jnp.asarray(self.E) @ d)
+    return out if self.unmodelled is None else out + self.unmodelled(x)
 
   def fbar(self, z, u):
     """Extended-state model used by observers: x' = f(x, u, d), d' = 0."""
@@ -93,8 +104,8 @@ class Plant:
     return jnp.concatenate([self.f(x, u, d), jnp.zeros((self.nd,), z.dtype)])
 
 
-def pendulum(noise=0.01):
-  g_l, b = 4.0, 0.2  # g/l and viscous damping
+def pendulum(noise=0.01, g_l=4.0, b=0.2):
+  # g_l = g / l, b = viscous damping
   return Plant(
       name="pendulum", A=np.array([[0.0, 1.0], [0.0, -b]]), B=np.array([[0.0], [1.0]]),
       E=np.array([[0.0], [1.0]]), C=np.array([[1.0, 0.0]]), G=np.array([[0.0], [-g_l]]),
@@ -102,21 +113,23 @@ def pendulum(noise=0.01):
       x_box=np.array([1.0, 1.0]), u_amp=1.0, d_amp=1.0, noise=noise)
 
 
-def van_der_pol(noise=0.01, mu=0.5, region=(2.5, 2.5)):
-  # phi(x) = -mu x1^2 x2 is Lipschitz only on a bounded region |x1| <= a, |x2| <= b; the
-  # increment bound (gradient bounds 2 mu a b and mu a^2, Cauchy-Schwarz) holds there.
+def van_der_pol(noise=0.01, mu=0.5, k=1.0, region=(2.5, 2.5)):
+  # x1'' = -k x1 + mu (1 - x1^2) x1' + u + d. phi(x) = -mu x1^2 x2 is Lipschitz only on a
+  # bounded region |x1| <= a, |x2| <= b; the increment bound (gradient bounds 2 mu a b
+  # and mu a^2, Cauchy-Schwarz) holds there.
   a, b = region
   g1, g2 = 2 * mu * a * b, mu * a * a
   return Plant(
-      name="van_der_pol", A=np.array([[0.0, 1.0], [-1.0, mu]]), B=np.array([[0.0], [1.0]]),
+      name="van_der_pol", A=np.array([[0.0, 1.0], [-k, mu]]), B=np.array([[0.0], [1.0]]),
       E=np.array([[0.0], [1.0]]), C=np.array([[1.0, 0.0]]), G=np.array([[0.0], [1.0]]),
       phi=lambda x: -mu * x[:1] ** 2 * x[1:2], Q=np.diag([2 * g1 ** 2, 2 * g2 ** 2])[None],
       x_box=np.array([1.5, 1.5]), u_amp=0.3, d_amp=0.3, noise=noise)
 
 
-def flexible_joint(noise=0.01):
+def flexible_joint(noise=0.01, mgl_i=2.0, k_i=5.0, k_j=5.0, b1=0.1, b2=0.2, inv_j=1.0):
   # Spong's single-link flexible-joint arm: link angle q1, motor angle q2; both encoders.
-  mgl_i, k_i, k_j, b1, b2, inv_j = 2.0, 5.0, 5.0, 0.1, 0.2, 1.0
+  # mgl_i = MgL / I, k_i = k / I, k_j = k / J (joint stiffness k), b1, b2 viscous damping,
+  # inv_j = 1 / J (motor torque and the torque disturbance enter through it).
   a = np.array([[0.0, 1.0, 0.0, 0.0],
                 [-k_i, -b1, k_i, 0.0],
                 [0.0, 0.0, 0.0, 1.0],
@@ -163,7 +176,16 @@ X29_LATERAL = {
 U_AMP = {"ND-UA": 0.35, "ND-PA": 0.6}
 
 
-def x29_lateral(noise=0.005, condition="ND-UA"):
+# The X-29A's physical parameters: its aerodynamic and control derivatives, i.e. the
+# entries of rows beta', p', r' of A (sideslip, roll and yaw moment derivatives; not the
+# kinematic sin(alpha0), -cos(alpha0), the gravity term g cos(theta0)/V, nor the
+# negligible bank-angle entries of rows p', r') and of B (aileron, rudder). Named "A10" =
+# A[1, 0] etc.
+X29_DERIVS = ("A00", "A10", "A11", "A12", "A20", "A21", "A22",
+              "B00", "B01", "B10", "B11", "B20", "B21")
+
+
+def x29_lateral(noise=0.005, condition="ND-UA", **derivs):
   """Grumman X-29A lateral-directional model at flight condition ND-UA or ND-PA.
 
   The published linear model x' = A x + B u (X29_LATERAL) with its gravity entry
@@ -171,9 +193,14 @@ def x29_lateral(noise=0.005, condition="ND-UA"):
   (g cos(theta0) / V) sin(phi): the plant's linearisation at phi = 0 is the published A
   (tests check its eigenvalues). A side gust d enters the sideslip equation. Measured:
   p, r, phi (rate gyros, attitude); beta is not. Inputs in the report's units (deg).
+  derivs: entries named in X29_DERIVS replaced (the mismatch study's true plant).
   """
   m = X29_LATERAL[condition]
   a, b = np.array(m["A"]), np.array(m["B"])
+  for k, v in derivs.items():
+    if k not in X29_DERIVS:
+      raise ValueError(f"unknown X-29 derivative {k!r}; known: {', '.join(X29_DERIVS)}")
+    (a if k[0] == "A" else b)[int(k[1]), int(k[2])] = v
   g_v = a[0, 3]
   a = a.copy()
   a[0, 3] = 0.0  # carried by the nonlinear term G sin(phi)
@@ -188,14 +215,67 @@ def x29_lateral(noise=0.005, condition="ND-UA"):
 
 PLANTS = {"pendulum": pendulum, "van_der_pol": van_der_pol,
           "flexible_joint": flexible_joint, "x29": x29_lateral,
-          "x29_pa": lambda noise=0.005: x29_lateral(noise, "ND-PA")}
+          "x29_pa": lambda noise=0.005, **kw: x29_lateral(noise, "ND-PA", **kw)}
 
 
-def make_plant(name: str, noise_scale: float = 1.0) -> Plant:
+def make_plant(name: str, noise_scale: float = 1.0, params: dict | None = None) -> Plant:
+  """The nominal plant (params None) or the plant with physical parameters `params`."""
   if name not in PLANTS:
     raise ValueError(f"unknown plant {name!r}; known: {', '.join(PLANTS)}")
-  p = PLANTS[name]()
+  p = PLANTS[name](**(params or {}))
   return dataclasses.replace(p, noise=p.noise * noise_scale)
+
+
+def nominal_params(name: str) -> dict:
+  """The named physical parameters of a plant and their nominal values."""
+  if name not in PLANTS:
+    raise ValueError(f"unknown plant {name!r}; known: {', '.join(PLANTS)}")
+  if name.startswith("x29"):
+    m = X29_LATERAL["ND-UA" if name == "x29" else "ND-PA"]
+    return {k: float(m[k[0]][int(k[1])][int(k[2])]) for k in X29_DERIVS}
+  sig = inspect.signature(PLANTS[name])
+  return {k: float(v.default) for k, v in sig.parameters.items()
+          if k not in ("noise", "region")}
+
+
+def mismatch_signs(name: str) -> dict:
+  """+1 / -1 per physical parameter: the direction each is off in the true plant. Drawn
+  once from a generator seeded by the plant's name (crc32), so the true plant is the same
+  for every seed, method and run."""
+  rng = np.random.default_rng(zlib.crc32(name.encode()))
+  return {k: float(rng.choice([-1.0, 1.0])) for k in nominal_params(name)}
+
+
+# Unmodelled Coulomb friction of the mechanical plants: level [acceleration units] on the
+# velocity it opposes, smoothed by tanh(v / FRICTION_V) (a stiction-free Coulomb model;
+# the smoothing keeps RK4 at dt = 0.04 stable). Pendulum: on omega; flexible joint: on
+# the link velocity q1' (not in the disturbance channel, which is motor-side).
+FRICTION_STATE = {"pendulum": 1, "flexible_joint": 1}
+FRICTION_V = 0.05
+
+
+def true_plant(name: str, noise_scale: float = 1.0, mismatch: float = 0.0,
+               friction: float = 0.0) -> Plant:
+  """The plant that generates the data of the model-mismatch study: every physical
+  parameter p of `nominal_params` set to p (1 + mismatch * s_p), s_p = mismatch_signs,
+  plus an unmodelled Coulomb friction of level `friction` (pendulum and flexible joint
+  only). Every observer keeps make_plant(name)'s nominal model."""
+  if friction and name not in FRICTION_STATE:
+    raise ValueError(f"no friction model for {name!r}; plants with one: "
+                     f"{', '.join(FRICTION_STATE)}")
+  if not 0.0 <= mismatch < 1.0:
+    raise ValueError(f"mismatch must lie in [0, 1), got {mismatch}")
+  nom, sgn = nominal_params(name), mismatch_signs(name)
+  params = {k: v * (1.0 + mismatch * sgn[k]) for k, v in nom.items()} if mismatch else None
+  p = make_plant(name, noise_scale, params)
+  extra = None
+  if friction:
+    i, nx = FRICTION_STATE[name], p.nx
+
+    def extra(x):
+      return -friction * jnp.tanh(x[i] / FRICTION_V) * jnp.eye(nx)[i]
+  return dataclasses.replace(p, name=f"{name}~mismatch{mismatch:g}~friction{friction:g}",
+                             unmodelled=extra)
 
 
 def rk4_step(f, x, dt):

@@ -16,9 +16,19 @@ the tables are rebuilt from every finished unit each time.
 - widths_long/<w>: pendulum, two-stage with a 3x longer stage 2 at width w (same rates
   as widths/<w>; its time to a certificate at matched accuracy is taken against direct
   LMI's row of the same width and seed).
-- x29/nohinge, x29/noise, x29/long: X-29 (stand-in) ablations: stage 1 without the hinge;
+- x29/nohinge, x29/noise, x29/long: X-29A (ND-UA) ablations: stage 1 without the hinge;
   measurement noise x config.study.x29_noise; a 3x longer stage 2 (tests the explanation
   "two-stage rarely certifies because stage 2 is too short").
+- mismatch/<plant>, friction/<plant>: model mismatch (issue 46 item 2): every method and
+  baseline of systems/<plant>, on data from plants.true_plant (physical parameters off by
+  +-config.study.mismatch; or an unmodelled Coulomb friction of level
+  config.study.friction, pendulum and flexible joint) with every observer on the nominal
+  model; learning rates, L's decay and baseline hyper-parameters chosen again on that
+  data's validation split (the same rule and budget as systems).
+- widths_sdp/<w>: pendulum, direct LMI with the weights inside the SDP (direct_sdp.py,
+  issue 46 item 4) at width w beside two-stage and direct LMI rerun in the same unit
+  (rates and L of systems/pendulum); direct_sdp's learning rate chosen on validation at
+  the model width (that unit runs first), reused at the other widths.
 """
 from __future__ import annotations
 
@@ -31,6 +41,7 @@ import numpy as np
 from jaxpapers.core import metrics as metrics_lib
 from jaxpapers.core import study as study_lib
 from jaxpapers.papers.neural_observer import experiment as ex
+from jaxpapers.papers.neural_observer import plants as plants_lib
 
 
 # (plant, width) -> train.Trainer: units of one process share compiled update chunks
@@ -107,6 +118,13 @@ def _units(config):
     out += [f"widths_long/{w}" for w in sorted({config.model.width, *s.widths})]
   if "x29" in s.parts:
     out += ["x29/nohinge", "x29/noise", "x29/long"]
+  if "widths_sdp" in s.parts:  # the model width first: it tunes the learning rate
+    out += [f"widths_sdp/{w}" for w in [config.model.width, *sorted(
+        set(s.widths) - {config.model.width})]]
+  if "mismatch" in s.parts:
+    out += [f"mismatch/{p}" for p in s.plants]
+  if "friction" in s.parts:
+    out += [f"friction/{p}" for p in s.plants if p in plants_lib.FRICTION_STATE]
   return out
 
 
@@ -139,6 +157,34 @@ def _run_unit(config, workdir, unit):
                       total_steps=_long_total(config), ckpt_root=ckpt_root,
                       gain_alpha=pend.get("gain_alpha", config.model.alpha_gain))
     rows = [dict(r, method="two_stage_long") for r in rows if r["method"] != "linear_part"]
+  elif kind == "widths_sdp":  # direct LMI with the weights in the SDP at width w
+    w = int(name)
+    if w >= config.study.wide_width:
+      seeds = seeds[:config.study.wide_seeds]
+    # two-stage and direct LMI rerun beside it in the same unit (same machine load), at
+    # the rates and L of systems/pendulum as in widths/<w>
+    pend = _chosen(workdir, "pendulum")
+    lrs = {m: pend[m] for m in config.study.width_methods}
+    if w != width:  # at the model width direct_sdp's own rate is chosen on validation
+      first = _load(workdir, f"widths_sdp/{width}")
+      if first is None:
+        raise ValueError(f"the learning rate of direct_sdp comes from unit "
+                         f"widths_sdp/{width}: run :parts=widths_sdp,widths={width} first")
+      lrs["direct_sdp"] = first["chosen_lr"]["direct_sdp"]
+    rows, tuning, _, chosen = _plant(config, "pendulum", w,
+                                     (*config.study.width_methods, "direct_sdp"), seeds,
+                                     baselines=False, lrs=lrs,
+                                     gain_alpha=pend.get("gain_alpha",
+                                                         config.model.alpha_gain))
+    rows = [r for r in rows if r["method"] != "linear_part"]
+  elif kind in ("mismatch", "friction"):
+    # data from the true plant (parameters off by +-mismatch, or unmodelled friction),
+    # every observer on the nominal model; every method's learning rate, L's decay and
+    # the baselines' hyper-parameters chosen again on the true plant's validation split
+    kw = (dict(mismatch=config.study.mismatch) if kind == "mismatch"
+          else dict(friction=config.study.friction))
+    rows, tuning, _, chosen = _plant(config, name, width, config.study.methods, seeds,
+                                     gain_rows=gain_rows, **kw)
   else:
     lr = _chosen(workdir, "x29")
     g = lr.get("gain_alpha", config.model.alpha_gain)
@@ -194,7 +240,8 @@ def write_tables(workdir):
                     ["lr", "rmse_x", "rmse_d", "nmse", "certified", "margin",
                      "margin_capped", "time_to_cert", "time_to_matched", "total_s",
                      "local_radius", "violation", "violation_ub"])
-  t0 = [dict(plant=r["plant"], method=r["method"], lr=r["lr"],
+  t0 = [dict(plant=r["plant"], setting=_setting(r), width=r["width"], method=r["method"],
+             lr=r["lr"],
              criterion=("certified val nmse" if r["certified"] else
                         "best val nmse" if r["method"] == "unconstrained" else
                         "not certified; last val nmse"),
@@ -214,12 +261,28 @@ def write_tables(workdir):
   t3 = ex.aggregate(a_rows, ["part", "noise_scale", "method"],
                     ["rmse_x", "rmse_d", "nmse", "certified", "margin", "time_to_cert",
                      "total_s", "steps_done"])
-  sel = _selections(sys_rows, tuning, [r for d in done for r in d.get("gain_tuning", [])])
+  gains = [r for d in done for r in d.get("gain_tuning", [])]
+  exact = lambda rs: [r for r in rs if _setting(r) == "exact"]  # noqa: E731
+  sel = _selections(sys_rows, exact(tuning), exact(gains))
+  for part in ("mismatch", "friction"):
+    p_rows = [r for r in rows if r["part"] == part]
+    if p_rows:
+      sel += _selections(p_rows, [r for r in tuning if _setting(r) == _setting(p_rows[0])],
+                         [r for r in gains if _setting(r) == _setting(p_rows[0])],
+                         suffix=f" ({_setting(p_rows[0])})")
+  sdp_tune = [r for r in tuning if r["method"] == "direct_sdp"]
+  if sdp_tune:
+    sel += _selections([], [], [], extra=[("pendulum", f"lr direct_sdp (width "
+                                           f"{sdp_tune[0]['width']})", sdp_tune)])
+  t4 = _mismatch_table(rows)
+  t5 = _direct_sdp_table(rows)
   md = (study_lib.write_table(workdir, "selections", sel, header=header)
         + "\n" + study_lib.write_table(workdir, "lr_tuning", t0, header=header, digits=4)
         + "\n" + study_lib.write_table(workdir, "systems", t1, header=header)
         + "\n" + study_lib.write_table(workdir, "widths", t2, header=header)
-        + "\n" + study_lib.write_table(workdir, "x29_ablations", t3, header=header))
+        + "\n" + study_lib.write_table(workdir, "x29_ablations", t3, header=header)
+        + "\n" + study_lib.write_table(workdir, "mismatch", t4, header=header)
+        + "\n" + study_lib.write_table(workdir, "direct_sdp", t5, header=header))
   with open(os.path.join(workdir, "rows.json"), "w") as f:
     json.dump(dict(commits=commits, elapsed_s=elapsed,
                    units={d["unit"]: dict(commit=d["commit"], elapsed_s=d["elapsed_s"],
@@ -230,14 +293,91 @@ def write_tables(workdir):
   return rows
 
 
-def _selections(sys_rows, tuning, gain_rows):
+def _setting(r):
+  """The data-generating plant of a row: the exact model, or which mismatch."""
+  if r.get("mismatch", 0.0):
+    return f"params +-{float(r['mismatch']):g}"
+  if r.get("friction", 0.0):
+    return f"friction {float(r['friction']):g}"
+  return "exact"
+
+
+def _mismatch_table(rows):
+  """Test nmse per plant and method, mean ± std over seeds: the exact model (part
+  systems) beside each model-mismatch setting (data from the true plant, observers
+  nominal), with each method's rank within its plant and setting (1 = lowest mean nmse)
+  and its certified seeds."""
+  parts = [p for p in ("systems", "mismatch", "friction")
+           if any(r["part"] == p for r in rows)]
+  out, names = [], {}  # the same columns for every plant (n/a where not run)
+  for part in parts:
+    rs = [r for r in rows if r["part"] == part]
+    names[part] = "exact" if part == "systems" else _setting(rs[0])
+  for plant in sorted({r["plant"] for r in rows if r["part"] in parts[1:]}):
+    cells = {}
+    for part in parts:
+      rs = [r for r in rows if r["part"] == part and r["plant"] == plant]
+      for m in {r["method"] for r in rs}:
+        v = [float(r.get("nmse", np.nan)) for r in rs if r["method"] == m]
+        cells[(part, m)] = dict(mean=np.nanmean(v), std=np.nanstd(v), n=len(v),
+                                cert=sum(bool(r.get("certified")) for r in rs
+                                         if r["method"] == m))
+      ms = sorted((m for (pp, m) in cells if pp == part),
+                  key=lambda m: cells[(part, m)]["mean"])
+      for i, m in enumerate(ms):
+        cells[(part, m)]["rank"] = i + 1
+    for m in sorted({m for (_, m) in cells}):
+      row = dict(plant=plant, method=m)
+      for part in parts:
+        c = cells.get((part, m))
+        key = names[part]
+        row[f"nmse {key}"] = f"{c['mean']:.4g} ± {c['std']:.2g}" if c else "n/a"
+        row[f"rank {key}"] = c["rank"] if c else "n/a"
+        row[f"cert {key}"] = (f"{c['cert']}/{c['n']}" if c and m in ("two_stage", "direct")
+                              else "")
+      out.append(row)
+  return out
+
+
+def _direct_sdp_table(rows):
+  """Pendulum width sweep (units widths_sdp/<w>): two-stage and the penalty `direct`
+  method against direct LMI with the weights in the SDP, all three run in the same unit.
+  time_to_matched_sdp: each method's first verified
+  certificate at the worse of two-stage's and direct_sdp's best certified val nmse (same
+  width and seed; nan where the method never reaches it)."""
+  ws = [r for r in rows if r["part"] == "widths_sdp"]
+  sdp = {(r["width"], r["seed"]): r for r in ws if r["method"] == "direct_sdp"}
+  two = {(r["width"], r["seed"]): r for r in ws if r["method"] == "two_stage"}
+  out = []
+  for r in ws:
+    k = (r["width"], r["seed"])
+    if k not in sdp:
+      continue
+    r = dict(r)
+    if k in two:
+      level = max(float(sdp[k]["val_nmse"]), float(two[k]["val_nmse"]))
+      hits = [t for t, v in r.get("cert_trace", []) if v <= level]
+      r["time_to_matched_sdp"] = hits[0] if hits else np.nan
+    out.append(r)
+  for r in out:  # mean wall-clock of one SDP solve of the run
+    r["sdp_s_per_solve"] = float(r.get("sdp_s", np.nan)) / max(int(r["sdp_solves"]), 1)
+  t = ex.aggregate(out, ["width", "method"],
+                   ["lr", "time_to_cert", "time_to_matched_sdp", "total_s", "sdp_solves",
+                    "sdp_s_per_solve", "certified", "nmse"])
+  t.sort(key=lambda r: (r["width"], r["method"]))
+  return t
+
+
+def _selections(sys_rows, tuning, gain_rows, suffix="", extra=()):
   """Every hyper-parameter selection of the systems part with its grid: the chosen
-  value(s) over seeds and whether any of them sits on an edge of the grid."""
+  value(s) over seeds and whether any of them sits on an edge of the grid. extra:
+  (plant, what, tuning rows) of other learning-rate selections."""
   out = []
 
   def add(plant, what, picks, grid):
     grid = sorted(float(g) for g in grid)
     edge = sorted({p for p in picks if p in (grid[0], grid[-1])})
+    what = what + suffix
     out.append(dict(plant=plant, what=what, chosen=" ".join(f"{p:g}" for p in picks),
                     grid=" ".join(f"{g:g}" for g in grid),
                     edge=" ".join(f"{e:g}" for e in edge) or "no"))
@@ -256,6 +396,8 @@ def _selections(sys_rows, tuning, gain_rows):
       if t:
         add(plant, f"lr {m}", [float(r["lr"]) for r in t if r["chosen"]],
             [float(r["lr"]) for r in t])
+  for plant, what, t in extra:
+    add(plant, what, [float(r["lr"]) for r in t if r["chosen"]], [float(r["lr"]) for r in t])
   return out
 
 

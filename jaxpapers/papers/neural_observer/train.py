@@ -57,11 +57,17 @@ class Problem:
 
 
 def build_problem(cfg, plant_name: str, seed: int, noise_scale: float = 1.0,
-                  data: dict | None = None, gain_alpha: float | None = None) -> Problem:
+                  data: dict | None = None, gain_alpha: float | None = None,
+                  mismatch: float = 0.0, friction: float = 0.0) -> Problem:
   """Data of (plant, seed) from PRNGKey(seed) folded with the split (method-independent);
-  L from the Lipschitz-observer LMI at decay gain_alpha (default cfg.alpha_gain)."""
+  L from the Lipschitz-observer LMI at decay gain_alpha (default cfg.alpha_gain).
+  mismatch / friction > 0: the data come from plants.true_plant (physical parameters off
+  by +-mismatch, an unmodelled Coulomb friction of level `friction`) while the problem's
+  plant, hence every observer, its gain and its certificate, stays nominal."""
   gain_alpha = float(cfg.alpha_gain if gain_alpha is None else gain_alpha)
   plant = plants_lib.make_plant(plant_name, noise_scale)
+  true = (plants_lib.true_plant(plant_name, noise_scale, mismatch, friction)
+          if (mismatch or friction) else plant)
   z_box = np.concatenate([plant.x_box, 1.5 * plant.d_amp * np.ones(plant.nd)])
   err_box = cfg.err_scale * z_box
   if data is None:
@@ -69,10 +75,10 @@ def build_problem(cfg, plant_name: str, seed: int, noise_scale: float = 1.0,
     data = {}
     for split, sid in SPLITS.items():
       n = cfg.n_train if split == "train" else cfg.n_eval
-      make = _cached(("data", plant.name, plant.noise, n, cfg.steps, cfg.dt,
+      make = _cached(("data", true.name, plant.noise, n, cfg.steps, cfg.dt,
                       cfg.err_scale),
                      lambda n=n: jax.jit(lambda k: plants_lib.make_dataset(
-                         plant, k, n, cfg.steps, cfg.dt, err_box)))
+                         true, k, n, cfg.steps, cfg.dt, err_box)))
       data[split] = make(jax.random.fold_in(key, sid))
   L = _design_gain(plant, gain_alpha)
   s_y = jnp.asarray(np.abs(plant.C) @ plant.x_box + 1e-6)
