@@ -63,7 +63,8 @@ def get_config(arg=None):
       lrs=(3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 1e-1), widths=(16, 128, 256), tune_gain=True,
       plants=("pendulum", "van_der_pol", "flexible_joint", "x29", "x29_pa"),
       parts=("systems", "widths", "x29"), wide_seeds=2, max_lmi_s=0.0,
-      n_check=4000, csv_path="", noise_scale=1.0, mismatch=0.2, friction=0.3)
+      n_check=4000, csv_path="", noise_scale=1.0, mismatch=0.2, friction=0.3,
+      lr_extend=3)
   config = ml_collections.ConfigDict()
   config.experiment = "jaxpapers.papers.neural_observer.experiment"
   config.seed = arg.seed  # first seed; runs use seed, seed+1, ... (data and init)
@@ -95,6 +96,9 @@ def get_config(arg=None):
   # Learning-rate grid: each neural method (two-stage, direct LMI, unconstrained) gets its
   # own rate from this grid, chosen on the first seed's validation split (same budget).
   config.train.lrs = arg.lrs
+  # A choice on an edge of lrs extends the grid outward by one rate (the grid's outer
+  # ratio), at most this many times per side (experiment.select_lr).
+  config.train.lr_extend = arg.lr_extend
   config.train.max_lmi_s = arg.max_lmi_s  # >0: stop an LMI run after this wall-clock [s]
   config.train.total_steps = arg.total_steps  # updates per method (all methods)
   config.train.stage1_steps = arg.stage1_steps  # two-stage: point-guided pre-training

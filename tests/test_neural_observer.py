@@ -536,3 +536,31 @@ def test_direct_sdp_run_keeps_a_verified_projection():
   cert = lmi.CertificateSDP(3, 1, 4, trainer.G, trainer.Q, prob.alpha).solve(
       trainer.A_L, W2, K)
   assert lmi.verify(cert, trainer.A_L, trainer.G, W2, K, trainer.Q, prob.alpha)["valid"]
+
+
+def test_select_lr_extends_an_edge_choice_until_interior():
+  """A learning rate chosen on an edge of the grid is not a choice: the grid grows outward
+  (the outer ratio of that side) until the choice is interior, each rate run once."""
+  from jaxpapers.papers.neural_observer import experiment
+  calls = []
+
+  def run(lr):
+    calls.append(lr)
+    return lr
+
+  def score(opt):
+    return lambda lr: abs(np.log(lr / opt))
+  grid = (3e-4, 1e-3, 3e-3, 1e-2)
+  # optimum inside: no extension
+  g, c, k = experiment.select_lr(run, score(2e-3), grid, extend=3)
+  assert len(calls) == 4 and 0 < k < len(g) - 1 and c == g
+  # optimum below: 9e-5, then 2.7e-5 (ratio 10/3 on the low side); 9e-5 is interior
+  calls.clear()
+  g, c, k = experiment.select_lr(run, score(5e-5), grid, extend=3)
+  np.testing.assert_allclose(g[:2], [2.7e-5, 9e-5], rtol=1e-9)
+  assert k == 1 and len(calls) == len(set(calls)) == 6
+  # optimum above: 3e-2 (ratio 10/3), 1e-1 ... capped after 2 extensions: still an edge
+  calls.clear()
+  g, c, k = experiment.select_lr(run, score(10.0), grid, extend=2)
+  np.testing.assert_allclose(g[-2:], [1e-2 * 10 / 3, 1e-2 * (10 / 3) ** 2], rtol=1e-9)
+  assert k == len(g) - 1 and len(calls) == 6

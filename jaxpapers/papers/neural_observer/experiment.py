@@ -72,6 +72,33 @@ def _one_run(config, trainer, prob, method, seed, lr, base, total_steps=None,
   return row, trace, s
 
 
+def select_lr(run, score, lrs, extend: int):
+  """Learning rate chosen on validation from the grid `lrs`, the grid extended outward
+  while the choice sits on its edge (DONE.md: an edge is not a choice).
+
+  run(lr) -> candidate, score(candidate) -> sortable (smaller is better). While the best
+  candidate is the smallest or the largest rate tried, one more rate is tried beyond it at
+  the grid's outermost ratio on that side, at most `extend` times per side; a choice still
+  on the edge after that is reported as such by the study's selections table. Returns
+  (sorted rates tried, their candidates, index of the chosen one)."""
+  lrs = sorted(float(x) for x in lrs)
+  cands = {lr: run(lr) for lr in lrs}
+  added = {"lo": 0, "hi": 0}
+  while True:
+    grid = sorted(cands)
+    k = min(range(len(grid)), key=lambda i: score(cands[grid[i]]))
+    if len(grid) < 2:
+      break
+    if k == 0 and added["lo"] < extend:
+      lr, added["lo"] = grid[0] * grid[0] / grid[1], added["lo"] + 1
+    elif k == len(grid) - 1 and added["hi"] < extend:
+      lr, added["hi"] = grid[-1] * grid[-1] / grid[-2], added["hi"] + 1
+    else:
+      break
+    cands[lr] = run(lr)
+  return grid, [cands[g] for g in grid], k
+
+
 def run_plant(config, plant: str, width: int, methods, seeds, noise_scale: float = 1.0,
               baselines: bool = True, trainer=None, log=None, lrs=None,
               total_steps=None, ckpt_root=None, gain_alpha=None, gain_rows=None,
@@ -123,13 +150,11 @@ def run_plant(config, plant: str, width: int, methods, seeds, noise_scale: float
         row, trace, s = _one_run(config, trainer, prob, method, seed, chosen[method], base,
                                  total_steps, ckpt_root)
       else:
-        cands = []
-        for lr in cfg.lrs:
-          cands.append(_one_run(config, trainer, prob, method, seed, lr, base,
-                                total_steps, ckpt_root))
-        scores = [train.selection_score(method, c[2]) for c in cands]
-        k = min(range(len(cands)), key=lambda i: scores[i])
-        chosen[method] = float(cfg.lrs[k])
+        run = lambda lr: _one_run(config, trainer, prob, method, seed, lr, base,  # noqa: E731
+                                  total_steps, ckpt_root)
+        lr_grid, cands, k = select_lr(run, lambda c: train.selection_score(method, c[2]),
+                                      cfg.lrs, cfg.lr_extend)
+        chosen[method] = float(lr_grid[k])
         for i, c in enumerate(cands):
           tuning.append(dict(c[0], part="lr_tuning", chosen=i == k))
         row, trace, s = cands[k]
