@@ -15,7 +15,9 @@ pendulum's state and an unknown torque disturbance. Stage 1 pre-trains N on the 
 loss plus a hinge on V' + alpha V <= 0 at sampled error states; stage 2 alternates an SDP
 (cvxpy + Clarabel: P and S-procedure multipliers for the tanh slope bound) with network
 updates until a global certificate holds, which NumPy re-checks by eigenvalues. The direct
-method runs the SDP from the first update. `JAXPAPERS_SMOKE=1` runs a tiny setting."""
+method runs the SDP from the first update; `direct_sdp` puts the output weights into the SDP
+(Y = P W2) and projects the network onto the certified set. `JAXPAPERS_SMOKE=1` runs a tiny
+setting."""
 
 INSTALL = notebook.INSTALL_CELL
 
@@ -23,7 +25,7 @@ SETUP = """import pathlib
 import jax, numpy as np
 import matplotlib.pyplot as plt
 import jaxpapers
-from jaxpapers.papers.neural_observer import experiment, train
+from jaxpapers.papers.neural_observer import direct_sdp, experiment, train
 
 from jaxpapers.core import config as config_lib
 SMOKE = os.environ.get('JAXPAPERS_SMOKE') == '1'
@@ -34,8 +36,11 @@ trainer = train.Trainer(prob, config.model.width, cfg)
 print('width', config.model.width, 'updates', cfg.total_steps, 'stage 1', cfg.stage1_steps)"""
 
 TRAIN = """runs = {}
-for method in ('two_stage', 'direct', 'unconstrained'):
-  params, trace, s = trainer.run(method, 0, cfg.lr, prob)
+for method in ('two_stage', 'direct', 'direct_sdp', 'unconstrained'):
+  if method == 'direct_sdp':  # direct LMI with the weights inside the SDP (Y = P W2)
+    params, trace, s = direct_sdp.run(trainer, 0, cfg.lr, prob)
+  else:
+    params, trace, s = trainer.run(method, 0, cfg.lr, prob)
   runs[method] = (params, trace, s)
   m = train.evaluate(prob, trainer.predict(params, prob.data['test']), 'test') if params is not None else {}
   print(f"{method:>13}: certified={s['certified']} margin={s.get('margin', float('nan')):.3g} "
@@ -53,7 +58,7 @@ for k, (ax, name) in enumerate(zip(axes[:2], ['theta', 'disturbance d'])):
     if params is not None:
       ax.plot(t, trainer.predict(params, test)[0, :, idx], label=method)
   ax.set_title(name); ax.set_xlabel('t [s]'); ax.legend(fontsize=8)
-for method in ('two_stage', 'direct'):
+for method in ('two_stage', 'direct', 'direct_sdp'):
   tr = runs[method][1]
   axes[2].plot([r['time_s'] for r in tr], [r['val_nmse'] for r in tr], 'o-', label=method)
   ok = [r for r in tr if r.get('valid')]
