@@ -29,17 +29,15 @@ model (published ND-UA and ND-PA matrices, see the README).
   python launch/plan.py --config=configs/neural_observer.py:paper --devices=8 --platform=h100
 
 Expected (measured results and runtimes in jaxpapers/papers/neural_observer/README.md):
-per-method learning rates from {1e-3, 3e-3, 1e-2} chosen on validation; tables
-lr_tuning / systems / widths / x29_ablations, rows.json and study.png in the workdir.
-Measured (issue 46, 15 units; see the README): the EKF is the most accurate observer on
-every plant; certified two-stage (L's decay tuned on validation) beats the tuned Luenberger
-observer, its linear part and (or ties) direct LMI on all five plants, the high-gain
-observer only on the pendulum; two-stage reaches a certificate at matched accuracy first at
-widths 16-128, direct LMI reaches some certificate first (its first SDP). Direct LMI with the
-weights in the SDP (direct_sdp.py) reaches a matched-accuracy certificate before two-stage
-at widths 16-256 (256: 11.8 vs 48.9 s); one solve costs the same as the certificate SDP's.
-Model mismatch (parameters +-20%): two-stage best on the X-29A, the EKF on the pendulum;
-unmodelled friction: EKF best (README "Model mismatch").
+per-method learning rates from {3e-4, ..., 1e-1} (extended past an edge choice) chosen on
+validation; tables selections / lr_tuning / systems / widths / x29_ablations / mismatch /
+direct_sdp, rows.json and study.png in the workdir.
+Measured (issue 46, one study, see the README): the EKF is the most accurate observer on
+every plant with the exact model; certified two-stage beats the tuned Luenberger observer
+and direct LMI on all five plants, the high-gain observer only on the pendulum. With every
+parameter off by +-20% two-stage is best on the X-29A ND-UA (2/3 seeds certified). Direct LMI
+with the weights in the SDP (direct_sdp.py) reaches a matched-accuracy certificate before
+two-stage at widths 16-256; one solve costs the same as the certificate SDP's.
 Smoke (`:smoke`) ~30 s CPU for train.py; its study (all parts incl. the new ones) ~1 min.
 """
 import ml_collections
