@@ -1,7 +1,12 @@
 """Tests for visitation_reward: dynamics and success detection, the discriminator's
-reward sign, the tabular invariance check (and its counter-example), GAE against a
-NumPy loop, exact resume, and bad input."""
+reward sign, the tabular invariance check (and its counter-example), the dense
+components on one-hot states against NumPy (the shaping term potential-based, the
+per-step log D / log-odds rewards not), time-limit bootstrapping, GAE against a NumPy
+loop, state pytrees (brax's State), deterministic evaluation, Holm's correction, exact
+resume, and bad input."""
+import dataclasses
 import os
+import typing
 
 import jax
 import jax.numpy as jnp
@@ -10,7 +15,8 @@ import pytest
 
 from jaxpapers.core import config as config_lib
 from jaxpapers.papers.visitation_reward import bc, brax_tasks, envs, experiment, ppo, rewards
-from jaxpapers.papers.visitation_reward import tabular
+from jaxpapers.papers.visitation_reward import networks, sac, tabular
+from jaxpapers.papers.visitation_reward import stats as vr_stats
 
 KEY = jax.random.key(0)
 
@@ -98,6 +104,13 @@ def test_brax_reacher_runs():
   s = t.reset(KEY)
   s2 = t.step(s, jnp.zeros(2), KEY)
   assert float(t.reward(s2)) == float(jnp.linalg.norm(s2.obs[-3:-1]) < t.radius)
+  # the learners' path on brax's State pytree (issue 48): a rollout and its rewards
+  actor = networks.mlp_init(KEY, [t.obs_dim, 8, t.act_dim], 0.01)
+  states, actions, _ = ppo.collect(t, actor, jnp.zeros(t.act_dim), KEY, 2)
+  obs, _, _, sparse, comps = ppo.transition_rewards(
+      t, rewards.aux_init(KEY, t.obs_dim, t.act_dim, 8), actor, states, actions, 0.98)
+  assert obs.shape == (t.horizon + 1, 2, t.obs_dim) and sparse.shape == (t.horizon, 2)
+  assert np.all(np.isfinite(np.asarray(comps)))
 
 
 def _gae_numpy(r, v, d, last, gamma, lam):
@@ -150,14 +163,15 @@ def test_discriminator_rewards_moving_towards_successful_visitations():
       aux, buf, buf.obs[0], KEY, 150, 64, 3e-3)
   actor0 = [(jnp.zeros((o, 1)), jnp.zeros(1))]  # mu_0(s) = 0
   bad, good = jnp.array([[-1.0, -1.0]]), jnp.array([[1.0, 1.0]])
-  zeros = jnp.zeros(1)
-  up = rewards.dense_components(aux, actor0, bad, good, zeros, 0.99)[0, 0]
-  down = rewards.dense_components(aux, actor0, good, bad, zeros, 0.99)[0, 0]
-  assert float(up) > 0.3 and float(down) < -0.3
+  zeros, a0 = jnp.zeros(1), jnp.zeros((1, 1))
+  up = rewards.dense_components(aux, actor0, bad, good, zeros, 0.99, a0)[0]
+  down = rewards.dense_components(aux, actor0, good, bad, zeros, 0.99, a0)[0]
+  assert float(up[0]) > 0.3 and float(down[0]) < -0.3
   # The VICE-like classifier prefers the success states too.
-  vice_good = rewards.dense_components(aux, actor0, bad, good, zeros, 0.99)[0, 1]
-  vice_bad = rewards.dense_components(aux, actor0, good, bad, zeros, 0.99)[0, 1]
-  assert float(vice_good) > float(vice_bad)
+  assert float(up[1]) > float(down[1])
+  # The per-step rewards (log D, log-odds at the visited (s, a)) are higher in the
+  # successful region: here they are read at s = bad for `up`, s = good for `down`.
+  assert float(down[4]) > float(up[4]) and float(down[5]) > float(up[5])
 
 
 def test_potential_shaping_keeps_the_tabular_optimal_policy():
@@ -297,3 +311,237 @@ def test_recorded_demonstrations_load_and_clone_like_the_scripted_ones(tmp_path)
     bc.load_demonstrations(str(tmp_path / "missing.hdf5"), task.obs_dim, task.act_dim)
   with pytest.raises(ValueError, match=r"the task needs \(N, 3\)"):
     bc.load_demonstrations(npz, 3, task.act_dim)
+
+
+# ---- issue 48: the paper's per-step rewards beside the potential-based one -------------
+
+def _mlp_np(params, x):
+  """The MLP forward pass in float64 NumPy (independent of networks.mlp_apply)."""
+  for w, b in params[:-1]:
+    x = np.tanh(x @ np.asarray(w, np.float64) + np.asarray(b, np.float64))
+  w, b = params[-1]
+  return x @ np.asarray(w, np.float64) + np.asarray(b, np.float64)
+
+
+def _one_hot_setup(key, n_states, act_dim, hidden=8):
+  """aux with a random (untrained, non-trivial) discriminator and a random mu_0."""
+  k1, k2, k3 = jax.random.split(key, 3)
+  aux = rewards.aux_init(k1, n_states, act_dim, hidden)
+  aux = aux._replace(disc=networks.mlp_init(k2, [n_states + act_dim, hidden, hidden, 1], 2.0))
+  actor0 = networks.mlp_init(k3, [n_states, hidden, act_dim], 1.0)
+  eye = np.eye(n_states)
+  mu0 = np.tanh(_mlp_np(actor0, eye))
+  phi = 1.0 / (1.0 + np.exp(-_mlp_np(aux.disc, np.concatenate([eye, mu0], 1))[:, 0]))
+  return aux, actor0, eye, phi
+
+
+def _components(aux, actor0, eye, s, a_vec, s2, gamma):
+  f = jax.jit(rewards.dense_components, static_argnums=(5,))
+  return np.asarray(f(aux, actor0, jnp.asarray(eye[s], jnp.float32),
+                      jnp.asarray(eye[s2], jnp.float32), jnp.zeros(len(s)), gamma,
+                      jnp.asarray(a_vec, jnp.float32)), np.float64)
+
+
+def test_dense_components_on_one_hot_states_against_numpy():
+  """On one-hot states the svm term is exactly gamma Phi(s') - Phi(s) with Phi(s) =
+  sigma(D(s, mu_0(s))) recomputed in NumPy (whatever the action taken), so it
+  telescopes along any path; logd / logodds are log D(s, a) and log D - log(1 - D) at the
+  visited action (floored / clipped at -5 / +-5) and do depend on it."""
+  S, A, gamma = 6, 2, 0.9
+  aux, actor0, eye, phi = _one_hot_setup(jax.random.key(11), S, A)
+  assert phi.max() - phi.min() > 0.1  # a non-constant potential
+  s, s2 = np.repeat(np.arange(S), S), np.tile(np.arange(S), S)
+  rng = np.random.default_rng(0)
+  act = rng.uniform(-1, 1, (S * S, A))
+  c = _components(aux, actor0, eye, s, act, s2, gamma)
+  np.testing.assert_allclose(c[:, 0], gamma * phi[s2] - phi[s], atol=2e-6)
+  c_other = _components(aux, actor0, eye, s, rng.uniform(-1, 1, (S * S, A)), s2, gamma)
+  np.testing.assert_array_equal(c_other[:, 0], c[:, 0])  # the action does not enter
+  path = rng.integers(0, S, 9)  # a path s_0..s_8: sum gamma^t F_t = gamma^8 Phi(s_8) - Phi(s_0)
+  f = c.reshape(S, S, -1)[path[:-1], path[1:], 0]
+  np.testing.assert_allclose((gamma ** np.arange(8) * f).sum(),
+                             gamma**8 * phi[path[-1]] - phi[path[0]], atol=1e-5)
+  logit = _mlp_np(aux.disc, np.concatenate([eye[s], act], 1))[:, 0]
+  d = 1.0 / (1.0 + np.exp(-logit))
+  assert np.abs(logit).max() < 5  # inside the clip: the exact formulas apply
+  np.testing.assert_allclose(c[:, 4], np.log(d), atol=2e-5)
+  np.testing.assert_allclose(c[:, 5], np.log(d) - np.log1p(-d), atol=2e-5)
+  assert np.abs(c_other[:, 4] - c[:, 4]).max() > 1e-3
+
+
+def _value_iteration(P, R, gamma, iters=3000):
+  """Q* of (P (S, A, S), R (S, A)) by plain value iteration (NumPy, float64)."""
+  Q = np.zeros(R.shape)
+  for _ in range(iters):
+    Q = R + gamma * P @ Q.max(1)
+  return Q
+
+
+def test_per_step_discriminator_rewards_change_the_optimal_policy():
+  """Tabular MDPs, one-hot states and actions: adding the svm term keeps every optimal
+  action (Q' = Q - Phi), adding log D(s, a) or the log-odds does not: in these random
+  goal MDPs with a random discriminator they change a unique optimal action."""
+  S, A, gamma = 8, 3, 0.9
+  rng = np.random.default_rng(3)
+  changed = {4: 0, 5: 0}
+  for i in range(3):
+    P = tabular.random_goal_mdp(rng, n_states=S, n_actions=A)
+    aux, actor0, eye, phi = _one_hot_setup(jax.random.key(100 + i), S, A)
+    s, a, s2 = (x.reshape(-1) for x in np.meshgrid(np.arange(S), np.arange(A), np.arange(S),
+                                                    indexing="ij"))
+    c = _components(aux, actor0, eye, s, np.eye(A)[a], s2, gamma).reshape(S, A, S, -1)
+    R = P[:, :, -1]  # 1 on entering (or staying in) the goal, the last state
+    Q = _value_iteration(P, R, gamma)
+    top = np.sort(Q, 1)
+    unique = top[:, -1] - top[:, -2] > 1e-3  # states with a unique optimal action
+    unique[-2:] = False  # absorbing goal and trap: every action is the same there
+    assert unique.any()
+    for comp in (0, 4, 5):
+      Rc = R + np.einsum("sat,sat->sa", P, c[..., comp])
+      Qc = _value_iteration(P, Rc, gamma)
+      if comp == 0:
+        np.testing.assert_allclose(Qc, Q - phi[:, None], atol=1e-4)
+        assert np.array_equal(Qc[unique].argmax(1), Q[unique].argmax(1))
+      else:
+        changed[comp] += int(np.any(Qc[unique].argmax(1) != Q[unique].argmax(1)))
+  assert changed[4] >= 1 and changed[5] >= 1, changed  # measured: 2 and 2 of 3
+
+
+def test_time_limit_bootstrap_keeps_shaping_invariant():
+  """The horizon is a time limit: GAE bootstraps from V(s_H). Then shaping F = gamma
+  Phi(s') - Phi(s) with the critic shifted by -Phi leaves every advantage unchanged; with
+  the time limit treated as terminal (done = 1, no bootstrap) step t's advantage gains
+  exactly (gamma lam)^(H-1-t) gamma Phi(s_H): the guarantee then fails."""
+  rng = np.random.default_rng(4)
+  H, E, gamma, lam = 7, 3, 0.95, 0.8
+  r, V, phi = rng.normal(size=(H, E)), rng.normal(size=(H + 1, E)), rng.normal(size=(H + 1, E))
+  F = gamma * phi[1:] - phi[:-1]
+  adv, ret = ppo.time_limit_gae(jnp.asarray(r), jnp.asarray(V), gamma, lam)
+  np.testing.assert_allclose(adv, _gae_numpy(r, V[:-1], np.zeros((H, E)), V[-1], gamma, lam),
+                             rtol=1e-5, atol=1e-5)
+  np.testing.assert_allclose(ret, np.asarray(adv) + V[:-1], rtol=1e-6, atol=1e-6)
+  adv_s, _ = ppo.time_limit_gae(jnp.asarray(r + F), jnp.asarray(V - phi), gamma, lam)
+  np.testing.assert_allclose(adv_s, adv, atol=1e-5)
+  done = np.zeros((H, E))
+  done[-1] = 1.0
+  term = _gae_numpy(r, V[:-1], done, V[-1], gamma, lam)
+  term_s = _gae_numpy(r + F, (V - phi)[:-1], done, (V - phi)[-1], gamma, lam)
+  k = (gamma * lam) ** (H - 1 - np.arange(H))[:, None]
+  np.testing.assert_allclose(term_s - term, k * gamma * phi[-1][None], atol=1e-9)
+
+
+class FakeBraxState(typing.NamedTuple):
+  """The fields of brax.envs.base.State: a pytree, not an array."""
+  pipeline_state: jnp.ndarray
+  obs: jnp.ndarray
+  reward: jnp.ndarray
+  done: jnp.ndarray
+  metrics: dict
+  info: dict
+
+
+@dataclasses.dataclass(frozen=True)
+class PytreeTask(envs.Task):
+  """push_block behind a brax-style State pytree (the brax wrappers' state layout)."""
+  name: str = "push_block"
+  state_dim: int = 6
+  obs_dim: int = 6
+  act_dim: int = 2
+  horizon: int = 12
+  inner: envs.Task = envs.PushBlock()
+
+  def _wrap(self, s, steps):
+    return FakeBraxState(s, self.inner.obs(s), self.inner.reward(s), jnp.float32(0.0),
+                         {"distance": self.inner.distance(s)}, {"steps": steps})
+
+  def reset(self, key):
+    return self._wrap(self.inner.reset(key), jnp.int32(0))
+
+  def step(self, state, action, key):
+    return self._wrap(self.inner.step(state.pipeline_state, action, key),
+                      state.info["steps"] + 1)
+
+  def obs(self, state):
+    return state.obs
+
+  def success(self, state):
+    return self.inner.success(state.pipeline_state)
+
+  def distance(self, state):
+    return self.inner.distance(state.pipeline_state)
+
+  def expert(self, state, key):
+    return self.inner.expert(state.pipeline_state, key)
+
+
+def test_learners_run_on_pytree_states_like_brax():
+  """The brax path: states are pytrees (brax's State). Collection (PPO, SAC), the
+  rewards of a rollout and the demonstrations (envs.rollout) give the flat task's
+  numbers (a jnp.concatenate on the state pytree failed here before)."""
+  tree, flat = PytreeTask(), dataclasses.replace(envs.PushBlock(), horizon=12)
+  actor = networks.mlp_init(jax.random.key(5), [6, 8, 2], 1.0)
+  log_std = jnp.full((2,), -1.0)
+  st, at, _ = ppo.collect(tree, actor, log_std, KEY, 3)
+  sf, af, _ = ppo.collect(flat, actor, log_std, KEY, 3)
+  assert isinstance(st, FakeBraxState) and st.obs.shape == (13, 3, 6)
+  np.testing.assert_array_equal(st.pipeline_state, sf)
+  np.testing.assert_array_equal(at, af)
+  np.testing.assert_array_equal(st.info["steps"][:, 0], np.arange(13))
+  st2, _ = sac.collect(tree, actor, log_std, KEY, 3)
+  sf2, _ = sac.collect(flat, actor, log_std, KEY, 3)
+  np.testing.assert_array_equal(st2.pipeline_state, sf2)
+  aux = rewards.aux_init(KEY, 6, 2, 8)
+  out_t = ppo.transition_rewards(tree, aux, actor, st, at, 0.98)
+  out_f = ppo.transition_rewards(flat, aux, actor, sf, af, 0.98)
+  for x, y in zip(out_t, out_f):
+    np.testing.assert_array_equal(x, y)
+  dt = bc.demonstrations(tree, KEY, 2, 0.5)
+  df = bc.demonstrations(flat, KEY, 2, 0.5)
+  np.testing.assert_array_equal(dt[0], df[0])
+
+
+def test_evaluate_is_the_deterministic_policy_success_rate():
+  """ppo.evaluate against a Python loop of the mean action (no exploration noise)."""
+  task = dataclasses.replace(envs.PointReach(), horizon=15)
+  # a linear controller tanh(3 (g - p) - v): reaches some goals within 15 steps, not all
+  w = np.zeros((6, 2), np.float32)
+  w[0:2] = -3 * np.eye(2)
+  w[2:4] = -np.eye(2)
+  w[4:6] = 3 * np.eye(2)
+  actor = [(jnp.asarray(w), jnp.zeros(2))]
+  key = jax.random.key(9)
+  n = 8
+  got = float(ppo.evaluate(task, actor, key, n))
+  k0, _ = jax.random.split(key)
+  s = np.asarray(jax.vmap(task.reset)(jax.random.split(k0, n)), np.float64)
+  hit = np.zeros(n, bool)
+  for _ in range(15):
+    a = np.clip(np.tanh(_mlp_np(actor, s)), -1, 1)
+    v = 0.8 * s[:, 2:4] + 0.2 * a
+    s = np.concatenate([np.clip(s[:, :2] + 0.1 * v, -1.2, 1.2), v, s[:, 4:]], 1)
+    hit |= np.linalg.norm(s[:, :2] - s[:, 4:], axis=1) < task.radius
+  assert 0 < hit.mean() < 1  # a setting where counting episodes can go wrong
+  assert got == hit.mean()
+
+
+def test_holm_and_paired_p_against_hand_computation():
+  # Holm: sorted 0.005, 0.01, 0.03, 0.04 times 4, 3, 2, 1 = 0.02, 0.03, 0.06, 0.04,
+  # running max 0.02, 0.03, 0.06, 0.06.
+  np.testing.assert_allclose(vr_stats.holm([0.01, 0.04, 0.03, 0.005]), [0.03, 0.06, 0.06, 0.02])
+  # 0.5 x 2 = 1 (capped), then 0.9 x 1 = 0.9 raised to the running max 1: monotone
+  np.testing.assert_allclose(vr_stats.holm([0.5, 0.9]), [1.0, 1.0])
+  # d = 1, 2, 3: t = 2 / (1 / sqrt 3) = 2 sqrt 3 with 2 degrees of freedom, whose two-sided
+  # p has the closed form 1 - t / sqrt(2 + t^2).
+  t = 2 * np.sqrt(3)
+  assert abs(vr_stats.paired_p([1.0, 2.0, 3.0]) - (1 - t / np.sqrt(2 + t**2))) < 1e-12
+  assert vr_stats.paired_p([0.0, 0.0, 0.0]) == 1.0
+  curves = {"sparse": np.zeros((3, 4)), "svm": np.zeros((3, 4)) + [[0, 1, 2, 3]],
+            "logd": np.zeros((3, 4))}
+  curves["svm"] = curves["svm"] * np.array([[1.0], [2.0], [3.0]]) / 6
+  res = {"t": {"curves": curves, "chosen_lr": dict.fromkeys(curves, 1e-3),
+               "chosen_scale": dict.fromkeys(curves, 1.0)}}
+  rows = {r["method"]: r for r in vr_stats.table_rows(res)}
+  # svm's AUC differences are 1/6, 2/6, 3/6: p as above; two tests: Holm doubles it
+  assert abs(rows["svm"]["p"] - (1 - t / np.sqrt(2 + t**2))) < 1e-12
+  assert abs(rows["svm"]["Holm p"] - 2 * rows["svm"]["p"]) < 1e-12
+  assert rows["logd"]["Holm p"] == 1.0 and "p" not in rows["sparse"]

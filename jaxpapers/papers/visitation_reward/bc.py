@@ -27,7 +27,7 @@ def demonstrations(task: envs.Task, key, episodes: int, noise: float):
     return task.expert(s, k) + noise * jax.random.normal(k, (task.act_dim,))
   states, actions = jax.vmap(lambda k: envs.rollout(task, pol, k))(
       jax.random.split(key, episodes))
-  obs = jax.vmap(jax.vmap(task.obs))(states[:, :-1])
+  obs = jax.vmap(jax.vmap(task.obs))(jax.tree.map(lambda x: x[:, :-1], states))
   return obs.reshape(-1, task.obs_dim), jnp.clip(actions, -1, 1).reshape(-1, task.act_dim)
 
 

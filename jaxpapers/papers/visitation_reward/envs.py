@@ -3,13 +3,17 @@
 Pure-JAX planar manipulation tasks (point-mass reach, push a block to a goal, a 2-link
 arm that picks an object and places it at a goal) and gymnax's MountainCarContinuous,
 all behind one functional interface so that a whole fine-tuning run is one jitted
-`lax.scan`. A state is a flat float32 vector; every task gives the sparse outcome reward
+`lax.scan`. A state is a flat float32 vector here (a pytree such as brax's `State` for
+the brax wrappers: the learners stack and slice states leaf by leaf, `prepend` and
+`time_slice`); every task gives the sparse outcome reward
 r(s, a, s') = 1[success(s')] (the paper's "1 when the task is completed, else 0"),
 a hand-shaped distance (for the distance baseline only) and a scripted, imperfect
 demonstrator used to make the noisy behaviour-cloning data. Episodes have a fixed
-horizon and never terminate early; the learners bootstrap at the time limit, so the
-objective they optimise is the infinite-horizon discounted one (the setting of the
-invariance check in tabular.py).
+horizon and never terminate early. The horizon is a time limit, not a terminal state:
+the learners bootstrap from the critic at it (PPO's GAE from V(s_H), SAC's TD target at
+every stored transition), so the objective they optimise is the infinite-horizon
+discounted one, the setting of the invariance check in tabular.py (treating the time
+limit as terminal would break the shaping guarantee; see ppo.time_limit_gae).
 """
 from __future__ import annotations
 
@@ -292,6 +296,21 @@ def make(name: str) -> Task:
   return TASKS[name]
 
 
+def prepend(s0, states):
+  """[s0, s1, ..., sH] along a new leading axis, for flat states and state pytrees alike.
+
+  brax's `State` is a pytree (pipeline_state, obs, reward, done, metrics, info), so a
+  jnp.concatenate on it fails (it was how this code first stacked states); every leaf is
+  stacked instead.
+  """
+  return jax.tree.map(lambda a, b: jnp.concatenate([a[None], b]), s0, states)
+
+
+def time_slice(states, lo=None, hi=None):
+  """states[lo:hi] along the time axis of every leaf (flat states or pytrees)."""
+  return jax.tree.map(lambda x: x[lo:hi], states)
+
+
 def rollout(task: Task, policy, key, horizon: int | None = None):
   """One episode of `policy(obs, key) -> action`: (states (H+1, S), actions (H, A))."""
   horizon = horizon or task.horizon
@@ -305,4 +324,4 @@ def rollout(task: Task, policy, key, horizon: int | None = None):
     return s2, (s2, a)
 
   _, (states, actions) = jax.lax.scan(body, s0, jax.random.split(k1, horizon))
-  return jnp.concatenate([s0[None], states]), actions
+  return prepend(s0, states), actions

@@ -5,7 +5,8 @@ over several seeds (vmapped; checkpointed every `train.chunk` iterations, resume
 exactly) and writes the success rate per iteration. `run_study` runs, per task, every
 method x actor-LR on validation seeds, picks each method's LR by its mean success over
 training (area under the curve) on those seeds, runs the reported seeds at that LR, and
-writes the AUC table with paired differences to the sparse baseline, success-vs-env-steps
+writes the AUC table with paired differences to the sparse baseline (Holm-corrected
+p-values, stats.py), the deterministic-policy evaluation success, success-vs-env-steps
 plots with 95% bands, and the tabular invariance check.
 """
 from __future__ import annotations
@@ -26,6 +27,7 @@ from jaxpapers.core import planner
 from jaxpapers.core import sharding
 from jaxpapers.core import study as study_lib
 from jaxpapers.papers.visitation_reward import bc, envs, plots, ppo, rewards, sac
+from jaxpapers.papers.visitation_reward import stats as vr_stats
 from jaxpapers.papers.visitation_reward import tabular
 
 PATHS = ["jaxpapers/papers/visitation_reward", "configs/visitation_reward.py"]
@@ -61,6 +63,7 @@ class RunCfg(typing.NamedTuple):
   sac_buffer: int
   tau: float
   sac_alpha: float
+  eval_episodes: int  # deterministic-policy evaluation episodes after every iteration
 
 
 def run_cfg(config, algo: str | None = None) -> RunCfg:
@@ -72,7 +75,7 @@ def run_cfg(config, algo: str | None = None) -> RunCfg:
                 p.critic_lr, p.init_std, p.critic_warmup, p.hidden, r.buffer_rollouts,
                 r.prefill_rollouts, r.aux_steps, r.aux_init_steps, r.aux_batch, r.aux_lr,
                 b.episodes, b.noise, b.steps, b.lr, algo, s.updates, s.batch, s.buffer,
-                s.tau, s.alpha)
+                s.tau, s.alpha, p.eval_episodes)
 
 
 def scales(config) -> dict:
@@ -134,17 +137,18 @@ def _spread(name, make_lane, in_axes, *key):
 
 
 def population_lane(task_name: str, rc: RunCfg):
-  """(seed, lr, weights, demos) -> (initial success, per-iteration metrics): one whole
-  fine-tuning run, the program every study lane runs."""
+  """(seed, lr, weights, demos) -> (initial {success, eval_success}, per-iteration
+  metrics): one whole fine-tuning run, the program every study lane runs."""
   task = envs.make(task_name)
 
   def lane(seed, lr, w, demos):
     key = seed_key(task_name, seed)
     actor0 = initial_actor(task, rc, key, demos)
     algo = sac if rc.algo == "sac" else ppo
-    init_success, metrics, _ = algo.finetune(task, rc, jax.random.fold_in(key, 1), actor0,
-                                             lr, w)
-    return init_success, metrics
+    run_key = jax.random.fold_in(key, 1)
+    init_success, metrics, _ = algo.finetune(task, rc, run_key, actor0, lr, w)
+    e0 = ppo.evaluate(task, actor0, ppo.eval_key(run_key), rc.eval_episodes)
+    return {"success": init_success, "eval_success": e0}, metrics
   return lane
 
 
@@ -155,7 +159,8 @@ def _population_group(task_name: str, rc: RunCfg, seeds, lrs, weights, demos=Non
 
 
 def population(task_name: str, rc: RunCfg, seeds, lrs, weights, group: int, demos=None):
-  """Whole runs for lanes (seed, lr, weights): (initial success (L,), metrics (L, I)),
+  """Whole runs for lanes (seed, lr, weights): (initial {success, eval_success} (L,),
+  metrics (L, I)),
   in fixed groups of `group` lanes (see `in_groups`), each group spread over the
   devices."""
   fn = functools.partial(_population_group, task_name, rc, demos=demos)
@@ -169,7 +174,8 @@ def _init_lane(task_name, rc):
     key = seed_key(task_name, seed)
     actor0 = initial_actor(task, rc, key, demos)
     carry, s0 = ppo.init(task, rc, jax.random.fold_in(key, 1), actor0)
-    return actor0, carry, s0
+    e0 = ppo.evaluate(task, actor0, ppo.eval_key(jax.random.fold_in(key, 1)), rc.eval_episodes)
+    return actor0, carry, s0, e0
   return lane
 
 
@@ -268,11 +274,11 @@ def train_and_evaluate(config, workdir: str, stop_after: int | None = None) -> d
     return _train_sac(config, workdir, rc, task, seeds, lr, weights)
   group = config.train.lane_group
   init = functools.partial(_init_lanes, task.name, rc, demos=load_demos(config))
-  actor0, carry, s0 = in_groups(init, group, seeds)
+  actor0, carry, s0, e0 = in_groups(init, group, seeds)
   ckpt = checkpoint_lib.Checkpointer(workdir, keep=1)
   hist = jnp.zeros((rc.iterations, config.train.seeds))
-  state, start = ckpt.restore_or({"carry": carry, "success": hist})
-  carry, hist = state["carry"], state["success"]
+  state, start = ckpt.restore_or({"carry": carry, "success": hist, "eval_success": hist})
+  carry, hist, ehist = state["carry"], state["success"], state["eval_success"]
   steps_per_it = rc.num_envs * task.horizon
   # Rows are written at environment-step counts, checkpoints at iterations: truncate in
   # the rows' unit, or a resumed run drops the rows between (issue 36).
@@ -280,7 +286,8 @@ def train_and_evaluate(config, workdir: str, stop_after: int | None = None) -> d
                              drop_at_step=("summary",) if start == rc.iterations else ())
   writer = metrics_lib.MetricsWriter(workdir, total_steps=rc.iterations * steps_per_it)
   if start == 0:
-    writer.write(0, {"success": float(s0.mean())}, split="eval")
+    writer.write(0, {"success": float(s0.mean()), "eval_success": float(e0.mean())},
+                 split="eval")
   it = start
   while it < rc.iterations:
     if stop_after is not None and it >= stop_after:
@@ -292,18 +299,20 @@ def train_and_evaluate(config, workdir: str, stop_after: int | None = None) -> d
     carry, m = in_groups(run, group, seeds, carry, actor0)
     succ = np.asarray(m["success"])  # (seeds, n)
     hist = hist.at[it:it + n].set(succ.T)
+    ehist = ehist.at[it:it + n].set(np.asarray(m["eval_success"]).T)
     for j in range(n):
       row = {k: float(np.mean(np.asarray(v)[:, j])) for k, v in m.items()}
       metrics_lib.check_finite(it + j + 1, row)
       writer.write((it + j + 1) * steps_per_it, row)
     it += n
-    ckpt.save(it, {"carry": carry, "success": hist})
+    ckpt.save(it, {"carry": carry, "success": hist, "eval_success": ehist})
   ckpt.close()
-  hist = np.asarray(hist)
+  hist, ehist = np.asarray(hist), np.asarray(ehist)
   out = {"initial_success": float(s0.mean()), "final_success": float(hist[-1].mean()),
-         "auc_success": float(hist.mean())}
+         "auc_success": float(hist.mean()), "initial_eval_success": float(e0.mean()),
+         "final_eval_success": float(ehist[-1].mean())}
   writer.write(rc.iterations * steps_per_it, out, split="summary")
-  return {**out, "success": hist}
+  return {**out, "success": hist, "eval_success": ehist}
 
 
 def _train_sac(config, workdir, rc, task, seeds, lr, weights) -> dict:
@@ -316,13 +325,16 @@ def _train_sac(config, workdir, rc, task, seeds, lr, weights) -> dict:
   hist = np.asarray(m["success"]).T  # (iterations, seeds)
   steps_per_it = rc.num_envs * task.horizon
   writer = metrics_lib.MetricsWriter(workdir, total_steps=rc.iterations * steps_per_it)
-  writer.write(0, {"success": float(np.mean(init))}, split="eval")
+  writer.write(0, {k: float(np.mean(v)) for k, v in init.items()}, split="eval")
   for j in range(rc.iterations):
     row = {k: float(np.mean(np.asarray(v)[:, j])) for k, v in m.items()}
     metrics_lib.check_finite(j + 1, row)
     writer.write((j + 1) * steps_per_it, row)
-  out = {"initial_success": float(np.mean(init)), "final_success": float(hist[-1].mean()),
-         "auc_success": float(hist.mean())}
+  out = {"initial_success": float(np.mean(init["success"])),
+         "final_success": float(hist[-1].mean()),
+         "auc_success": float(hist.mean()),
+         "initial_eval_success": float(np.mean(init["eval_success"])),
+         "final_eval_success": float(np.mean(np.asarray(m["eval_success"])[:, -1]))}
   writer.write(rc.iterations * steps_per_it, out, split="summary")
   return {**out, "success": hist}
 
@@ -343,13 +355,7 @@ def _curves(grid, init, success):
   return {k: np.stack(v) for k, v in out.items()}
 
 
-def ci95(x):
-  """Mean and half-width of a t-based 95% interval over the first axis."""
-  from scipy import stats
-  x = np.asarray(x, np.float64)
-  n = x.shape[0]
-  half = stats.t.ppf(0.975, n - 1) * x.std(0, ddof=1) / np.sqrt(n) if n > 1 else np.nan * x[0]
-  return x.mean(0), half
+ci95 = vr_stats.ci95
 
 
 def run_task(config, task_name: str, log=print, algo: str = "ppo",
@@ -368,7 +374,7 @@ def run_task(config, task_name: str, log=print, algo: str = "ppo",
   t0 = time.perf_counter()
   grid = [(m, lr, f, s) for m in methods for lr in lrs for f in factors(m) for s in val]
   init, m = population(task_name, rc, *_lanes(grid, config), config.train.lane_group)
-  val_curves = _curves(grid, init, m["success"])
+  val_curves = _curves(grid, init["success"], m["success"])
   chosen = {}
   for meth in methods:
     cands = [(lr, f) for lr in lrs for f in factors(meth)]
@@ -380,9 +386,11 @@ def run_task(config, task_name: str, log=print, algo: str = "ppo",
   test = [config.seed + i for i in range(st.test_seeds)]
   grid = [(meth, *chosen[meth], s) for meth in methods for s in test]
   init, m = population(task_name, rc, *_lanes(grid, config), config.train.lane_group)
-  curves = {k[0]: v for k, v in _curves(grid, init, m["success"]).items()}
+  curves = {k[0]: v for k, v in _curves(grid, init["success"], m["success"]).items()}
+  evals = {k[0]: v for k, v in
+           _curves(grid, init["eval_success"], m["eval_success"]).items()}
   sc = scales(config)
-  return {"curves": curves, "chosen_lr": {k: v[0] for k, v in chosen.items()},
+  return {"curves": curves, "eval_curves": evals, "chosen_lr": {k: v[0] for k, v in chosen.items()},
           "chosen_scale": {k: (sc[k] * v[1] if k in sc else 0.0) for k, v in chosen.items()},
           "val_auc": {f"{k[0]} lr={k[1]:g} x{k[2]:g}": float(v[:, 1:].mean())
                       for k, v in val_curves.items()},
@@ -398,45 +406,39 @@ def run_study(config, workdir: str) -> list[dict]:
   writer = metrics_lib.MetricsWriter(workdir)
   tab = tabular.study(config.study.tabular_mdps, seed=config.seed)
   writer.write(0, tab, split="tabular")
-  rows, results = [], {}
-  legs = [(t, "ppo", None) for t in config.study.tasks]
-  legs += [(t, "sac", config.study.sac_methods) for t in config.study.sac_tasks]
-  for task_name, algo, methods in legs:
-    res = run_task(config, task_name, algo=algo, methods=methods)
-    name = task_name if algo == "ppo" else f"{task_name} (SAC)"
-    results[name] = res
-    base = res["curves"].get("sparse")
-    for meth, c in res["curves"].items():
-      auc = c[:, 1:].mean(1)
-      mean, half = ci95(auc)
-      row = {"task": name, "method": meth, "lr": f"{res['chosen_lr'][meth]:g}",
-             "dense scale": f"{res['chosen_scale'][meth]:g}",
-             "seeds": c.shape[0], "initial success": float(c[:, 0].mean()),
-             "AUC success": float(mean), "AUC 95% CI": f"+-{half:.3f}",
-             "final success": float(c[:, -1].mean())}
-      if base is not None and meth != "sparse":
-        d_mean, d_half = ci95(auc - base[:, 1:].mean(1))  # paired by seed
-        row["AUC - sparse (paired)"] = f"{d_mean:+.3f} +- {d_half:.3f}"
-      rows.append(row)
-      writer.write(0, {k: v for k, v in row.items() if isinstance(v, float)},
-                   split=f"study/{name}/{meth}")
+  results = {}
+  # PPO only: the SAC leg was removed from the study (README "Not done": it collapsed from
+  # the BC actor with every reward and was never shown to improve on anything).
+  for task_name in config.study.tasks:
+    results[task_name] = run_task(config, task_name)
+    rows = vr_stats.table_rows(results)
+    for row in rows:
+      if row["task"] == task_name:
+        writer.write(0, {k: v for k, v in row.items() if isinstance(v, float)},
+                     split=f"study/{task_name}/{row['method']}")
     _write(config, workdir, commit, start, rows, results, tab)
-  return _write(config, workdir, commit, start, rows, results, tab)
+  return _write(config, workdir, commit, start, vr_stats.table_rows(results), results, tab)
 
 
 def _write(config, workdir, commit, start, rows, results, tab):
   st = config.study
-  header = (f"Success Visitation Matching study (commit {commit}); PPO (SAC where marked) fine-tuning of a BC "
+  header = (f"Success Visitation Matching study (commit {commit}); PPO fine-tuning of a BC "
             f"policy, {config.ppo.iterations} iterations x {config.ppo.num_envs} episodes, "
             f"{st.test_seeds} reported seeds (LR from {st.lrs} and dense-scale factor from "
-            f"{st.scale_factors} chosen per method on {st.val_seeds} validation seeds by AUC); AUC = mean training-rollout success over iterations; "
-            f"wall {time.perf_counter() - start:.0f} s. Tabular invariance: {tab}.")
-  columns = ["task", "method", "lr", "dense scale", "seeds", "initial success", "AUC success", "AUC 95% CI",
-             "AUC - sparse (paired)", "final success"]
-  md = study_lib.write_table(workdir, "visitation_reward_study", rows, columns, header)
+            f"{st.scale_factors} chosen per method on {st.val_seeds} validation seeds by "
+            "AUC); AUC = mean training-rollout success over iterations; p = paired t-test "
+            "of the AUC difference to sparse, Holm-corrected over every test of the table; "
+            f"eval = {config.ppo.eval_episodes} separate episodes of the deterministic policy "
+            f"after each iteration; wall {time.perf_counter() - start:.0f} s. "
+            f"Tabular invariance: {tab}.")
+  columns = [c for c in vr_stats.COLUMNS if any(c in r for r in rows)]
+  # p-values in 3 significant digits (a fixed 3 decimals would print 4e-5 as 0.000)
+  shown = [{k: (f"{v:.3g}" if k in ("p", "Holm p") else v) for k, v in r.items()} for r in rows]
+  md = study_lib.write_table(workdir, "visitation_reward_study", shown, columns, header)
   raw = {t: {"chosen_lr": r["chosen_lr"], "chosen_scale": r["chosen_scale"],
              "val_auc": r["val_auc"], "steps_per_iteration": r["steps_per_iteration"],
-             "curves": {m: c.tolist() for m, c in r["curves"].items()}}
+             "curves": {m: c.tolist() for m, c in r["curves"].items()},
+             "eval_curves": {m: c.tolist() for m, c in r["eval_curves"].items()}}
          for t, r in results.items()}
   import json
   with open(os.path.join(workdir, "visitation_reward_curves.json"), "w") as f:

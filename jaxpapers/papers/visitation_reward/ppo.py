@@ -4,7 +4,10 @@ One call of `finetune` is one whole run (initial-policy rollouts, discriminator 
 then `iterations` x [collect E episodes, reward, GAE, PPO epochs, buffer insert,
 discriminator/RND updates]) written as a `lax.scan`, so a population of runs (seeds x
 methods x learning rates) is a `vmap` of it under one `jit` (PureJaxRL style). Episodes
-have the task's fixed horizon; GAE bootstraps from V(s_H) at the time limit.
+have the task's fixed horizon; GAE bootstraps from V(s_H) at the time limit
+(`time_limit_gae`). After every iteration the deterministic policy (the mean action) is
+evaluated on `eval_episodes` separate episodes (`evaluate`): the success reported beside
+the training rollouts' success, which carry the exploration noise.
 """
 from __future__ import annotations
 
@@ -35,6 +38,46 @@ def gae(rewards_T, values_T, dones_T, last_value, gamma, lam):
   return adv, adv + values_T
 
 
+def time_limit_gae(rewards_T, values_T1, gamma, lam):
+  """GAE for fixed-horizon episodes whose end is a time limit, not a terminal state.
+
+  values_T1 (H+1, E) holds V(s_0..s_H); the last step bootstraps from V(s_H) (no done
+  anywhere). Why: with the critic's bootstrap, potential shaping F = gamma Phi(s') -
+  Phi(s) leaves every advantage unchanged when V shifts by -Phi (each TD error is the
+  same), so the shaped and the sparse problem have the same policy gradient fixed
+  points; with done = 1 at the time limit the last TD error gains gamma Phi(s_H) and the
+  guarantee is lost (tests/test_visitation_reward.py checks both).
+  """
+  return gae(rewards_T, values_T1[:-1], jnp.zeros_like(rewards_T), values_T1[-1], gamma, lam)
+
+
+# Evaluation episodes draw their start states from fold_in(run key, EVAL_STREAM): the
+# same states after every iteration (success is then a function of the policy alone)
+# and never a key of the training stream (fold_in(key, 0) init, 1 + it iterations).
+EVAL_STREAM = 2**31 - 1
+
+
+def eval_key(key):
+  return jax.random.fold_in(key, EVAL_STREAM)
+
+
+def evaluate(task: envs.Task, actor, key, episodes: int):
+  """Success rate of the deterministic policy (mean action, no exploration noise) on
+  `episodes` separate episodes: success = the success region reached at any step."""
+  k0, k1 = jax.random.split(key)
+  s0 = jax.vmap(task.reset)(jax.random.split(k0, episodes))
+
+  def body(carry, k):
+    s, hit = carry
+    a = networks.actor_mean(actor, jax.vmap(task.obs)(s))
+    s = jax.vmap(task.step)(s, a, jax.random.split(k, episodes))
+    return (s, hit | jax.vmap(task.success)(s)), None
+
+  (_, hit), _ = jax.lax.scan(body, (s0, jnp.zeros((episodes,), bool)),
+                             jax.random.split(k1, task.horizon))
+  return hit.mean()
+
+
 class Policy(typing.NamedTuple):
   actor: list
   log_std: jnp.ndarray
@@ -55,12 +98,24 @@ def collect(task: envs.Task, actor, log_std, key, num_envs: int):
     return s2, (s2, a, networks.gaussian_logp(mean, log_std, a))
 
   _, (states, actions, logp) = jax.lax.scan(body, s0, jax.random.split(k1, task.horizon))
-  return jnp.concatenate([s0[None], states]), actions, logp
+  return envs.prepend(s0, states), actions, logp
 
 
 def episode_stats(task, states):
   succ_t = jax.vmap(jax.vmap(task.success))(states)  # (H+1, E)
   return succ_t, succ_t[1:].any(0)
+
+
+def transition_rewards(task, aux, actor0, states, actions, gamma):
+  """Observations (H+1, E, O), success per state (H+1, E) and per episode (E,), the sparse
+  reward (H, E) and the unscaled dense components (H, E, C) of a rollout's transitions,
+  from the discriminators as they are now (trained on EARLIER rollouts only). `states`
+  may be a pytree (brax): only task functions and leafwise slices touch it."""
+  succ_t, ep = episode_stats(task, states)
+  obs = jax.vmap(jax.vmap(task.obs))(states)
+  dist = jax.vmap(jax.vmap(task.distance))(envs.time_slice(states, 1))
+  comps = rewards.dense_components(aux, actor0, obs[:-1], obs[1:], dist, gamma, actions)
+  return obs, succ_t, ep, succ_t[1:].astype(jnp.float32), comps
 
 
 class Carry(typing.NamedTuple):
@@ -131,13 +186,12 @@ def minibatch_update(cfg, carry, batch, actor_lr):
 def run(task: envs.Task, cfg, carry: Carry, key, actor0, lr, weights, start, n: int):
   """Iterations start .. start + n - 1 of PPO fine-tuning from `carry`.
 
-  `lr` is the actor's Adam step size; `weights` (4,) weigh the dense components
+  `lr` is the actor's Adam step size; `weights` (C,) weigh the dense components
   (rewards.COMPONENTS) on top of the sparse reward. Iteration keys are
   fold_in(key, 1 + iteration), so running in chunks equals running at once.
   """
   E, gamma = cfg.num_envs, cfg.gamma
-  obs_of = jax.vmap(jax.vmap(task.obs))
-  dist_of = jax.vmap(jax.vmap(task.distance))
+  k_eval = eval_key(key)
 
   def ppo_epochs(pol, a_opt, c_opt, batch, key, actor_lr):
     obs, act, logp_old, adv, ret = batch
@@ -161,14 +215,11 @@ def run(task: envs.Task, cfg, carry: Carry, key, actor0, lr, weights, start, n: 
     pol, a_opt, c_opt, aux, buf = carry
     kr, kp, kd = jax.random.split(jax.random.fold_in(key, 1 + it), 3)
     states, actions, logp = collect(task, pol.actor, pol.log_std, kr, E)
-    succ_t, ep = episode_stats(task, states)
-    obs = obs_of(states)  # (H+1, E, O)
-    sparse = succ_t[1:].astype(jnp.float32)
-    # Dense terms from the discriminators trained on EARLIER rollouts only.
-    comps = rewards.dense_components(aux, actor0, obs[:-1], obs[1:], dist_of(states[1:]), gamma)
+    obs, succ_t, ep, sparse, comps = transition_rewards(task, aux, actor0, states, actions,
+                                                        gamma)
     reward = sparse + comps @ weights
     values = networks.mlp_apply(pol.critic, obs)[..., 0]  # (H+1, E)
-    adv, ret = gae(reward, values[:-1], jnp.zeros_like(reward), values[-1], gamma, cfg.lam)
+    adv, ret = time_limit_gae(reward, values, gamma, cfg.lam)
     flat = lambda x: x.reshape((-1,) + x.shape[2:])  # noqa: E731
     actor_lr = jnp.where(it < cfg.critic_warmup, 0.0, lr)
     pol, a_opt, c_opt = ppo_epochs(pol, a_opt, c_opt,
@@ -178,6 +229,7 @@ def run(task: envs.Task, cfg, carry: Carry, key, actor0, lr, weights, start, n: 
     aux = rewards.rnd_update_normaliser(aux, obs[1:])
     aux = rewards.aux_train(aux, buf, obs[1:], kd, cfg.aux_steps, cfg.aux_batch, cfg.aux_lr)
     metrics = {"success": ep.mean(), "sparse_return": sparse.sum(0).mean(),
+               "eval_success": evaluate(task, pol.actor, k_eval, cfg.eval_episodes),
                "dense_abs": jnp.abs(comps @ weights).mean(),
                "buffer_success": buf.episode_success.mean()}
     return Carry(pol, a_opt, c_opt, aux, buf), metrics

@@ -14,6 +14,13 @@ visit (and away from those failed ones visit) is rewarded at every step, yet eve
 policy's discounted return changes by the same -Phi(s_0), so the optimal policy is
 unchanged (Ng et al. 1999; checked exactly in tabular.py).
 
+The paper's per-step reading (methods `logd` and `logodds`): the same discriminator read
+at the visited (s_t, a_t) as a reward, scale * log D(s_t, a_t) (GAIL / VICE style) or
+scale * [log D - log(1 - D)] = scale * logit D(s_t, a_t) (the log density ratio
+log d_success / d_fail under class balance). Neither is a potential difference, so
+neither carries the no-change-of-optimal-policy guarantee (tests build a tabular MDP
+where both change it).
+
 Baselines: VICE-like success-only classifier C(s) (success states vs all visited
 states; reward scale * max(log sigma(C(s')), -5)), the hand-shaped -scale * distance(s'),
 and RND (scale * |f(s') - f_hat(s')|^2 / running std). Every lane of a population
@@ -29,12 +36,15 @@ import jax.numpy as jnp
 
 from jaxpapers.papers.visitation_reward import networks
 
-METHODS = ("sparse", "svm", "vice", "distance", "rnd")
-COMPONENTS = ("svm", "vice", "distance", "rnd")  # dense terms, in this order
+METHODS = ("sparse", "svm", "vice", "distance", "rnd", "logd", "logodds")
+COMPONENTS = ("svm", "vice", "distance", "rnd", "logd", "logodds")  # dense terms, in order
+# Floors / clips of the log terms: a discriminator saturates on states it never saw, and
+# one unbounded per-step reward would swamp the sparse 1 (VICE's floor is the same -5).
+LOG_FLOOR = -5.0
 
 
 def method_weights(method: str, scales) -> jnp.ndarray:
-  """(4,) weights of the dense components for `method` (scales: dict component->scale)."""
+  """(len(COMPONENTS),) weights of the dense components for `method` (scales: dict component->scale)."""
   if method not in METHODS:
     raise ValueError(f"unknown method {method!r}; known: {', '.join(METHODS)}")
   return jnp.asarray([scales[c] if c == method else 0.0 for c in COMPONENTS], jnp.float32)
@@ -102,12 +112,20 @@ def rnd_error(aux: Aux, obs):
   return jnp.mean((networks.mlp_apply(aux.rnd_pred, obs) - f) ** 2, -1)
 
 
-def dense_components(aux: Aux, actor0, obs, next_obs, next_dist, gamma):
-  """(..., 4) unscaled dense terms [svm shaping, vice, -distance, rnd] per transition."""
+def dense_components(aux: Aux, actor0, obs, next_obs, next_dist, gamma, act):
+  """(..., 6) unscaled dense terms per transition (s, a, s'), in COMPONENTS order:
+  [svm shaping gamma Phi(s') - Phi(s), vice, -distance, rnd, log D(s, a), logit D(s, a)].
+
+  Only the first is potential-based; the last two are the paper's per-step reading of the
+  discriminator at the visited state-action (floored / clipped at LOG_FLOOR)."""
   svm = gamma * potential(aux, actor0, next_obs, 1.0) - potential(aux, actor0, obs, 1.0)
-  vice = jnp.maximum(jax.nn.log_sigmoid(networks.mlp_apply(aux.vice, next_obs)[..., 0]), -5.0)
+  vice = jnp.maximum(jax.nn.log_sigmoid(networks.mlp_apply(aux.vice, next_obs)[..., 0]),
+                     LOG_FLOOR)
   rnd = rnd_error(aux, next_obs) / jnp.sqrt(aux.rnd_sq + 1e-8)
-  return jnp.stack([svm, vice, -next_dist, rnd], -1)
+  logit = disc_logit(aux.disc, obs, act)
+  logd = jnp.maximum(jax.nn.log_sigmoid(logit), LOG_FLOOR)
+  logodds = jnp.clip(logit, LOG_FLOOR, -LOG_FLOOR)
+  return jnp.stack([svm, vice, -next_dist, rnd, logd, logodds], -1)
 
 
 def _bce(logits, labels):

@@ -17,7 +17,7 @@ import jax
 import jax.numpy as jnp
 
 from jaxpapers.papers.visitation_reward import envs, networks, rewards
-from jaxpapers.papers.visitation_reward.ppo import episode_stats
+from jaxpapers.papers.visitation_reward.ppo import episode_stats, eval_key, evaluate
 
 
 class SacState(typing.NamedTuple):
@@ -58,7 +58,7 @@ def collect(task: envs.Task, actor, log_std, key, num_envs: int):
     return s2, (s2, a)
 
   _, (states, actions) = jax.lax.scan(body, s0, jax.random.split(k1, task.horizon))
-  return jnp.concatenate([s0[None], states]), actions
+  return envs.prepend(s0, states), actions
 
 
 def finetune(task: envs.Task, cfg, key, actor0, lr, weights):
@@ -68,6 +68,7 @@ def finetune(task: envs.Task, cfg, key, actor0, lr, weights):
   sac_batch, sac_buffer (rollouts kept), tau.
   """
   E, H, gamma = cfg.num_envs, task.horizon, cfg.gamma
+  k_eval = eval_key(key)
   k_init, k_pre, k_aux = jax.random.split(jax.random.fold_in(key, 0), 3)
   kq1, kq2, ka = jax.random.split(k_init, 3)
   obs_of = jax.vmap(jax.vmap(task.obs))
@@ -109,7 +110,8 @@ def finetune(task: envs.Task, cfg, key, actor0, lr, weights):
     obs, nobs = b.obs[ki, ti, ei], b.obs[ki, ti + 1, ei]
     act = b.act[ki, ti, ei]
     r = b.state_success[ki, ti + 1, ei].astype(jnp.float32)
-    comps = rewards.dense_components(st.aux, actor0, obs, nobs, b.dist[ki, ti + 1, ei], gamma)
+    comps = rewards.dense_components(st.aux, actor0, obs, nobs, b.dist[ki, ti + 1, ei], gamma,
+                                     act)
     r = r + comps @ weights
     alpha = jnp.exp(st.log_alpha)
     a2, logp2 = sample_action(st.actor, st.log_std, nobs, ka1)
@@ -146,7 +148,9 @@ def finetune(task: envs.Task, cfg, key, actor0, lr, weights):
                          jax.random.split(ku, cfg.sac_updates))
     st = st._replace(aux=rewards.aux_train(st.aux, st.buf, obs[1:], kd, cfg.aux_steps,
                                            cfg.aux_batch, cfg.aux_lr))
-    return st, {"success": succ, "alpha": jnp.exp(st.log_alpha)}
+    # the deterministic policy is tanh(MLP mean) = networks.actor_mean, as for PPO
+    return st, {"success": succ, "alpha": jnp.exp(st.log_alpha),
+                "eval_success": evaluate(task, st.actor, k_eval, cfg.eval_episodes)}
 
   st, metrics = jax.lax.scan(iteration, st, jnp.arange(cfg.iterations))
   return pre.mean(), metrics, st
