@@ -3,6 +3,7 @@ difference gradients, the chunked scan's memory, ZOH formulas vs an ODE solve, t
 parametrization table, muP's first-update scaling with width, the unified optimizer vs
 optax, block-by-block forward vs the workbench stack, a study cell on 8 devices vs 1,
 bad inputs."""
+import inspect
 import math
 
 import jax
@@ -12,6 +13,7 @@ import optax
 import pytest
 
 from jaxpapers.core import config as config_lib
+from jaxpapers.core import sharding
 from jaxpapers.nn import lm
 from jaxpapers.papers.hybrid_mup import experiment
 from jaxpapers.papers.hybrid_mup import mamba
@@ -332,10 +334,23 @@ def test_user_text_file_trains_and_proportional_zoh_state_builds(tmp_path):
 
 
 def test_study_cell_spread_over_8_devices_equals_the_1_device_cell():
-  # One study cell (5 members: SP and muP at two LRs, muP + SGD; 5 pads to 8 devices)
-  # trained with the member axis over the 8 forced devices and, as the study did before,
-  # as one jit(vmap) program on one device.
+  # One study cell (5 members: SP and muP at two LRs, muP + SGD; spread puts them on the
+  # first 5 of the 8 forced devices, one each) trained with the member axis over the
+  # devices and, as the study did before, as one jit(vmap) program on one device.
   assert jax.device_count() == 8
+  # The study's path (study.py calls train_members without a mapper) is the spread one.
+  assert inspect.signature(sweep.train_members).parameters["mapper"].default is sharding.spread
+  placed = []
+
+  def spread_and_record(f):  # the default mapper, noting where each chunk's outputs live
+    run = sharding.spread(f)
+
+    def call(*args):
+      out = run(*args)
+      placed.append({len(x.sharding.device_set) for x in jax.tree.leaves(out)})
+      return out
+    return call
+
   c = _config("study_steps=2")
   cell = dict(name="width16", family="width", dim=16, pattern="MA", seq_len=16,
               batch_size=8, methods=())
@@ -350,9 +365,10 @@ def test_study_cell_spread_over_8_devices_equals_the_1_device_cell():
                            ("mup", "adamw", 3e-2), ("mup", "sgd", 1.0)):
     num = model_lib.numerics(variant, opt, 16, 16, 2, d_state=4, base_state=4)
     members.append({"seed": len(members) % 2, "lr": lr, "num": num})
-  spread = sweep.train_members(cc, data, hybrid, members, windows)
+  spread = sweep.train_members(cc, data, hybrid, members, windows, mapper=spread_and_record)
   one = sweep.train_members(cc, data, hybrid, members, windows,
                             mapper=lambda f: jax.jit(jax.vmap(f)))
+  assert placed == [{5}], placed  # one member per device
   assert spread["val_bpb"].shape == (5,)
   for k in ("val_bpb", "test_bpb", "final_loss", "loss_curve"):
     np.testing.assert_allclose(spread[k], one[k], rtol=1e-5, atol=1e-6, err_msg=k)

@@ -433,11 +433,25 @@ def _one_device():
   return jax.sharding.Mesh(np.asarray(jax.devices()[:1]), ("data",))
 
 
-def test_depth_study_cell_spread_over_8_devices_equals_one_device():
+def test_depth_study_cell_spread_over_8_devices_equals_one_device(monkeypatch):
   """A depth-study cell (3 seeds, one per device on 3 of the 8 forced devices, by
   core.sharding.spread) gives the numbers of the same cell on one device."""
+  from jaxpapers.core import sharding
   from jaxpapers.papers.stompp import study
   assert jax.device_count() == 8
+  placed = []  # devices holding each spread call's outputs (training, then accuracy)
+  spread = sharding.spread  # the module attribute is patched below (monkeypatch undoes it)
+
+  def spread_and_record(*a, **k):
+    run = spread(*a, **k)
+
+    def call(*args):
+      out = run(*args)
+      placed.append(len(jax.tree.leaves(out)[0].sharding.device_set))
+      return out
+    return call
+
+  monkeypatch.setattr(study.sharding, "spread", spread_and_record)
   config = load_config(CONFIG, "smoke")
   cfg = config_lib.override(config, {"model.name": "mlp", "model.depth": 2,
                                      "model.width": 16, "train.steps": 6})
@@ -445,6 +459,7 @@ def test_depth_study_cell_spread_over_8_devices_equals_one_device():
   images, labels = jnp.asarray(ds.train.images), jnp.asarray(ds.train.labels)
   acc8, loss8, g8 = study.train_cell(cfg, ds, images, labels, [0, 1, 2])
   acc1, loss1, g1 = study.train_cell(cfg, ds, images, labels, [0, 1, 2], mesh=_one_device())
+  assert placed == [3, 3, 1, 1], placed  # one seed per device, then all on one device
   assert loss8.shape == (3, 6) and g8.shape[:2] == (3, 6)
   assert len(set(loss8[:, -1].tolist())) == 3  # the seeds differ: no row was dropped
   np.testing.assert_allclose(loss8, loss1, rtol=1e-5)
