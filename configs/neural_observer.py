@@ -118,10 +118,12 @@ def get_config(arg=None):
   # it picked Luenberger decay 2.0 (top) and 0.1 (bottom), EKF q_d 0.01 (bottom),
   # ESO w0 8 (top), high-gain eps 0.8 (top). Non-finite or LMI-infeasible candidates are
   # skipped; the study's `selections` table flags any choice still on an edge.
-  config.baselines.luenberger_alpha = (0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0)
+  config.baselines.luenberger_alpha = (0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0)
+  # textbook Luenberger: poles of the linearisation at -w0 (baselines.luenberger_pp_gain)
+  config.baselines.luenberger_pp_w0 = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0)
   config.baselines.high_gain_eps = (0.025, 0.05, 0.1, 0.2, 0.4, 0.8, 1.6, 3.2)
   config.baselines.eso_w0 = (0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0)
-  config.baselines.ekf_qd = (1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 0.1, 1.0)
+  config.baselines.ekf_qd = (1e-8, 1e-7, 1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 0.1, 1.0)
 
   config.study = ml_collections.ConfigDict()
   # Resumable units (study.py): a rerun on the same workdir skips finished ones.
@@ -143,6 +145,7 @@ def get_config(arg=None):
 
   if arg.smoke:
     config.baselines.luenberger_alpha = (0.5,)
+    config.baselines.luenberger_pp_w0 = (2.0,)
     config.baselines.high_gain_eps = (0.4,)
     config.baselines.eso_w0 = (2.0,)
     config.baselines.ekf_qd = (1.0,)

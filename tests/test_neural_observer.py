@@ -564,3 +564,24 @@ def test_select_lr_extends_an_edge_choice_until_interior():
   g, c, k = experiment.select_lr(run, score(10.0), grid, extend=2)
   np.testing.assert_allclose(g[-2:], [1e-2 * 10 / 3, 1e-2 * (10 / 3) ** 2], rtol=1e-9)
   assert k == len(g) - 1 and len(calls) == 6
+
+
+@pytest.mark.parametrize("name", ["pendulum", "van_der_pol", "flexible_joint", "x29"])
+def test_textbook_luenberger_places_the_poles_of_the_linearisation(name):
+  """The pole-placement Luenberger baseline: eig(A_lin - L C) at the bandwidth poles,
+  A_lin the extended model's Jacobian at the origin, checked against a central finite
+  difference of the plant's own field (not jax.jacfwd)."""
+  plant = plants.make_plant(name)
+  A_lin = baselines.linearisation(plant)
+  h, fd = 1e-4, np.zeros((plant.nz, plant.nz))
+  for j in range(plant.nz):
+    e = np.zeros(plant.nz)
+    e[j] = h
+    fp = np.asarray(plant.fbar(jnp.asarray(e, jnp.float32), jnp.zeros(plant.nu)), np.float64)
+    fm = np.asarray(plant.fbar(jnp.asarray(-e, jnp.float32), jnp.zeros(plant.nu)), np.float64)
+    fd[:, j] = (fp - fm) / (2 * h)
+  np.testing.assert_allclose(A_lin, fd, atol=2e-2 * max(1.0, np.abs(fd).max()))
+  L = baselines.luenberger_pp_gain(plant, 3.0)
+  poles = np.sort_complex(np.linalg.eigvals(A_lin - L @ plant.Cbar))
+  want = np.sort_complex(baselines.bandwidth_poles(plant.nz, 3.0, plant.ny > 1) + 0j)
+  np.testing.assert_allclose(poles, want, rtol=1e-5, atol=1e-5)

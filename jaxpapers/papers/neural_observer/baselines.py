@@ -10,6 +10,11 @@ Classical observers of the extended state z = [x; d] (model d' = 0):
   (nonlinearity and disturbance) lumped into the extended state, poles at the bandwidth
   -w0 (Ackermann for one output; slightly spread poles for several), w0 tuned on
   validation. Its disturbance estimate is the lumped state minus the model nonlinearity.
+- Luenberger by pole placement (the textbook design): nonlinear model copy + the gain
+  placing the poles of the model's linearisation at the origin, A_lin - L Cbar, at the
+  bandwidth -w0 (spread as for the ESO), w0 tuned on validation.
+- Open loop: the nominal model simulated from the initial estimate with no measurement
+  feedback (L = 0): the trivial observer every other one must beat clearly.
 - EKF: discrete extended Kalman filter on the RK4 step of the extended model, random-walk
   disturbance with process-noise scale tuned on validation, R = noise^2.
 """
@@ -55,6 +60,18 @@ def high_gain_gain(plant: plants_lib.Plant, eps: float):
 
 def eso_gain(plant: plants_lib.Plant, w0: float):
   return place_gain(plant.Abar, plant.Cbar, bandwidth_poles(plant.nz, w0, plant.ny > 1))
+
+
+def linearisation(plant: plants_lib.Plant):
+  """d fbar / dz at z = 0, u = 0: the extended model's Jacobian at the origin (the
+  nonlinearity's slope included, unlike Abar)."""
+  f = lambda z: plant.fbar(z, jnp.zeros(plant.nu))  # noqa: E731
+  return np.asarray(jax.jacfwd(f)(jnp.zeros(plant.nz)), np.float64)
+
+
+def luenberger_pp_gain(plant: plants_lib.Plant, w0: float):
+  return place_gain(linearisation(plant), plant.Cbar,
+                    bandwidth_poles(plant.nz, w0, plant.ny > 1))
 
 
 def eso_field(plant: plants_lib.Plant, L):

@@ -28,7 +28,7 @@ from jaxpapers.papers.neural_observer import train
 
 PATHS = ["jaxpapers/papers/neural_observer", "configs/neural_observer.py",
          "tests/test_neural_observer.py", "colabs/neural_observer.ipynb"]
-BASELINES = ("luenberger", "high_gain", "eso", "ekf")
+BASELINES = ("open_loop", "luenberger", "luenberger_pp", "high_gain", "eso", "ekf")
 
 
 def flat(config) -> ml_collections.ConfigDict:

@@ -529,6 +529,10 @@ def tune_baselines(prob: Problem, grids) -> dict:
   pick("luenberger", grids.luenberger_alpha,
        lambda a: lmi.design_gain(plant.Abar, plant.Cbar, plant.Gbar, plant.Qbar, a)[0],
        model_run)
+  pick("luenberger_pp", grids.luenberger_pp_w0,
+       lambda w: baselines.luenberger_pp_gain(plant, w), model_run)
+  out["open_loop"] = evaluate(prob, model_run(np.zeros((plant.nz, plant.ny), np.float32),
+                                              prob.data["test"]), "test")
   pick("high_gain", grids.high_gain_eps, lambda e: baselines.high_gain_gain(plant, e),
        model_run)
   pick("eso", grids.eso_w0, lambda w: baselines.eso_gain(plant, w), eso_run)
