@@ -333,6 +333,27 @@ def test_training_resumes_exactly_and_learns(tmp_path):
   np.testing.assert_allclose(u.T @ u, problem.ref_w.T @ problem.ref_w, atol=1e-5)
 
 
+def test_long_run_cut_by_its_time_budget_resumes_exactly(tmp_path):
+  """The issue-47 long-run driver (Adam state + loss history in one checkpoint): a run
+  stopped after its first chunk (exit 3) and resumed gives the uninterrupted run's rows
+  and curves; a cap that is not a multiple of the chunk is refused (exit 2)."""
+  import json  # pylint: disable=g-import-not-at-top
+  from jaxpapers.papers.lie_bases import longrun  # pylint: disable=g-import-not-at-top
+  args = ["--config=configs/lie_bases.py:smoke,n=12,width=8,int_steps=2,n_train=16",
+          "--target=bm", "--ranks=1",
+          "--lrs=0.003,0.01", "--cap=20", "--chunk=10", "--tol=0"]
+  run = lambda d, *extra: longrun.main(args + [f"--workdir={tmp_path / d}", *extra])  # noqa: E731
+  assert run("cut", "--budget_s=0") == 3
+  assert run("cut") == 0 and run("straight") == 0
+  cut, straight = (json.load(open(tmp_path / d / "raw.json")) for d in ("cut", "straight"))
+  assert [r["steps"] for r in cut["rows"]] == [20]
+  for a, b in zip(cut["rows"], straight["rows"]):
+    assert a["grid_func_err"] == b["grid_func_err"] and a["fine_orth_err"] == b["fine_orth_err"]
+  assert cut["curves_geomspaced"] == straight["curves_geomspaced"]
+  assert cut["selections"] == straight["selections"]
+  assert run("bad", "--cap=25") == 2
+
+
 def test_seeds_spread_over_8_devices_equal_one_device():
   """One study cell (3 seeds x 2 learning rates; the learned path, the Stiefel-Cayley,
   Riemannian Adam and neural-QR baselines) spread over the 8 forced devices (one seed per
