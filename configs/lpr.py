@@ -22,7 +22,9 @@ else is in the run. Defaults since issue 50: 5 seeds, AE code size 16 and pca_re
 k = 1, both chosen by the validation rule of `jaxpapers/papers/lpr/ae_tuning.py`
 (training rows only; see the README). `code_frac=0.25,latent=32` gives the AE family a
 code of round(0.25 d) units per set instead (searched in the tuning's third round, not
-chosen); `pca_frac` the same for pca_recon's k. Columns constant or collinear on the training rows
+chosen); `pca_frac` the same for pca_recon's k. `code_select=true,latent=64` (the issue-50 third pass's
+table) chooses each set's AE capacity (linear or deep) and code, and pca_recon's k, by a
+validation rule on training rows (jaxpapers/papers/lpr/selection.py). Columns constant or collinear on the training rows
 are dropped for the classical detectors, with a line in the run log. Expected results and runtimes: the README's tables (the
 main table took 10-20 min on the heavily shared 2-core CPU; smoke ~30 s wall).
 """
@@ -57,7 +59,8 @@ def get_config(arg=None):
       scaling="zscore", max_n=4000, csv_label="label", mlbench_dir="", npz_dir="",
       xla_opt_level=-1, bit_grid=(1, 2, 3, 4, 6, 8), other_grid=(3, 4, 6, 8),
       ablation_kinds=("ae",), layer_rules=("none", "all", "encoder", "decoder", "each"),
-      pca_k=1, pca_frac=0.0, code_frac=0.0, plan_sets=14, plan_train=2800, plan_test=1200, plan_dim=64,
+      pca_k=1, pca_frac=0.0, code_frac=0.0, code_select=False,
+      select_archs=("linear", "deep"), plan_sets=14, plan_train=2800, plan_test=1200, plan_dim=64,
       parts=("main", "bits", "layers"))
   config = ml_collections.ConfigDict()
   config.experiment = "jaxpapers.papers.lpr.experiment"
@@ -86,6 +89,12 @@ def get_config(arg=None):
       code_relu=arg.code_relu,    # AE/DAE: ReLU on the code (False: linear code)
       # AE family: round(code_frac * d) code units per dataset, 1..latent (0: latent units)
       code_frac=arg.code_frac,
+      # Per set: the AE family's code size and pca_recon's k chosen by the validation rule
+      # of jaxpapers/papers/lpr/selection.py (training rows only; grid 1, 2, 4, .. < d and
+      # d - 1, at most `latent`, so use latent=64 for the full range on these sets).
+      code_select=arg.code_select,
+      # capacities the rule chooses among: the linear AE (d -> code -> d) and/or the deep AE
+      select_archs=arg.select_archs,
       mem_size=50,                # MemAE memory items
       noise_std=0.2,              # DAE corruption (standardized units)
       kl_weight=1.0,              # VAE beta
@@ -126,6 +135,9 @@ def get_config(arg=None):
   )
   if min(arg.plan_sets, arg.plan_train, arg.plan_test, arg.plan_dim) < 1:
     raise ValueError("plan_sets, plan_train, plan_test and plan_dim must be >= 1")
+  if arg.code_select and config.lpr.layer_bits:
+    raise ValueError("code_select chooses each set's AE depth, so layer_bits (per-layer "
+                     "widths of one depth) cannot be combined with it")
   for key in ("code_frac", "pca_frac"):
     if not 0.0 <= arg[key] <= 1.0:
       raise ValueError(f"{key} must be in [0, 1] (a fraction of the input width), got {arg[key]}")

@@ -433,7 +433,7 @@ def test_real_table_command_runs_on_odds_and_adbench_files(tmp_path):
   names = [c for c in ("pca", "pca_recon", "iforest") if c in classical.available()]
   cfg = lpr_config.get_config(
       f"smoke,datasets=mat:{tmp_path / 'cardio.mat'}+npz:{tmp_path / '6_cardio.npz'},"
-      f"max_n=0,seeds=2,classical={'+'.join(names)}")
+      f"max_n=0,seeds=2,classical={'+'.join(names)},code_select=true,latent=8")
   work = tmp_path / "run"
   experiment.train_and_evaluate(cfg, str(work))
   rows = json.load(open(work / "auroc.json"))
@@ -448,6 +448,11 @@ def test_real_table_command_runs_on_odds_and_adbench_files(tmp_path):
   assert "npz:6_cardio" in notes
   assert (work / "paired_gains.md").exists()
   assert (work / "versus_linear.md").exists()  # the AE beside its linear special case
+  # The per-set bottleneck rule ran on the kept columns: PCA's grid stops at rank - 1.
+  sel = json.load(open(work / "code_selection.json"))
+  assert [r["pca_grid"] for r in sel] == [[1, 2, 4]] * 2
+  assert [r["code_grid"] for r in sel] == [[1, 2, 4, 7]] * 2
+  assert sel[0] == {**sel[1], "dataset": sel[0]["dataset"]}
 
 
 def test_ae_tuning_validation_split_uses_training_rows_only():
@@ -493,6 +498,91 @@ def test_relative_code_equals_an_ae_built_with_that_code():
                        detectors.pad_stack([ds]), [0], [0], [0], 0)
   assert not np.allclose(np.asarray(full["scores"])[0], np.asarray(narrow["scores"])[0],
                          rtol=1e-3)
+
+
+def test_per_set_code_equals_an_ae_built_with_that_code():
+  """pad_stack(code_n=): each dataset its own code in one program = separately built AEs."""
+  rng = np.random.default_rng(8)
+  sets = [data_lib.split(f"s{i}", rng.normal(size=(40, d)), np.r_[np.ones(4), np.zeros(36)]
+                         .astype(np.int32), 0.5, 0) for i, d in enumerate((12, 7))]
+  common = dict(kind="ae", hidden=(8,), steps=10, batch=16, lr=1e-2)
+  both = detectors.fit(detectors.DetectorConfig(latent=16, **common),
+                       detectors.pad_stack(sets, code_n=[3, 5]), [0, 1], [0, 0], [0, 2], 0)
+  for i, c in enumerate((3, 5)):
+    alone = detectors.fit(detectors.DetectorConfig(latent=c, **common),
+                          detectors.pad_stack([sets[i]]), [0], [0], [2 * i], 0)
+    np.testing.assert_allclose(np.asarray(both["scores"])[i, :20],
+                               np.asarray(alone["scores"])[0], rtol=1e-5)
+
+
+def test_selection_grid_tie_rule_and_pca_validation_auroc():
+  from jaxpapers.papers.lpr import selection
+  assert selection.code_grid(9, 64) == [1, 2, 4, 8]
+  assert selection.code_grid(36, 64) == [1, 2, 4, 8, 16, 32, 35]
+  assert selection.code_grid(64, 32) == [1, 2, 4, 8, 16, 32]
+  assert selection.code_grid(2, 64) == selection.code_grid(1, 64) == [1]
+  assert selection._pick([1, 2, 4], [70.0, 80.0, 80.0]) == 2  # ties: the smaller code
+  assert selection._pick([1, 2, 4], [90.0, 80.0, 85.0]) == 1
+  rng = np.random.default_rng(9)
+  x = rng.normal(size=(120, 6)) @ rng.normal(size=(6, 6))
+  y = np.zeros(120, np.int32)
+  y[:12] = 1
+  x[:12] += 3.0 * rng.normal(size=(12, 6))
+  ds = data_lib.split("toy", x, y, 0.3, 0)
+  cfg = detectors.DetectorConfig(kind="ae", hidden=(8,), latent=8, steps=5, batch=16)
+  (row,) = selection.select(cfg, [ds], [0, 1], opt_level=0)
+  v = selection.validation_split(ds, 0)
+  assert row["val_rows"] == len(v.y_test) and len(v.y_test) + len(v.y_train) == len(ds.y_train)
+  for k, got in zip(row["pca_grid"], row["pca_val"]):  # NumPy PCA on the fit rows
+    mu = v.x_train.mean(0)
+    top = np.linalg.svd(v.x_train - mu)[2][:k].T
+    z = v.x_test - mu
+    want = metrics.roc_auc_score(v.y_test, np.sum((z - z @ top @ top.T) ** 2, 1))
+    np.testing.assert_allclose(got, 100 * want, rtol=1e-9)
+  assert row["pca_k"] == selection._pick(row["pca_grid"], row["pca_val"])
+  cands = [(a, c) for a in selection.ARCHS for c in row["code_grid"]]
+  vals = [v for a in selection.ARCHS for v in row["ae_val"][a]]
+  assert (row["arch"], row["code"]) == selection._pick(cands, vals)
+  assert selection._pick([("linear", 1), ("deep", 1)], [90.0, 90.0]) == ("linear", 1)
+
+
+def test_linear_ae_converges_to_pca_reconstruction():
+  """The 'linear' capacity of the selection is the linear AE, whose optimum is PCA's
+  subspace: trained long, its scores approach pca_recon's (x 1/d: a mean, not a sum);
+  minibatch Adam at a constant step leaves a few % of noise on the small residuals."""
+  from jaxpapers.papers.lpr import selection
+  rng = np.random.default_rng(10)
+  x = rng.normal(size=(200, 2)) @ rng.normal(size=(2, 6)) + 0.1 * rng.normal(size=(200, 6))
+  y = np.r_[np.ones(10), np.zeros(190)].astype(np.int32)
+  ds = data_lib.split("lin", x, y, 0.3, 0)
+  cfg = selection.arch_config(detectors.DetectorConfig(
+      kind="ae", latent=4, steps=1500, batch=64, lr=1e-2, weight_decay=0.0), "linear")
+  assert cfg.hidden == () and not cfg.code_relu
+  out = detectors.fit(cfg, detectors.pad_stack([ds], code_n=[2]), [0], [0], [0], 0)
+  want = classical.pca_recon(ds.x_train, ds.x_test, 2) / 6
+  got = np.asarray(out["scores"])[0, :len(want)]
+  assert abs(got.mean() / want.mean() - 1) < 0.08 and np.corrcoef(got, want)[0, 1] > 0.98
+  # A 1-unit code is another (worse) subspace: the check can fail.
+  one = detectors.fit(cfg, detectors.pad_stack([ds], code_n=[1]), [0], [0], [0], 0)
+  assert np.asarray(one["scores"])[0, :len(want)].mean() > 3 * want.mean()
+
+
+def test_cblof_without_a_cluster_split_counts_every_cluster_large():
+  """PyOD's CBLOF raises on one Gaussian blob (no large/small split); ours scores it
+  as CBLOF with every cluster large: the distance to the nearest KMeans centre."""
+  if "cblof" not in classical.available():
+    pytest.skip("needs PyOD")
+  from pyod.models import cblof
+  from sklearn import cluster
+  from jaxpapers.papers.lpr import cardio_like
+  x, _ = cardio_like.table(0)
+  x = (x - x.mean(0)) / x.std(0)  # all 21 columns: PyOD finds no split here
+  with pytest.raises(ValueError, match="cluster separation"):
+    cblof.CBLOF(random_state=0).fit(x)
+  s = classical.score("cblof", x, x, 0, np.ones(x.shape[1], bool))
+  centres = cluster.KMeans(8, random_state=0, n_init="auto").fit(x).cluster_centers_
+  want = np.sqrt(((x[:, :, None] - centres.T[None]) ** 2).sum(1)).min(1)
+  np.testing.assert_allclose(s, want, rtol=1e-6)
 
 
 def test_pca_recon_relative_k():

@@ -26,11 +26,11 @@ import time
 
 import numpy as np
 from sklearn import metrics
-from sklearn import model_selection
 
 from jaxpapers.papers.lpr import classical
 from jaxpapers.papers.lpr import datasets as data_lib
 from jaxpapers.papers.lpr import detectors
+from jaxpapers.papers.lpr import selection
 
 BASE = dict(hidden=(64, 32), latent=8, steps=400, lr=1e-3, code_relu=True, scaling="zscore",
             code_frac=0.0)
@@ -57,12 +57,8 @@ PCA_KS = (1, 2, 4, 8, 16)
 PCA_FRACS = (0.0625, 0.125, 0.25, 0.5)
 
 
-def validation_split(d: data_lib.ADData, seed: int = 0, frac: float = 0.3):
-  """(fit, val) views of a set: the training rows split again, stratified; no test row."""
-  idx_fit, idx_val = model_selection.train_test_split(
-      np.arange(len(d.y_train)), test_size=frac, stratify=d.y_train, random_state=seed)
-  return data_lib.ADData(d.name + "/val", d.x_train[idx_fit], d.y_train[idx_fit],
-                         d.x_train[idx_val], d.y_train[idx_val])
+# (fit, val) views of a set: the training rows split again, stratified; no test row.
+validation_split = selection.validation_split
 
 
 def _label(v: dict) -> str:

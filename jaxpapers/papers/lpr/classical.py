@@ -76,8 +76,27 @@ def score(name: str, x_tr: np.ndarray, x_te: np.ndarray, seed: int = 0,
     m = {"ecod": ecod.ECOD, "copod": copod.COPOD, "hbos": hbos.HBOS, "pca": pca.PCA,
          "cblof": lambda: cblof.CBLOF(random_state=seed),
          "loda": loda.LODA}[name]()
-    return m.fit(x_tr).decision_function(x_te)
+    try:
+      return m.fit(x_tr).decision_function(x_te)
+    except ValueError as e:
+      if name != "cblof" or "cluster separation" not in str(e):
+        raise
+      return _cblof_all_large(x_tr, x_te, seed)
   raise ValueError(f"unknown classical detector {name!r}; expected one of {NAMES}")
+
+
+def _cblof_all_large(x_tr, x_te, seed: int, n_clusters: int = 8) -> np.ndarray:
+  """CBLOF when PyOD finds no large/small split of its 8 KMeans clusters (neither the
+  alpha = 90% mass rule nor the beta = 5 size-ratio rule holds: clusters of near-equal
+  size, e.g. one Gaussian blob; PyOD raises "Could not form valid cluster separation").
+  Every cluster is then large, and CBLOF's large-cluster score (unweighted) is the
+  distance to the row's nearest cluster centre. Printed, so the run log shows it."""
+  from sklearn import cluster  # pylint: disable=g-import-not-at-top
+  print(f"lpr cblof: no large/small cluster split (PyOD); every cluster counted as large "
+        f"(distance to the nearest of {n_clusters} KMeans centres)", flush=True)
+  km = cluster.KMeans(n_clusters=n_clusters, random_state=seed, n_init="auto").fit(x_tr)
+  return np.min(np.linalg.norm(x_te[:, None, :] - km.cluster_centers_[None], axis=-1), 1)
+
 
 
 def available() -> tuple:

@@ -184,12 +184,12 @@ class Detector:
     self.net = models.build(cfg.kind, dim, cfg.hidden, cfg.latent, cfg.mem_size,
                             cfg.code_relu)
 
-  def init(self, rng, x_train, row_mask, fmask, bits):
+  def init(self, rng, x_train, row_mask, fmask, bits, code_n=None):
     """Parameters and the auxiliary state (the Deep SVDD/SAD center; else a dummy)."""
     # Flax's init only fixes the structure; the values are re-drawn padding-invariantly.
     out = (f"decoder/Dense_{len(self.cfg.hidden)}/kernel"
            if self.cfg.kind in AE_KINDS else None)
-    cm = self.code_mask(fmask)
+    cm = self.code_mask(fmask, code_n)
     params = init_padding_invariant(self.net.init(rng, x_train[:2]), rng, fmask, out,
                                     None if cm is None else jnp.sum(cm))
     if self.cfg.kind in ("deepsvdd", "deepsad"):
@@ -199,21 +199,30 @@ class Detector:
       aux = jnp.zeros((self.cfg.latent,), x_train.dtype)
     return params, aux
 
-  def code_mask(self, fmask):
-    """[latent] mask of the code units a dataset uses (None: every unit)."""
-    if self.cfg.code_frac <= 0 or self.cfg.kind not in AE_KINDS:
+  def code_mask(self, fmask, code_n=None):
+    """[latent] mask of the code units a dataset uses (None: every unit).
+
+    `code_n` (a dataset's own code size, `pad_stack(..., code_n=)`: the per-set
+    validation rule of `selection.py`) wins over `code_frac`; both are clipped to
+    1..latent."""
+    if self.cfg.kind not in AE_KINDS:
       return None
-    n = code_size(self.cfg.code_frac, jnp.sum(fmask), self.cfg.latent)
+    if code_n is not None:
+      n = jnp.clip(code_n, 1, self.cfg.latent)
+    elif self.cfg.code_frac > 0:
+      n = code_size(self.cfg.code_frac, jnp.sum(fmask), self.cfg.latent)
+    else:
+      return None
     return (jnp.arange(self.cfg.latent) < n).astype(fmask.dtype)
 
   def _err(self, recon, x, fmask):
     """Per-sample mean squared error over the real features."""
     return jnp.sum(jnp.square(recon - x) * fmask[None, :], axis=-1) / jnp.sum(fmask)
 
-  def loss(self, params, aux, x, y, fmask, rng, bits):
+  def loss(self, params, aux, x, y, fmask, rng, bits, code_n=None):
     cfg = self.cfg
     p = quantize.apply_lpr(params, bits, cfg.spec)
-    cm = self.code_mask(fmask)
+    cm = self.code_mask(fmask, code_n)
     if cfg.kind == "ae":
       return jnp.mean(self._err(self.net.apply(p, x, cm), x, fmask))
     if cfg.kind == "dae":
@@ -244,10 +253,10 @@ class Detector:
       return jnp.mean(jnp.where(y > 0, jax.nn.relu(DEVNET_MARGIN - dev), jnp.abs(dev)))
     return _bce_balanced(self.net.apply(p, x)[:, 0], y)  # mlp
 
-  def score(self, params, aux, x, fmask, bits):
+  def score(self, params, aux, x, fmask, bits, code_n=None):
     cfg = self.cfg
     p = quantize.apply_lpr(params, bits, cfg.spec)
-    cm = self.code_mask(fmask)
+    cm = self.code_mask(fmask, code_n)
     if cfg.kind in ("ae", "dae"):
       return self._err(self.net.apply(p, x, cm), x, fmask)
     if cfg.kind == "vae":
@@ -271,7 +280,7 @@ def train_step(det: Detector, run_rng, aux, bits, data, carry, t):
   idx = jax.random.randint(rng_t, (cfg.batch,), 0, data["n_train"])
   loss, grads = jax.value_and_grad(det.loss)(
       params, aux, data["x_train"][idx], data["y_train"][idx], data["fmask"],
-      jax.random.fold_in(rng_t, 1), bits)
+      jax.random.fold_in(rng_t, 1), bits, data.get("code_n"))
   updates, opt_state = optimizer(cfg).update(grads, opt_state, params)
   return (optax.apply_updates(params, updates), opt_state), loss
 
@@ -281,7 +290,7 @@ def init_run(det: Detector, rng, bits, data):
   init_rng, run_rng = jax.random.split(rng)
   x_train = data["x_train"]
   row_mask = (jnp.arange(x_train.shape[0]) < data["n_train"]).astype(x_train.dtype)
-  params, aux = det.init(init_rng, x_train, row_mask, data["fmask"], bits)
+  params, aux = det.init(init_rng, x_train, row_mask, data["fmask"], bits, data.get("code_n"))
   return run_rng, aux, (params, optimizer(det.cfg).init(params))
 
 
@@ -295,13 +304,16 @@ def train_one(det: Detector, rng, bits, data):
   (params, _), losses = jax.lax.scan(
       lambda c, t: train_step(det, run_rng, aux, bits, data, c, t), carry,
       jnp.arange(det.cfg.steps))
-  scores = det.score(params, aux, data["x_test"], data["fmask"], bits)
+  scores = det.score(params, aux, data["x_test"], data["fmask"], bits, data.get("code_n"))
   return {"scores": scores, "auroc": auroc(scores, data["y_test"], data["tmask"]),
           "losses": losses}
 
 
-def pad_stack(datasets, y_visible=None):
-  """Zero-pads a list of ADData to common shapes and stacks them (numpy, host side)."""
+def pad_stack(datasets, y_visible=None, code_n=None):
+  """Zero-pads a list of ADData to common shapes and stacks them (numpy, host side).
+
+  `code_n` (one int per dataset) gives each dataset its own code size in the AE family
+  (a mask on a `latent`-wide code); None keeps `DetectorConfig.code_frac`/`latent`."""
   dim = max(d.x_train.shape[1] for d in datasets)
   n = max(d.x_train.shape[0] for d in datasets)
   m = max(d.x_test.shape[0] for d in datasets)
@@ -312,7 +324,9 @@ def pad_stack(datasets, y_visible=None):
     out[tuple(slice(0, s) for s in a.shape)] = a
     return out
 
+  extra = {} if code_n is None else {"code_n": np.asarray(code_n, np.float32)}
   return {
+      **extra,
       "x_train": np.stack([pad(d.x_train, n, dim) for d in datasets]),
       "y_train": np.stack([pad(y, n) for y in y_visible]),
       "n_train": np.array([d.x_train.shape[0] for d in datasets], np.int32),

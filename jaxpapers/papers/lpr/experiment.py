@@ -11,6 +11,7 @@ program with and without the LPR transform.
 """
 from __future__ import annotations
 
+import json
 import os
 import time
 
@@ -29,6 +30,7 @@ from jaxpapers.papers.lpr import datasets as data_lib
 from jaxpapers.papers.lpr import detectors
 from jaxpapers.papers.lpr import quantize
 from jaxpapers.papers.lpr import report
+from jaxpapers.papers.lpr import selection
 
 PATHS = ["jaxpapers/papers/lpr", "configs/lpr.py"]
 
@@ -48,6 +50,10 @@ def validate(config) -> None:
     kind, _, path = entry.partition(":")
     if path and kind in ("npz", "mat", "csv") and os.path.isfile(path):
       validate_lib.check_file("data.datasets", path)
+  bad = [a for a in config.model.select_archs if a not in selection.ARCHS]
+  if bad or not config.model.select_archs:
+    raise ValueError(f"config field model.select_archs: unknown {bad}; expected some of "
+                     f"{selection.ARCHS}")
   if config.lpr.mode not in quantize.MODES:
     raise ValueError(f"config field lpr.mode={config.lpr.mode!r}: expected one of "
                      f"{quantize.MODES}")
@@ -145,7 +151,17 @@ def compare(config, workdir, writer=None, data=None, stop_after: int | None = No
     state = {k: np.array(v) for k, v in state.items()}
     if writer is not None:  # unit u writes its rows from step u * optim.steps on
       writer.truncate_after(done * config.optim.steps - 1, splits=("train", "eval"))
-  keeps = column_masks(data, workdir) if classical_names else []
+  code_select = config.model.code_select
+  keeps = column_masks(data, workdir) if classical_names or code_select else []
+  sel = None
+  if code_select:  # per-set AE code and PCA k by the validation rule (selection.py)
+    sel = selection.load_or_select(
+        f"{workdir}/code_selection.json" if workdir else None, names,
+        lambda: selection.select(detector_config(config, "ae"), data, seeds, keeps,
+                                 config.seed, config.train.xla_opt_level,
+                                 tuple(config.model.select_archs)))
+    for r in selection.table(sel):
+      print("selection (validation split of the training rows):", r, flush=True)
   units = [("deep", i, k) for i, k in enumerate(kinds)] + [
       ("classical", i, c) for i, c in enumerate(classical_names)]
   for u, (group, i, name) in enumerate(units):
@@ -158,9 +174,13 @@ def compare(config, workdir, writer=None, data=None, stop_after: int | None = No
     t0 = time.perf_counter()
     step = u * config.optim.steps
     if group == "deep":
-      stacked = detectors.pad_stack(data, visible_labels(name, data, config))
-      auc, losses, _ = run_grid(detector_config(config, name, groups=groups), stacked,
-                                len(data), seeds, bits_grid, config.train.xla_opt_level)
+      cfg = detector_config(config, name, groups=groups)
+      if sel is not None and name in detectors.AE_KINDS:
+        auc, losses = _per_set_architectures(cfg, sel, data, config, seeds, bits_grid)
+      else:
+        stacked = detectors.pad_stack(data, visible_labels(name, data, config))
+        auc, losses, _ = run_grid(cfg, stacked, len(data), seeds, bits_grid,
+                                  config.train.xla_opt_level)
       metrics_lib.check_finite(step, {"loss": losses[..., -1], "auroc": auc})
       state["deep"][i] = auc
       if writer is not None:
@@ -179,8 +199,10 @@ def compare(config, workdir, writer=None, data=None, stop_after: int | None = No
           random_method = name in ("iforest", "cblof")
           state["classical"][i, j, s] = (
               _roc(d.y_test, classical.score(name, d.x_train, d.x_test, seed, keep,
-                                             config.classical.pca_k,
-                                             config.classical.pca_frac))
+                                             sel[j]["pca_k"] if sel is not None
+                                             else config.classical.pca_k,
+                                             0.0 if sel is not None
+                                             else config.classical.pca_frac))
               if random_method or s == 0 else state["classical"][i, j, 0])
       if writer is not None:
         writer.write(step, {f"{name}/auroc": float(state["classical"][i].mean()),
@@ -197,6 +219,24 @@ def compare(config, workdir, writer=None, data=None, stop_after: int | None = No
     results[c] = {n: state["classical"][i, j] for j, n in enumerate(names)}
   cols = report.column_names(kinds, classical_names)
   return results, report.auroc_table(results, names, cols)
+
+
+def _per_set_architectures(cfg, sel, data, config, seeds, bits_grid):
+  """AUROC [sets, seeds, bits] and losses of an AE-family detector with each set's own
+  capacity and code from `selection.select`: one program per capacity over its sets (a
+  set's numbers do not depend on which sets share its program: padding invariance)."""
+  auc = np.zeros((len(data), len(seeds), len(bits_grid)), np.float32)
+  losses = np.zeros(auc.shape + (config.optim.steps,), np.float32)
+  for arch in selection.ARCHS:
+    idx = [j for j, r in enumerate(sel) if r["arch"] == arch]
+    if not idx:
+      continue
+    sub = [data[j] for j in idx]
+    stacked = detectors.pad_stack(sub, visible_labels(cfg.kind, sub, config),
+                                  [sel[j]["code"] for j in idx])
+    auc[idx], losses[idx], _ = run_grid(selection.arch_config(cfg, arch), stacked, len(sub),
+                                        seeds, bits_grid, config.train.xla_opt_level)
+  return auc, losses
 
 
 def column_masks(data: list, workdir: str | None = None) -> list:
@@ -251,6 +291,13 @@ def _main_tables(config, workdir, writer, data=None, stop_after=None) -> str | N
   md = study_lib.write_table(workdir, "auroc", rows, cols,
                              _header(config, "AUROC", time.perf_counter() - t0, commit), digits=1)
   names = [r["dataset"] for r in rows[:-1]]
+  if config.model.code_select and os.path.exists(f"{workdir}/code_selection.json"):
+    with open(f"{workdir}/code_selection.json") as f:
+      sel_rows = selection.table(json.load(f))
+    md += "\n" + study_lib.write_table(
+        workdir, "code_selection_table", sel_rows, list(sel_rows[0]),
+        "### Per-set bottleneck by the validation rule (training rows only): validation "
+        "AUROC (%) per AE code size (no LPR, mean over seeds) and per PCA k; [chosen]")
   if config.model.kinds:
     md += "\n" + study_lib.write_table(
         workdir, "paired_gains", report.paired_gains(results, names, config.model.kinds),
