@@ -504,3 +504,26 @@ def test_sweep_maps_table_and_rows_file(tmp_path):
   got = sweep.file_rows(f"{path}:topk:0.3:50")
   assert got[0]["generator"] == "topk" and got[0]["dense_frac"] == 0.3
   assert got[0]["n_planted"] == 50 and got[0]["commit"] == "abc"
+
+
+def test_sweep_union_selects_over_both_grids_and_flags_the_union_edge():
+  """Two runs of one (cell, seed) with overlapping grids: the pick is the best validation
+  r of the union (not of either run), an edge is judged against the union grid, and a
+  shared member that differs between runs (not one grid) is refused."""
+  from jaxpapers.papers.coupled_sae import sweep_union  # pylint: disable=g-import-not-at-top
+  cell = {"generator": "topk", "dense_frac": 0.0, "n_planted": 200, "seed": 1,
+          "pct_dense_two_stage": 90.0}
+  m = lambda lr, beta, v: {"lr": lr, "beta": beta, "val_r": v, "pct_dense": 100 * v}  # noqa: E731
+  a = dict(cell, grid=[m(1e-4, 2.0, 0.10), m(1e-4, 8.0, 0.12), m(1e-3, 8.0, 0.13)],
+           coupled_lr=1e-3, coupled_beta=8.0, pct_dense_coupled=13.0)  # picks its top beta
+  b = dict(cell, grid=[m(1e-4, 8.0, 0.12), m(1e-3, 8.0, 0.13), m(1e-3, 32.0, 0.14),
+                       m(1e-2, 32.0, 0.11), m(1e-3, 128.0, 0.135)],
+           coupled_lr=1e-3, coupled_beta=32.0, pct_dense_coupled=14.0)
+  (got,) = sweep_union.union([a, b])
+  assert (got["coupled_lr"], got["coupled_beta"], got["pct_dense_coupled"]) == (1e-3, 32.0, 14.0)
+  assert not got["edge_coupled"] and len(got["grid"]) == 6 and got["union_of"] == 2
+  (only_a,) = sweep_union.union([a])
+  assert only_a["edge_coupled"]  # beta 8 is the top of a's own grid
+  bad = dict(b, grid=[m(1e-4, 8.0, 0.125)] + b["grid"][1:])
+  with pytest.raises(ValueError, match="differs between runs"):
+    sweep_union.union([a, bad])
