@@ -44,10 +44,7 @@ def test_paper_config_plans_on_8_devices_and_matches_its_record(name):
 
 # Papers whose README does not yet quote its current scale.json report, and why (an open
 # gap like DOES_NOT_FIT: the test fails once the README quotes it, so the entry goes).
-README_PLAN_PENDING: dict[str, str] = {
-    "coupled_sae": "README 'Scale' still quotes the 8-member plan; scale.json is the "
-                   "12-member grid (ba6989e) and the README is another helper's file",
-}
+README_PLAN_PENDING: dict[str, str] = {}
 
 
 @pytest.mark.parametrize("name", reproduce.available())
