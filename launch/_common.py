@@ -108,6 +108,10 @@ def parse_flags(argv):
   except (ValueError, TypeError) as e:
     print(f"error: bad --config: {type(e).__name__}: {_one_line(e)}", file=sys.stderr,
           flush=True)
+  except ArithmeticError as e:  # a config's own arithmetic on an arg (`steps % chunk`)
+    spec = [a for a in argv[1:] if a.startswith("--config=")]
+    print(f"error: bad {spec[0] if spec else '--config'}: {type(e).__name__}: "
+          f"{_one_line(e)}", file=sys.stderr, flush=True)
   sys.exit(1)
 
 
@@ -125,13 +129,13 @@ def main_for(entry: str, on_result=None):
       result = run_entry(entry)
       if on_result is not None:
         on_result(result)
-    except _expected_errors() as e:
-      if VERBOSE.value:
-        raise
-      # A checkpoint still being written finishes first, quietly: the line below is the
-      # cause, not orbax's report of an interrupted write at exit.
+    except Exception as e:  # pylint: disable=broad-except
+      # A checkpoint still being written finishes first, quietly: the line below (or a
+      # bug's traceback) is the cause, not orbax's report of an interrupted write at exit.
       from jaxpapers.core import checkpoint
       checkpoint.close_all()
+      if VERBOSE.value or not isinstance(e, _expected_errors()):
+        raise
       print(f"error: {type(e).__name__}: {_one_line(e)} (--verbose for the traceback)",
             file=sys.stderr, flush=True)
       sys.exit(1)

@@ -45,6 +45,12 @@ ARGS = {
     "stompp": ("steps", "batch_size", "lr", "data_path"),
     "visitation_reward": ("iterations", "num_envs", "lr", "demos"),
 }
+# The arg that sets a config's loop chunk (steps per scanned or checkpointed piece), where
+# it has one: a chunk of 0 divided by zero inside a config or never advanced a loop
+# (visitation_reward hung), so it is refused before training like any other count.
+CHUNK = {"lgs": "chunk", "lie_bases": "chunk", "lora_lr": "pretrain_chunk",
+         "motor_adapters": "chunk", "pd_autoscale": "chunk", "stompp": "chunk",
+         "visitation_reward": "chunk"}
 # The args under which a config reads its data path (default `<path>=FILE`), for the
 # file that exists but does not parse: a path the chosen source does not read is no test.
 READ = {
@@ -104,7 +110,7 @@ print("RESULT " + json.dumps(out))
 # What the one line must mention for the cases whose input has a name of its own.
 NAMES = {"unknown arg": "no_such_arg", "wrong type": "abc", "nan": "nan",
          "workdir is a file": "workdir", "missing data path": "no_such_data",
-         "unreadable data file": "garbage"}
+         "unreadable data file": "garbage", "zero chunk": "chunk"}
 
 
 def _set(spec, field, value):
@@ -129,6 +135,8 @@ def bad_inputs(name, tmp_path):
       "nan": _set(spec, number, "nan"),
       "workdir is a file": [spec],
   }
+  if name in CHUNK:
+    cases["zero chunk"] = _set(spec, CHUNK[name], 0)
   if path:
     cases["missing data path"] = _set(spec, path, tmp_path / "no_such_data")
   if path and name not in TEXT:

@@ -48,24 +48,28 @@ def test_smoke_reproduction_resumes_per_paper(tmp_path):
     reproduce.run(str(tmp_path), papers=["no_such_paper"])
 
 
-# One fast smoke study (each costs about a minute of CPU); every paper's smoke *config* runs
-# in test_configs_smoke.
+# One smoke study (26 s in the run below); every paper's smoke *config* runs in
+# test_configs_smoke.
 SMOKE_PAPERS = ["perturbed_eg"]
 
 # paper -> the suite's test that runs its whole declared study at smoke size (its
 # `run_study` on configs/<name>.py:smoke), so a broken study cannot land (issue 36), or
 # "not in the suite: <measured cost and why>" until its smoke study is small enough.
-_UNMEASURED = ("not in the suite: the cost of its smoke study is not measured yet "
-               "(`launch/reproduce.py --smoke` prints each paper's wall time)")
+# Wall seconds of each smoke study in one `python launch/reproduce.py --smoke` run (all 19
+# done, exit 0; commit d1adc8d-dirty, 2 shared CPU cores under the heavy-job lock, one
+# process: later papers reuse JAX's warm start). Not in the suite: together ~560 s of
+# wall, and the suite (~18.5 of its ~19 minutes) has no room; the lead runs the command.
+SMOKE_STUDY_S = {
+    "coupled_sae": 7, "hybrid_mup": 12, "lora_lr": 17, "neural_observer": 16,
+    "visitation_reward": 12, "lie_bases": 14, "motor_adapters": 19, "bfmnet": 43,
+    "lhdlm": 24, "flowgda": 91, "drift_ident": 9, "pd_autoscale": 38, "stgib": 26,
+    "llops": 14, "stompp": 67, "lpr": 11, "lgs": 138}
 STUDY_TESTS = {
     "latent_debate": "tests/test_latent_debate.py::test_smoke_study_writes_table_and_verdicts",
     "perturbed_eg": "tests/test_reproduce.py::test_smoke_reproduction_resumes_per_paper",
-    "bfmnet": "not in the suite: its smoke study took 82 s here (2 shared cores, beside a "
-              "suite run); it needs a smaller :smoke study",
-    **{name: _UNMEASURED for name in (
-        "coupled_sae", "drift_ident", "flowgda", "hybrid_mup", "lgs", "lhdlm", "lie_bases",
-        "llops", "lora_lr", "lpr", "motor_adapters", "neural_observer", "pd_autoscale",
-        "stgib", "stompp", "visitation_reward")},
+    **{name: (f"not in the suite: its smoke study took {s} s (`launch/reproduce.py "
+              "--smoke`); no room in the suite's time budget")
+       for name, s in SMOKE_STUDY_S.items()},
 }
 RUNS_A_STUDY = ("run_study", "reproduce.run")
 

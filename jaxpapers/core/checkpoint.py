@@ -67,6 +67,14 @@ class Checkpointer:
         directory,
         options=ocp.CheckpointManagerOptions(
             max_to_keep=keep, create=True, cleanup_tmp_directories=True))
+    # Orbax removes a killed run's temporary directories in a background thread that
+    # only its next `save` waits for (not `close`): a run that stops before saving (a
+    # project error right after restoring) would exit under that thread, and orbax
+    # logs ~40 lines of "cannot schedule new futures after interpreter shutdown" after
+    # the one-line error (issue 36). Waiting here costs one directory listing.
+    await_cleanup = getattr(self.manager, "_maybe_await_cleanup_tmp_directory", None)
+    if await_cleanup is not None:
+      await_cleanup()
     self._closed = False
     _OPEN.add(self)
 

@@ -4,7 +4,8 @@ A bad value should cost a second and one line, not a traceback from inside optax
 minute of compiling. The checks here are the ones no paper can want otherwise, keyed on
 leaf names the configs share:
 
-  counts    leaves named in POSITIVE (batch sizes, seed counts, widths, cadences ...)
+  counts    leaves named in POSITIVE (batch sizes, seed counts, widths, cadences, chunks
+            of a loop: a chunk of 0 never advances it ...)
             and every leaf named `steps` must be >= 1 (a config lists the dotted fields
             that may be 0, such as an optional pre-training stage, in its tuple
             `may_be_zero`); any int leaf whose name says it counts (steps, batch, size,
@@ -34,7 +35,7 @@ POSITIVE = frozenset({
     "hidden", "hidden_dim", "dim", "n_layers", "n_heads", "seq_len", "total_steps",
     "log_every", "eval_every", "checkpoint_every", "ckpt_every", "keep_checkpoints",
     "updates", "episodes", "minibatches", "n_train", "policy_batch", "aux_batch",
-    "n_points",
+    "n_points", "chunk", "lane_group", "row_chunk",
 })
 _COUNT_WORDS = ("steps", "batch", "size", "seeds", "every", "width", "iters")
 _PATH_SUFFIXES = ("_path", "_dir", "_file", "_paths", "_dirs")
