@@ -139,6 +139,11 @@ def get_config(arg=None):
   config.study = ml_collections.ConfigDict()
   config.study.subspace_rank = 2  # r of the output subspaces compared for overlap
 
+  if arg.chunk < 1:
+    raise ValueError(f"chunk={arg.chunk} must be >= 1")
+  for name, grid in (("lrs", arg.lrs), ("policy_lrs", arg.policy_lrs)):
+    if not grid:
+      raise ValueError(f"{name} is empty: give at least one learning rate")
   for name, steps in (("steps", arg.steps), ("policy_steps", arg.policy_steps)):
     if steps % arg.chunk:
       raise ValueError(f"{name}={steps} must be a multiple of chunk={arg.chunk}")

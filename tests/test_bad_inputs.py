@@ -51,6 +51,9 @@ ARGS = {
 CHUNK = {"lgs": "chunk", "lie_bases": "chunk", "lora_lr": "pretrain_chunk",
          "motor_adapters": "chunk", "pd_autoscale": "chunk", "stompp": "chunk",
          "visitation_reward": "chunk"}
+# An arg that must hold at least one entry, where an empty one used to surface as an
+# internal error (max() of an empty sequence, a map over no learning rates).
+EMPTY = {"lpr": "datasets", "motor_adapters": "lrs"}
 # The args under which a config reads its data path (default `<path>=FILE`), for the
 # file that exists but does not parse: a path the chosen source does not read is no test.
 READ = {
@@ -110,7 +113,7 @@ print("RESULT " + json.dumps(out))
 # What the one line must mention for the cases whose input has a name of its own.
 NAMES = {"unknown arg": "no_such_arg", "wrong type": "abc", "nan": "nan",
          "workdir is a file": "workdir", "missing data path": "no_such_data",
-         "unreadable data file": "garbage", "zero chunk": "chunk"}
+         "unreadable data file": "garbage", "zero chunk": "chunk", "empty list": "empty"}
 
 
 def _set(spec, field, value):
@@ -137,6 +140,8 @@ def bad_inputs(name, tmp_path):
   }
   if name in CHUNK:
     cases["zero chunk"] = _set(spec, CHUNK[name], 0)
+  if name in EMPTY:
+    cases["empty list"] = _set(spec, EMPTY[name], "")
   if path:
     cases["missing data path"] = _set(spec, path, tmp_path / "no_such_data")
   if path and name not in TEXT:

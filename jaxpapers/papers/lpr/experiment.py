@@ -46,6 +46,9 @@ def validate(config) -> None:
     bad = [n for n in names if n not in known]
     if bad:
       raise ValueError(f"config field {field}: unknown {bad}; expected names from {known}")
+  if not config.data.datasets:
+    raise ValueError("config field data.datasets is empty: name at least one dataset "
+                     "(e.g. datasets=wine+optdigits or datasets=mat:/path/cardio.mat)")
   for entry in config.data.datasets:  # npz:<path|stem>, mat:<path>, csv:<path>
     kind, _, path = entry.partition(":")
     if path and kind in ("npz", "mat", "csv") and os.path.isfile(path):
