@@ -100,10 +100,15 @@ def test_accepted_certificate_is_verified_independently():
   np.testing.assert_allclose(np.asarray(Fj), F, atol=1e-4)
   # What it certifies, checked on the real error dynamics: V' + alpha V <= 0 at random
   # states and errors (including large ones: the certificate is global in e).
-  rng = np.random.default_rng(1)
-  z = jnp.asarray(rng.uniform(-3, 3, (4000, p.nz)), jnp.float32)
-  e = jnp.asarray(rng.normal(size=(4000, p.nz)) * rng.uniform(0.01, 5, (4000, 1)),
-                  jnp.float32)
+  _assert_decays(p, L, params, P, s_z, s_y, alpha, n=4000, seed=1)
+
+
+def _assert_decays(p, L, params, P, s_z, s_y, alpha, n, seed):
+  """V = e^T P e decays at rate alpha along the true error dynamics at n random states
+  and errors, large errors included (the certificate is global in e)."""
+  rng = np.random.default_rng(seed)
+  z = jnp.asarray(rng.uniform(-3, 3, (n, p.nz)), jnp.float32)
+  e = jnp.asarray(rng.normal(size=(n, p.nz)) * rng.uniform(0.01, 5, (n, 1)), jnp.float32)
   q = observer.decrease_ratio(p, L, params, jnp.asarray(P, jnp.float32), s_z, s_y, z, e,
                               alpha)
   assert float(jnp.max(q)) < 0
@@ -497,13 +502,7 @@ def test_weight_sdp_certifies_its_projection_and_grows_with_the_width():
   # What it claims: V = e^T P e decays at rate alpha along the true error dynamics of the
   # projected network (any W1x, b), at random states and errors.
   proj = dict(params, W2=jnp.asarray(W2, jnp.float32), W1y=jnp.asarray(W1y, jnp.float32))
-  rng = np.random.default_rng(2)
-  z = jnp.asarray(rng.uniform(-3, 3, (3000, p.nz)), jnp.float32)
-  e = jnp.asarray(rng.normal(size=(3000, p.nz)) * rng.uniform(0.01, 5, (3000, 1)),
-                  jnp.float32)
-  q = observer.decrease_ratio(p, L, proj, jnp.asarray(P, jnp.float32), s_z, s_y, z, e,
-                              alpha)
-  assert float(jnp.max(q)) < 0
+  _assert_decays(p, L, proj, P, s_z, s_y, alpha, n=3000, seed=2)
   # a network that is already certified is (nearly) left where it is
   small = observer.init_params(jax.random.PRNGKey(6), p.nz, p.ny, h, out_scale=1e-2)
   o2 = sdp.solve(A_L, np.asarray(small["W2"]), np.asarray(small["W1y"]))

@@ -136,10 +136,7 @@ def run(trainer, seed: int, lr: float, prob=None, sdp_solver="CLARABEL",
   train.Trainer.run: the best-on-validation projected (certified) network, None if no
   projection verified. Wall-clock as in Trainer.run (update chunks compiled ahead of
   time; the SDP's cvxpy canonicalisation at its first solve is inside, as there)."""
-  cfg, prob = trainer.cfg, prob or trainer.prob
-  if not np.array_equal(prob.L, trainer.prob.L):  # L is compiled into the chunks
-    raise ValueError(f"Trainer compiled for gain decay {trainer.prob.gain_alpha} got a "
-                     f"problem with gain decay {prob.gain_alpha}: build a new Trainer")
+  cfg, prob = trainer.cfg, trainer.problem_for(prob)  # L is compiled into the chunks
   total_steps = total_steps or cfg.total_steps
   tr, va = prob.data["train"], prob.data["val"]
   params, R = trainer.init(seed)

@@ -253,6 +253,15 @@ class Trainer:
     state.hyperparams["learning_rate"] = jnp.asarray(lr, jnp.float32)
     return state
 
+  def problem_for(self, prob=None):
+    """prob (default: the Trainer's own), refused when its gain L differs from the one
+    compiled into this Trainer's update chunks."""
+    prob = prob or self.prob
+    if not np.array_equal(prob.L, self.prob.L):
+      raise ValueError(f"Trainer compiled for gain decay {self.prob.gain_alpha} got a "
+                       f"problem with gain decay {prob.gain_alpha}: build a new Trainer")
+    return prob
+
   def run(self, method: str, seed: int, lr: float, prob: Problem | None = None,
           sdp_solver: str = "CLARABEL", total_steps: int | None = None,
           max_lmi_s: float = 0.0, ckpt_dir: str | None = None,
@@ -275,10 +284,7 @@ class Trainer:
     bit for bit. Checkpoint writes are excluded from the wall-clock. stop_after=k returns
     None after k chunks (as if killed there; for the resume test).
     """
-    cfg, prob = self.cfg, prob or self.prob
-    if not np.array_equal(prob.L, self.prob.L):  # L is compiled into the chunks
-      raise ValueError(f"Trainer compiled for gain decay {self.prob.gain_alpha} got a "
-                       f"problem with gain decay {prob.gain_alpha}: build a new Trainer")
+    cfg, prob = self.cfg, self.problem_for(prob)
     total_steps = total_steps or cfg.total_steps
     tr, va = prob.data["train"], prob.data["val"]
     plant = prob.plant
