@@ -21,6 +21,8 @@ import sys
 
 import numpy as np
 
+from jaxpapers.core import study as study_lib
+
 ALPHA = 0.05
 
 
@@ -103,15 +105,11 @@ COLUMNS = ["task", "method", "lr", "dense scale", "seeds", "initial success", "A
 
 
 def markdown(rows: list[dict]) -> str:
+  """The rows as core.study's markdown table, p-values in 3 significant digits."""
   cols = [c for c in COLUMNS if any(c in r for r in rows)]
-  def fmt(c, v):
-    if not isinstance(v, float):
-      return str(v)
-    return f"{v:.3g}" if c in ("p", "Holm p") else f"{v:.3f}"
-  lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
-  lines += ["| " + " | ".join(fmt(c, r[c]) if c in r else "" for c in cols) + " |"
-            for r in rows]
-  return "\n".join(lines)
+  shown = [{k: (f"{v:.3g}" if k in ("p", "Holm p") else v) for k, v in r.items()}
+           for r in rows]
+  return study_lib.markdown_table(shown, cols).rstrip("\n")
 
 
 def main(argv):
