@@ -36,7 +36,7 @@ def get_config(arg=None):
       arg, smoke_args=dict(seeds=2, n=64, n_inter=2, flow_steps=20, source_steps=20,
                            steps_per_round=4, batch=32, flow_batch=16,
                            retrain_steps=20, goat_retrain_steps=10, rv_steps=10,
-                           benchmarks="moons+gauss", sensitivity="1", hidden=(32,),
+                           benchmarks="moons", sensitivity="1", hidden=(32,),
                            flow_hidden=(16,)),
       # `:paper` (README "Scale"): the prior work's protocol (Kumar et al.'s rotating
       # MNIST: 2000 images per intermediate domain, 42000 intermediate images = 21

@@ -50,7 +50,7 @@ def get_config(arg=None):
       # Explicit args win over these (`:smoke,batch_size=4` runs batch 4).
       smoke_args=dict(model="mlp", width=8, depth=2, steps=6, batch_size=16,
                       log_every=2, eval_every=3, checkpoint_every=3, eval_batch_size=64,
-                      refresh_every=2, seeds=2, study_steps=20, study_depths=(1, 2),
+                      refresh_every=2, seeds=2, study_steps=20, study_depths=(2,),
                       study_width=16, study_data="digits", archs=("resnet18",),
                       resnet_width=4, mobilenet_width=8, resnet_steps=4, chunk=2,
                       lrs=(3e-3,), val_size=200, opt_level=0),

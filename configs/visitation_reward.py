@@ -35,7 +35,7 @@ _TASKS = ("point_reach", "push_block", "mountain_car")
 _METHODS = ("sparse", "svm", "logd", "logodds", "vice", "distance", "rnd")
 _SMOKE = dict(iterations=2, num_envs=4, seeds=1, prefill_rollouts=1, aux_steps=2,
               aux_init_steps=2, bc_steps=20, bc_episodes=2, epochs=1, minibatches=2,
-              tasks=("point_reach",), methods=("sparse", "svm", "logd", "logodds"),
+              tasks=("point_reach",), methods=_METHODS,
               lrs=(3e-4,), val_seeds=1, test_seeds=2, tabular_mdps=2, chunk=1, hidden=16,
               lane_group=2, scale_factors=(1.0,), sac_updates=2, eval_episodes=4)
 
