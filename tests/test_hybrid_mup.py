@@ -178,7 +178,7 @@ def test_rules_table_per_role():
   t, logit = par_lib.rules("mup", 128, 32)
   assert logit == 0.25
   assert t["hidden"] == (0.5, 0.25) and t["ssm_b"] == (0.5, 0.25) and t["ssm_c"] == (0.5, 0.25)
-  for k in ("embedding", "output", "vector", "conv", "ssm_vec"):
+  for k in ("embedding", "output", "vector", "conv", "conv_bias", "ssm_vec"):
     assert t[k] == (1.0, 1.0)
   t, _ = par_lib.rules("mup_shape", 128, 32)
   assert t["ssm_b"] == (0.25, 0.25) and t["ssm_c"] == (0.25, 0.25) and t["hidden"] == (0.5, 0.25)
@@ -208,12 +208,17 @@ def test_init_std_and_lr_multipliers_reach_every_parameter():
   assert mults["layers"][0]["in_x"] == r and mults["layers"][1]["q"] == r
   assert mults["layers"][0]["x_b"] == r and mults["layers"][0]["a_log"] == 1.0
   assert mults["unembed"] == 1.0 and mults["embed"] == 1.0
-  assert h.num["logit_mult"] == r and h.num["attn_scale"] == pytest.approx(1 / 32)
+  # muP's attention: sqrt(base head_dim) / head_dim = sqrt(8) / 32
+  assert h.num["logit_mult"] == r and h.num["attn_scale"] == pytest.approx(math.sqrt(8) / 32)
   np.testing.assert_allclose(np.std(np.asarray(a["q"])), 0.02 * math.sqrt(r), rtol=0.05)
-  np.testing.assert_allclose(np.std(np.asarray(m["in_x"])), 0.02 * math.sqrt(r), rtol=0.05)
+  # Mamba's Linears: kaiming-uniform, 1/sqrt(3 fan_in) at every width (muP's 1/fan_in
+  # variance from the base width is the same law)
+  np.testing.assert_allclose(np.std(np.asarray(m["in_x"])), 1 / math.sqrt(3 * 64), rtol=0.05)
   np.testing.assert_allclose(np.std(np.asarray(params["unembed"])), 0.02, rtol=0.05)
   np.testing.assert_allclose(np.std(np.asarray(m["conv_w"])), 1 / math.sqrt(12), rtol=0.1)
-  assert np.all(np.asarray(m["a_log"]) == 0) and np.all(np.asarray(m["d_skip"]) == 1)
+  np.testing.assert_allclose(np.asarray(m["a_log"])[0], np.log(np.broadcast_to(
+      np.arange(1, 5), m["a_log"].shape[1:])), rtol=1e-6)
+  assert np.all(np.asarray(m["d_skip"]) == 1)
 
 
 def _logit_change_after_two_adam_steps(width):
@@ -254,7 +259,10 @@ def test_width_doubled_first_update_scales_as_mup_predicts():
 
 
 def test_unified_update_equals_the_optax_optimizers():
-  c = _config("pattern=MA")
+  # width 64 at base 16: the LR multipliers differ from 1, so the two decay rules differ
+  # (each optimizer is checked under one rule here, both rules in closed form in
+  # tests/test_hybrid_mup_mamba.py)
+  c = _config("pattern=MA,dim=64")
   h = model_lib.build(c, 256)
   p0 = h.init(jax.random.PRNGKey(0))
   leaves, tree = jax.tree.flatten(p0)
@@ -263,8 +271,9 @@ def test_unified_update_equals_the_optax_optimizers():
   # the global second moments differ) replaces the model's: the optimizers see only grads
   grads = [jax.tree.unflatten(tree, [jnp.asarray(rng.normal(size=x.shape) * 10.0 ** rng.integers(-3, 1),
                                                  jnp.float32) for x in leaves]) for _ in range(3)]
-  for kind, name in enumerate(par_lib.OPTIMIZERS):
-    cc = config_lib.override(c, {"optim.name": name, "optim.weight_decay": 0.1})
+  for kind, (name, rule) in enumerate(zip(par_lib.OPTIMIZERS, ("lr", "lr_mult", "lr"))):
+    cc = config_lib.override(c, {"optim.name": name, "optim.weight_decay": 0.1,
+                                 "optim.decay_rule": rule})
     sched = lm.schedule(cc, 3e-3, cc.train.steps)
     opt = model_lib.optimizer(cc, h, 3e-3)
 
@@ -278,7 +287,7 @@ def test_unified_update_equals_the_optax_optimizers():
         pb, sb, _ = sweep.unified_update(
             grads[t], sb, pb, kind=kind, lr_t=sched(t), mults=h.lr_mults(), mask=h.decay_mask,
             b1=cc.optim.b1, b2=cc.optim.b2, eps=cc.optim.eps, weight_decay=0.1,
-            clip_norm=cc.optim.clip_norm)
+            clip_norm=cc.optim.clip_norm, decay_rule=rule)
       return pa, pb
 
     pa, pb = both(p0, grads)
@@ -295,7 +304,7 @@ def test_block_by_block_forward_equals_the_stack_and_reports_ssm_scales():
   np.testing.assert_allclose(np.asarray(logits), np.asarray(h.apply(p, toks)), rtol=1e-5,
                              atol=1e-6)
   for k in ("embed", "ssm_B", "ssm_C", "ssm_delta", "ssm_y", "mamba_out",
-            "transformer_out", "logits"):
+            "attn_out", "mlp_out", "logits"):
     assert np.isfinite(float(stats[k])) and float(stats[k]) > 0
 
 

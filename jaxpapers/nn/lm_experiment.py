@@ -39,7 +39,9 @@ def build_model(config, vocab_size: int, blocks=None, **apply_kw):
       vocab_size=vocab_size, dim=m.dim, pattern=m.pattern, n_heads=m.n_heads,
       n_kv_heads=m.n_kv_heads or None, mlp=m.mlp, positions=m.positions,
       max_len=max(1024, config.data.seq_len), tie_embeddings=m.tie_embeddings,
-      attn_scale="linear" if m.parametrization == "mup" else "sqrt")
+      attn_scale="linear" if m.parametrization == "mup" else "sqrt",
+      # muP's attention equals SP's 1/sqrt(head_dim) at the base width
+      attn_base_head_dim=(m.base_width // m.n_heads if m.parametrization == "mup" else None))
   model = stack.build(cfg, blocks)
   if m.parametrization == "standard":
     par = params_lib.standard(m.init_std)

@@ -13,10 +13,19 @@ only in that map, never in the model. The classes are the ones muP distinguishes
   ssm        state-space-specific parameters (A, dt, D of a Mamba block), kept separate so
              a hybrid's SSM can get its own rule
 
+Init kinds: 'normal' (std from the parametrization), 'uniform' (symmetric, U(+-sqrt(3) std):
+PyTorch's default kaiming-uniform Linear init is std = 1/sqrt(3 fan_in)), 'ones', 'zeros',
+and 'sample' (values = spec.sampler(u) for u ~ U(0, 1) of the spec's shape, e.g. Mamba's
+log-uniform dt bias).
+
 The per-class LR multipliers reach the optimizer as a tree of floats through
 `scale_by_tree`, an optax transform placed after the base optimizer (Adam's update is
 linear in the LR, so scaling the update by m is the LR times m); `adamw` builds the
-whole chain from optax pieces.
+whole chain from optax pieces. Decoupled weight decay follows microsoft/mup's MuAdamW by
+default: the decay step is lr * wd * p whatever the parameter's LR multiplier (MuAdam
+divides a matrix's LR by its width multiplier and multiplies its weight decay by it);
+`decay_rule='lr_mult'` scales the decay with the multiplier instead (lr * m * wd * p, as
+optax.adamw at the multiplied LR does). Both are the same where every multiplier is 1 (SP).
 """
 from __future__ import annotations
 
@@ -29,6 +38,8 @@ import jax.numpy as jnp
 import optax
 
 CLASSES = ("embedding", "hidden", "output", "vector", "ssm")
+INITS = ("normal", "uniform", "ones", "zeros", "sample")
+DECAY_RULES = ("lr", "lr_mult")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -38,20 +49,24 @@ class ParamSpec:
   shape: full shape (including any leading layer axis a stack adds);
   cls: one of CLASSES;
   fan_in: the input width the muP rules scale with (None: not width-dependent);
-  init: 'normal', 'ones' or 'zeros';
-  std_mult: a model-side factor on the init std (e.g. 1/sqrt(2L) for residual outputs).
+  init: one of INITS ('normal', 'uniform', 'ones', 'zeros', 'sample');
+  std_mult: a model-side factor on the init std (e.g. 1/sqrt(2L) for residual outputs);
+  sampler: for init='sample', an elementwise map of U(0, 1) draws to the values.
   """
   shape: tuple
   cls: str
   fan_in: int | None = None
   init: str = "normal"
   std_mult: float = 1.0
+  sampler: Callable | None = None
 
   def __post_init__(self):
     if self.cls not in CLASSES:
       raise ValueError(f"unknown parameter class {self.cls!r}; expected one of {CLASSES}")
-    if self.init not in ("normal", "ones", "zeros"):
-      raise ValueError(f"unknown init {self.init!r}; expected 'normal', 'ones' or 'zeros'")
+    if self.init not in INITS:
+      raise ValueError(f"unknown init {self.init!r}; expected one of {INITS}")
+    if (self.init == "sample") != (self.sampler is not None):
+      raise ValueError("ParamSpec: a sampler is given exactly when init='sample'")
 
   def stacked(self, n: int) -> "ParamSpec":
     """The same parameter for n layers, stacked along a new leading axis."""
@@ -108,11 +123,15 @@ def per_class(init_std: dict, lr_mult: dict, default_std: float = 0.02) -> Param
 def init(rng, specs, parametrization: Parametrization):
   """Parameters for a tree of ParamSpecs.
 
-  All 'normal' leaves are cut, in tree order, from ONE standard-normal draw of their total
-  size (one random-bits kernel to compile instead of one per shape), then scaled.
+  All random leaves ('normal', 'uniform', 'sample') are cut, in tree order, from ONE
+  standard-normal draw of their total size (one random-bits kernel to compile instead of
+  one per shape), then scaled; 'uniform' and 'sample' leaves map their normals z to
+  U(0, 1) through the normal CDF, Phi(z) = (1 + erf(z / sqrt 2)) / 2, which is exactly
+  uniform. A tree with only 'normal' random leaves draws exactly what it did before the
+  other kinds existed.
   """
   leaves, treedef = jax.tree.flatten(specs, is_leaf=is_spec)
-  sizes = [math.prod(s.shape) if s.init == "normal" else 0 for s in leaves]
+  sizes = [math.prod(s.shape) if s.init in _RANDOM else 0 for s in leaves]
   z = jax.random.normal(rng, (max(1, sum(sizes)),), jnp.float32)
   out, at = [], 0
   for s, n in zip(leaves, sizes):
@@ -121,9 +140,20 @@ def init(rng, specs, parametrization: Parametrization):
     elif s.init == "zeros":
       out.append(jnp.zeros(s.shape, jnp.float32))
     else:
-      out.append(parametrization.init_std(s) * z[at:at + n].reshape(s.shape))
+      zs = z[at:at + n].reshape(s.shape)
       at += n
+      if s.init == "normal":
+        out.append(parametrization.init_std(s) * zs)
+      elif s.init == "uniform":   # U(-sqrt(3) std, sqrt(3) std): 2 Phi(z) - 1 = erf(z / sqrt 2)
+        out.append((math.sqrt(3.0) * parametrization.init_std(s))
+                   * jax.lax.erf(zs * (1 / math.sqrt(2.0))))
+      else:
+        u = 0.5 * (1.0 + jax.lax.erf(zs * (1 / math.sqrt(2.0))))
+        out.append(jnp.asarray(s.sampler(u), jnp.float32))
   return jax.tree.unflatten(treedef, out)
+
+
+_RANDOM = ("normal", "uniform", "sample")
 
 
 def classes(specs):
@@ -150,20 +180,25 @@ def scale_by_tree(multipliers) -> optax.GradientTransformation:
 
 
 def adamw(schedule: Callable, *, b1=0.9, b2=0.999, eps=1e-8, weight_decay=0.0,
-          multipliers=None, mask=None, clip_norm: float | None = None):
-  """AdamW (decoupled decay, as optax.adamw) with per-parameter LR multipliers.
+          multipliers=None, mask=None, clip_norm: float | None = None,
+          decay_rule: str = "lr"):
+  """AdamW (decoupled decay) with per-parameter LR multipliers.
 
-  update = -schedule(n) * m_p * (adam_p + weight_decay * p * mask_p); `schedule` may close
-  over a traced per-member LR (population training). `clip_norm` clips the gradient's
-  global norm first.
+  decay_rule='lr' (default, microsoft/mup's MuAdamW):
+    update = -schedule(n) * (m_p * adam_p + weight_decay * p * mask_p)
+  decay_rule='lr_mult' (optax.adamw at the multiplied LR):
+    update = -schedule(n) * m_p * (adam_p + weight_decay * p * mask_p)
+  `schedule` may close over a traced per-member LR (population training). `clip_norm`
+  clips the gradient's global norm first.
   """
+  if decay_rule not in DECAY_RULES:
+    raise ValueError(f"unknown decay_rule {decay_rule!r}; expected one of {DECAY_RULES}")
   parts = []
   if clip_norm:
     parts.append(optax.clip_by_global_norm(clip_norm))
   parts += [optax.scale_by_adam(b1=b1, b2=b2, eps=eps)]
-  if weight_decay:
-    parts.append(optax.add_decayed_weights(weight_decay, mask))
-  if multipliers is not None:
-    parts.append(scale_by_tree(multipliers))
+  decay = [optax.add_decayed_weights(weight_decay, mask)] if weight_decay else []
+  scale = [scale_by_tree(multipliers)] if multipliers is not None else []
+  parts += scale + decay if decay_rule == "lr" else decay + scale
   parts.append(optax.scale_by_learning_rate(schedule))
   return optax.chain(*parts)

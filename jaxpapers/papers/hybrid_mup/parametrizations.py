@@ -9,24 +9,33 @@ Every parameter of a hybrid carries a *role* (a finer label than the workbench's
   vector     RMSNorm gains
   ssm_b      x_proj's B part (d_inner -> d_state)
   ssm_c      x_proj's C part (d_inner -> d_state)
-  conv       the depthwise causal conv of a Mamba block (fan-in d_conv = 4, fixed)
-  ssm_vec    per-channel SSM vectors: A_log, D, dt bias, conv bias
+  conv       the depthwise causal conv's weight of a Mamba block (fan-in d_conv = 4, fixed)
+  conv_bias  its bias (PyTorch's default init U(+-1/sqrt(d_conv)), as Mamba keeps it)
+  ssm_vec    per-channel SSM vectors: A_log, D, dt bias
 
-A parametrization maps (role, width ratio, state ratio) -> (init std, Adam LR multiplier),
-all relative to a base model of width `base_width` where every variant equals SP
-(r = base_width / width, q = base_state / d_state):
+A parametrization maps (role, width ratio, state ratio) -> (init std multiplier, Adam LR
+multiplier), all relative to a base model of width `base_width` where every variant
+equals SP (r = base_width / width, q = base_state / d_state). The multiplier applies to
+SP's std at the base width, s0: 0.02 for the Transformer layers' matrices (GPT-2), the
+kaiming-uniform 1/sqrt(3 fan_in_base) for Mamba's Linears (its reference init):
 
-  variant    hidden         output (x logit mult r)  ssm_b          ssm_c                others
-  sp         0.02, x1       0.02, x1, mult 1        0.02, x1       0.02, x1             O(1)
-  mup        0.02 r^.5, xr  0.02, x1, mult r        as hidden      as hidden            O(1)
-  mup_shape  as mup         as mup                  0.02 r, xr     0.02 r, xr           O(1)
-  mup_ssm    as mup         as mup                  as hidden      0.02 (rq)^.5, x rq   O(1)
+  variant    hidden          output (x logit mult r)  ssm_b           ssm_c                 others
+  sp         SP, x1          0.02, x1, mult 1         SP, x1          SP, x1                O(1)
+  mup        s0 r^.5, xr     0.02, x1, mult r         as hidden       as hidden             O(1)
+  mup_shape  as mup          as mup                   s0 r, xr        s0 r, xr              O(1)
+  mup_ssm    as mup          as mup                   as hidden       s0 (rq)^.5, x rq      O(1)
+
+(SP keeps 0.02 at every width for the Transformer's matrices and kaiming, 1/sqrt(3 fan_in)
+at the actual width, for Mamba's; for a kaiming-initialized hidden matrix muP's s0 r^.5
+is the same 1/sqrt(3 fan_in), so muP changes only its LR.)
 
 - `mup` is the original muP prescription as practitioners apply it to Mamba (Tensor
   Programs V, arXiv 2203.03466, Table 3 for Adam; every linear layer inside a block is a
   hidden weight, non-linear-layer parameters are vector-like), with muP's attention
-  1/head_dim and the output multiplier 1/width_mult on the logits (microsoft/mup's
-  MuReadout form; equivalent under Adam to readout init std 0.02 r and LR x r).
+  sqrt(base head_dim)/head_dim (microsoft/mup's attn_mult: SP's 1/sqrt(head_dim) at the
+  base width, 1/head_dim scaling) and the output multiplier 1/width_mult on the logits
+  (microsoft/mup's MuReadout form; equivalent under Adam to readout init std 0.02 r and
+  LR x r).
 - `mup_shape` applies Table 3 strictly by tensor shape: at a fixed state size the
   B/C projections have a growing fan-in and a fixed fan-out, i.e. they are
   "output weights" (init var ~ 1/fan_in^2, Adam LR ~ 1/fan_in).
@@ -54,7 +63,10 @@ import optax
 from jaxpapers.nn import params as params_lib
 from jaxpapers.nn.params import ParamSpec
 
-ROLES = ("embedding", "hidden", "output", "vector", "ssm_b", "ssm_c", "conv", "ssm_vec")
+ROLES = ("embedding", "hidden", "output", "vector", "ssm_b", "ssm_c", "conv", "conv_bias",
+         "ssm_vec")
+# roles whose fan-in grows with width (a kaiming init's std scales as width^-1/2 there)
+GROWING_FAN_IN = ("hidden", "output", "ssm_b", "ssm_c")
 VARIANTS = ("sp", "mup", "mup_shape", "mup_ssm")
 OPTIMIZERS = ("adamw", "adam_global", "sgd")
 
@@ -81,8 +93,10 @@ def rules(variant: str, width: int, base_width: int, *, d_state: int = 16,
   """{role: (init std multiplier, LR multiplier)} and the logit multiplier.
 
   The single place where every parametrization x optimizer is defined. The std
-  multipliers apply to SP's std (0.02; the conv's own 1/sqrt(3 d_conv), PyTorch's
-  default U(+-1/sqrt(d_conv)) that Mamba keeps: its fan-in never grows).
+  multipliers apply to SP's std AT THE BASE WIDTH: 0.02 for normal-initialized
+  parameters (embedding, unembedding, the Transformer layers), PyTorch's kaiming-uniform
+  1/sqrt(3 fan_in_base) for Mamba's Linears and conv (`model.numerics` turns that into
+  the std at the actual width).
   """
   if variant not in VARIANTS:
     raise ValueError(f"unknown parametrization {variant!r}; expected one of {VARIANTS}")
@@ -112,9 +126,12 @@ def rules(variant: str, width: int, base_width: int, *, d_state: int = 16,
   return table, logit_mult
 
 
+DECAYED = ("hidden", "output", "ssm_b", "ssm_c", "conv")
+
+
 def decay_mask(specs):
   """Decoupled weight decay on matrices (as Mamba and Llama training do), not on vectors."""
-  return jax.tree.map(lambda s: role(s) in ("hidden", "output", "ssm_b", "ssm_c", "conv"),
+  return jax.tree.map(lambda s: role(s) in DECAYED,
                       specs, is_leaf=params_lib.is_spec)
 
 
@@ -148,12 +165,21 @@ def scale_by_global_adam(b1=0.9, b2=0.999, eps=1e-8) -> optax.GradientTransforma
 
 
 def optimizer(name: str, schedule, *, multipliers, mask, b1=0.9, b2=0.999, eps=1e-8,
-              weight_decay=0.0, momentum=0.9, clip_norm=None) -> optax.GradientTransformation:
+              weight_decay=0.0, momentum=0.9, clip_norm=None,
+              decay_rule: str = "lr") -> optax.GradientTransformation:
   """AdamW (per-parameter second moment), Adam with a global second moment, or SGD with
-  heavy-ball momentum; per-parameter LR multipliers and decoupled decay for all three."""
+  heavy-ball momentum; per-parameter LR multipliers and decoupled decay for all three.
+
+  decay_rule 'lr' (default; microsoft/mup's MuAdamW and MuSGD keep lr * wd fixed per
+  parameter): p -= lr (m_p u_p + wd p); 'lr_mult' (this paper's first study):
+  p -= lr m_p (u_p + wd p), i.e. the decay scaled by the width LR multiplier too."""
   if name == "adamw":
     return params_lib.adamw(schedule, b1=b1, b2=b2, eps=eps, weight_decay=weight_decay,
-                            multipliers=multipliers, mask=mask, clip_norm=clip_norm)
+                            multipliers=multipliers, mask=mask, clip_norm=clip_norm,
+                            decay_rule=decay_rule)
+  if decay_rule not in params_lib.DECAY_RULES:
+    raise ValueError(f"unknown decay_rule {decay_rule!r}; expected one of "
+                     f"{params_lib.DECAY_RULES}")
   parts = [optax.clip_by_global_norm(clip_norm)] if clip_norm else []
   if name == "adam_global":
     parts.append(scale_by_global_adam(b1, b2, eps))
@@ -161,7 +187,8 @@ def optimizer(name: str, schedule, *, multipliers, mask, b1=0.9, b2=0.999, eps=1
     parts.append(optax.trace(decay=momentum))
   else:
     raise ValueError(f"unknown optimizer {name!r}; expected one of {OPTIMIZERS}")
-  if weight_decay:
-    parts.append(optax.add_decayed_weights(weight_decay, mask))
-  parts += [params_lib.scale_by_tree(multipliers), optax.scale_by_learning_rate(schedule)]
+  decay = [optax.add_decayed_weights(weight_decay, mask)] if weight_decay else []
+  scale = [params_lib.scale_by_tree(multipliers)]
+  parts += scale + decay if decay_rule == "lr" else decay + scale
+  parts.append(optax.scale_by_learning_rate(schedule))
   return optax.chain(*parts)

@@ -101,3 +101,46 @@ def coord_check(workdir, config, coord):
   fig.tight_layout()
   fig.savefig(os.path.join(workdir, "coord_check.png"), dpi=100)
   plt.close(fig)
+
+
+def coord_protocol(workdir, rows, measure: str = "l1", name: str = "coord_protocol.png"):
+  """study=coord: `measure` (seed mean, bars: min-max over seeds) vs width, one line per
+  t = 1..steps, one panel per activation, one row per method (microsoft/mup's figure)."""
+  plt = _plt()
+  methods = sorted({r["method"] for r in rows}, key=lambda m: (m != "sp", m))
+  names = [n for n in rows[0]["stats"] if "/" not in n]
+  key = (lambda n: n) if measure == "rms" else (lambda n: f"{n}/{measure}")
+  widths = sorted({r["dim"] for r in rows})
+  steps = len(rows[0]["stats"][names[0]])
+  # one y-range per activation (column), spanning at least a decade, so that a flat
+  # line looks flat and SP's growth and muP's flatness are on the same scale
+  fig, axes = plt.subplots(len(methods), len(names), figsize=(1.6 * len(names),
+                                                              1.7 * len(methods)),
+                           squeeze=False, sharex=True, sharey="col")
+  colors = plt.cm.plasma(np.linspace(0, 0.85, steps))
+  for i, m in enumerate(methods):
+    for j, n in enumerate(names):
+      ax = axes[i][j]
+      for t, col in enumerate(colors):
+        v = np.array([[r["stats"][key(n)][t] for r in rows if r["method"] == m and r["dim"] == w]
+                      for w in widths])
+        mean = v.mean(1)
+        ax.errorbar(widths, mean, yerr=[mean - v.min(1), v.max(1) - mean], fmt="o-", ms=2.5,
+                    lw=1, capsize=1.5, color=col, label=f"t={t + 1}")
+      ax.set_xscale("log", base=2)
+      ax.set_yscale("log")
+      ax.set_title(f"{m}: {n}", fontsize=6)
+      ax.tick_params(labelsize=5, which="both")
+      ax.yaxis.set_minor_formatter(plt.NullFormatter())
+      if i == len(methods) - 1:
+        ax.set_xlabel("width", fontsize=6)
+  for j in range(len(names)):
+    lo, hi = axes[0][j].get_ylim()
+    mid = np.sqrt(lo * hi)
+    span = max(hi / lo, 10.0) ** 0.5
+    axes[0][j].set_ylim(mid / span, mid * span)
+  axes[0][0].set_ylabel(measure, fontsize=6)
+  axes[0][0].legend(fontsize=5)
+  fig.tight_layout()
+  fig.savefig(os.path.join(workdir, name), dpi=70)
+  plt.close(fig)

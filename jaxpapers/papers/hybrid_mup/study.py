@@ -34,6 +34,7 @@ import numpy as np
 from jaxpapers.core import config as config_lib
 from jaxpapers.core import study as study_lib
 from jaxpapers.data import text as text_lib
+from jaxpapers.papers.hybrid_mup import coord
 from jaxpapers.papers.hybrid_mup import experiment
 from jaxpapers.papers.hybrid_mup import model as model_lib
 from jaxpapers.papers.hybrid_mup import sweep
@@ -220,28 +221,104 @@ def coord_check(config, rows):
 
 # --- entry --------------------------------------------------------------------------------
 
+def _cached(path: str, key, commit: str, compute) -> list[dict]:
+  """A cell's rows: reused from `path` when it was saved under the same settings `key`,
+  else computed and saved (so a killed study resumes cell by cell)."""
+  if os.path.exists(path):
+    with open(path) as f:
+      saved = json.load(f)
+    if saved.get("key") == key:
+      print(f"[study] reused {path} (commit {saved['commit']})", flush=True)
+      return saved["rows"]
+  rows = compute()
+  with open(path, "w") as f:
+    json.dump({"key": key, "commit": commit, "rows": rows}, f)
+  return rows
+
+
+def coord_cell(config, data, width: int) -> list[dict]:
+  """One width of the coordinate check: every (method, seed) in one program."""
+  k = config.coord
+  cc = config_lib.override(config, {
+      "model.dim": width, "model.pattern": k.pattern, "model.base_width": k.base_width,
+      "data.seq_len": k.seq_len, "train.batch_size": k.batch_size, "model.scan": config.study.scan})
+  hybrid = model_lib.build(cc, data.vocab_size)
+  batch = text_lib.token_windows(data.train, k.batch_size, k.seq_len)(config.seed, 0)
+  members = []
+  for method in k.methods:
+    num = model_lib.numerics(method, "adamw", width, k.base_width, cc.model.n_heads,
+                             d_state=cc.model.d_state, base_state=cc.model.d_state,
+                             std=cc.model.init_std)
+    members += [{"method": method, "seed": config.seed + i, "num": num} for i in range(k.seeds)]
+  t0 = time.time()
+  o = cc.optim
+  res = coord.run_members(hybrid, members, batch, lr=k.lr, steps=k.steps, b1=o.b1, b2=o.b2,
+                          eps=o.eps)
+  print(f"[coord] d={width}: {len(members)} members, params={model_lib.n_params(hybrid):,}: "
+        f"{time.time() - t0:.0f} s", flush=True)
+  return [{"method": m["method"], "dim": width, "seed": m["seed"],
+           "loss": [float(x) for x in res["loss"][i]],
+           "stats": {n: [float(x) for x in v[i]] for n, v in res["stats"].items()}}
+          for i, m in enumerate(members)]
+
+
+def run_coord(config, workdir: str):
+  """study=coord: the coordinate check, one saved cell per width (a killed run resumes)."""
+  commit = study_lib.git_commit(paths=PATHS)
+  t_start = time.time()
+  data = experiment.load_data(config)
+  k = config.coord
+  os.makedirs(os.path.join(workdir, "cells"), exist_ok=True)
+  key = json.loads(json.dumps({**{n: v for n, v in k.to_dict().items() if n != "widths"},
+                               "optim": config.optim.to_dict(), "model": config.model.to_dict(),
+                               "data": data.name, "seed": config.seed}))
+  rows, fresh = [], []
+  for w in k.widths:
+    rows += _cached(os.path.join(workdir, "cells", f"coord_d{w}.json"), key, commit,
+                    lambda w=w: fresh.append(w) or coord_cell(config, data, w))
+  table = coord.slopes(rows, k.tol)
+  elapsed = time.time() - t_start
+  header = (f"hybrid_mup coordinate check on {data.name}: pattern {k.pattern}, widths "
+            f"{list(k.widths)} (muP base {k.base_width}), {k.seeds} seeds, t = 1..{k.steps} "
+            f"on one fixed batch of {k.batch_size} x {k.seq_len}, Adam LR {k.lr} constant "
+            f"(b1 {config.optim.b1}, b2 {config.optim.b2}; no clipping or decay); slope = "
+            f"d log2(stat) / d log2(width) of the seed-mean, flat if |slope| <= {k.tol}. "
+            f"Commit {commit}. Wall time {elapsed:.0f} s"
+            + ("." if len(fresh) == len(k.widths) else
+               f" (widths {sorted(set(k.widths) - set(fresh))} reused from cells/, "
+               "stamped with the commit that computed them)."))
+  study_lib.write_table(workdir, "coord_slopes", table, header=header, digits=3)
+  md = study_lib.write_table(workdir, "coord_summary", coord.summary(table, k.tol),
+                             header=header, digits=2)
+  # the raw rows (6 significant digits: the committed copy stays small)
+  short = lambda v: ([float(f"{x:.6g}") for x in v] if isinstance(v, list) else
+                     {n: short(x) for n, x in v.items()} if isinstance(v, dict) else v)
+  with open(os.path.join(workdir, "coord_rows.json"), "w") as f:
+    json.dump({"header": header, "commit": commit,
+               "rows": [{n: short(v) for n, v in r.items()} for r in rows]}, f)
+  from jaxpapers.papers.hybrid_mup import plots  # pylint: disable=g-import-not-at-top
+  plots.coord_protocol(workdir, rows, "l1", "coord_protocol.png")
+  print(md, flush=True)
+  print(f"[coord] commit {commit}, wall time {elapsed:.0f} s", flush=True)
+  return table
+
+
 def run(config, workdir: str):
+  if config.study.get("kind", "transfer") == "coord":
+    return run_coord(config, workdir)
+  if config.study.get("kind", "transfer") != "transfer":
+    raise ValueError(f"unknown study {config.study.kind!r}; expected 'transfer' or 'coord'")
   commit = study_lib.git_commit(paths=PATHS)
   t_start = time.time()
   data = experiment.load_data(config)
   os.makedirs(os.path.join(workdir, "cells"), exist_ok=True)
   rows = []
   # a cell is reused when every study setting but the choice of sweeps matches
-  key = json.loads(json.dumps({k: v for k, v in config.study.to_dict().items()
-                               if k != "sweeps"}))
+  key = json.loads(json.dumps({**{k: v for k, v in config.study.to_dict().items()
+                                  if k != "sweeps"}, "optim": config.optim.to_dict()}))
   for cell in cells(config):
-    path = os.path.join(workdir, "cells", f"{cell['name']}.json")
-    if os.path.exists(path):
-      with open(path) as f:
-        saved = json.load(f)
-      if saved["study"] == key:
-        rows += saved["rows"]
-        print(f"[study] cell {cell['name']}: reused {path}", flush=True)
-        continue
-    cell_rows = run_cell(config, data, cell)
-    with open(path, "w") as f:
-      json.dump({"study": key, "commit": commit, "rows": cell_rows}, f)
-    rows += cell_rows
+    rows += _cached(os.path.join(workdir, "cells", f"{cell['name']}.json"), key, commit,
+                    lambda cell=cell: run_cell(config, data, cell))
   transfer, coord = analyse(config, rows)
   elapsed = time.time() - t_start
   s = config.study

@@ -46,8 +46,10 @@ def unified_init(params):
 
 
 def unified_update(grads, state, params, *, kind, lr_t, mults, mask, b1, b2, eps,
-                   weight_decay, clip_norm):
+                   weight_decay, clip_norm, decay_rule: str = "lr"):
   """One step of AdamW (kind 0), global-second-moment Adam (1) or momentum SGD (2).
+
+  Decay: p -= lr (m u + wd p) for decay_rule 'lr' (MuAdamW), lr m (u + wd p) for 'lr_mult'.
 
   SGD's heavy-ball trace m_t = g_t + b1 m_{t-1} equals mu_t / (1 - b1) for the EMA
   mu_t = b1 mu_{t-1} + (1 - b1) g_t, so all three share the first moment.
@@ -71,9 +73,11 @@ def unified_update(grads, state, params, *, kind, lr_t, mults, mask, b1, b2, eps
     glob = (m / c1) / (jnp.sqrt(nu_g / c2) + eps)
     sgd = m / (1 - b1)
     u = jnp.where(kind == 0, adam, jnp.where(kind == 1, glob, sgd))
-    if weight_decay and decay:
-      u = u + weight_decay * p
-    return p - lr_t * mult * u
+    if not (weight_decay and decay):
+      return p - lr_t * mult * u
+    if decay_rule == "lr":
+      return p - lr_t * (mult * u + weight_decay * p)
+    return p - lr_t * mult * (u + weight_decay * p)
 
   new = jax.tree.map(one, mu, nu, params, mults, mask)
   return new, {"count": count, "mu": mu, "nu": nu, "nu_g": nu_g}, gnorm
@@ -131,7 +135,8 @@ def train_members(config, data: text_lib.TokenData, hybrid: model_lib.Hybrid,
       (loss, (nats, stats)), grads = jax.value_and_grad(loss_fn, has_aux=True)(params)
       new_p, new_opt, gnorm = unified_update(
           grads, opt, params, kind=num["opt_kind"], lr_t=sched(t), mults=mults, mask=mask,
-          b1=o.b1, b2=o.b2, eps=o.eps, weight_decay=o.weight_decay, clip_norm=o.clip_norm)
+          b1=o.b1, b2=o.b2, eps=o.eps, weight_decay=o.weight_decay, clip_norm=o.clip_norm,
+          decay_rule=o.get("decay_rule", "lr"))
       ok = jnp.isfinite(loss) & jnp.isfinite(gnorm) & ~div
       keep = lambda a, b: jnp.where(ok & train, a, b)
       params = jax.tree.map(keep, new_p, params)
