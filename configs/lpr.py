@@ -23,7 +23,7 @@ k = 1, both chosen by the validation rule of `jaxpapers/papers/lpr/ae_tuning.py`
 (training rows only; see the README). `code_frac=0.25,latent=32` gives the AE family a
 code of round(0.25 d) units per set instead (searched in the tuning's third round, not
 chosen); `pca_frac` the same for pca_recon's k. `code_select=true,latent=64` (the issue-50 third pass's
-table) chooses each set's AE capacity (linear or deep) and code, and pca_recon's k, by a
+table) chooses each set's AE capacity (linear, deep 64-32 or wide 128-64) and code, and pca_recon's k, by a
 validation rule on training rows (jaxpapers/papers/lpr/selection.py). Columns constant or collinear on the training rows
 are dropped for the classical detectors, with a line in the run log. Expected results and runtimes: the README's tables (the
 main table took 10-20 min on the heavily shared 2-core CPU; smoke ~30 s wall).
@@ -60,7 +60,7 @@ def get_config(arg=None):
       xla_opt_level=-1, bit_grid=(1, 2, 3, 4, 6, 8), other_grid=(3, 4, 6, 8),
       ablation_kinds=("ae",), layer_rules=("none", "all", "encoder", "decoder", "each"),
       pca_k=1, pca_frac=0.0, code_frac=0.0, code_select=False,
-      select_archs=("linear", "deep"), plan_sets=14, plan_train=2800, plan_test=1200, plan_dim=64,
+      select_archs=("linear", "deep", "wide"), plan_sets=14, plan_train=2800, plan_test=1200, plan_dim=64,
       parts=("main", "bits", "layers"))
   config = ml_collections.ConfigDict()
   config.experiment = "jaxpapers.papers.lpr.experiment"
@@ -93,7 +93,8 @@ def get_config(arg=None):
       # of jaxpapers/papers/lpr/selection.py (training rows only; grid 1, 2, 4, .. < d and
       # d - 1, at most `latent`, so use latent=64 for the full range on these sets).
       code_select=arg.code_select,
-      # capacities the rule chooses among: the linear AE (d -> code -> d) and/or the deep AE
+      # capacities the rule chooses among: the linear AE (d -> code -> d), the deep AE
+      # (`hidden`) and/or the wide one (`hidden` doubled)
       select_archs=arg.select_archs,
       mem_size=50,                # MemAE memory items
       noise_std=0.2,              # DAE corruption (standardized units)

@@ -220,9 +220,8 @@ def test_classical_baselines_score_outliers_higher():
     assert metrics.roc_auc_score(y, s) > 0.9, name
 
 
-@pytest.mark.parametrize("kind", ["ae", "dae"])  # the two the issue measured
-def test_dataset_results_do_not_depend_on_what_shares_the_run(kind):
-  """Issue 15: a dataset run alone equals the same dataset padded beside a wider one."""
+def _narrow_and_wide():
+  """Toy sets of 4 and 11 features, 5 shifted anomalies each, split 50/50."""
   rng = np.random.default_rng(3)
   def toy(name, n, d):
     x = rng.normal(size=(n, d))
@@ -230,7 +229,13 @@ def test_dataset_results_do_not_depend_on_what_shares_the_run(kind):
     y[:5] = 1
     x[:5] += 2.0
     return data_lib.split(name, x, y, 0.5, 0)
-  narrow, wide = toy("narrow", 50, 4), toy("wide", 90, 11)
+  return toy("narrow", 50, 4), toy("wide", 90, 11)
+
+
+@pytest.mark.parametrize("kind", ["ae", "dae", "memae"])  # the issue's two; MemAE: issue 50
+def test_dataset_results_do_not_depend_on_what_shares_the_run(kind):
+  """Issue 15: a dataset run alone equals the same dataset padded beside a wider one."""
+  narrow, wide = _narrow_and_wide()
   cfg = detectors.DetectorConfig(kind=kind, hidden=(8,), latent=3, mem_size=4, steps=30,
                                  batch=16, lr=1e-2)
   alone = detectors.fit(cfg, detectors.pad_stack([narrow]), [0, 0], [0, 1], [0, 2], 0)
@@ -249,6 +254,45 @@ def test_dataset_results_do_not_depend_on_what_shares_the_run(kind):
                              np.asarray(alone["scores"])[0], rtol=1e-5)
   assert not np.allclose(np.asarray(both["scores"])[4, :25],
                          np.asarray(alone["scores"])[0], rtol=1e-3)
+
+
+def test_memae_run_does_not_depend_on_how_many_runs_share_the_call():
+  """Issue 50: a MemAE run alone and among 70 runs of one `fit`, padded beside a wider
+  set, gives the same losses, scores and AUROC bit for bit. One vmapped program of 70
+  runs (9 per forced CPU device) compiled MemAE's backward differently and its runs
+  drifted apart (1-unit code, 50 memory items: near-uniform attention at the 1/50
+  threshold); now each MemAE run is its own program (`detectors.OWN_PROGRAM_KINDS`)."""
+  narrow, wide = _narrow_and_wide()
+  cfg = detectors.DetectorConfig(kind="memae", hidden=(16, 8), latent=4, mem_size=50,
+                                 steps=40, batch=32, lr=1e-2)
+  alone = detectors.fit(cfg, detectors.pad_stack([narrow], code_n=[1]), [0, 0], [0, 1],
+                        [0, 2], 0)
+  many = detectors.fit(cfg, detectors.pad_stack([wide, narrow], code_n=[1, 1]),
+                       [1] * 70, [0, 1] * 35, [0, 2] * 35, 0)
+  for k in ("losses", "auroc"):
+    for i in range(0, 70, 2):
+      np.testing.assert_array_equal(np.asarray(many[k])[i:i + 2], np.asarray(alone[k]),
+                                    err_msg=f"{k}, runs {i}-{i + 1}")
+  np.testing.assert_array_equal(np.asarray(many["scores"])[-2:, :25],
+                                np.asarray(alone["scores"]))
+
+
+def test_memae_hard_shrink_is_gongs_without_the_gradient_spike():
+  """Issue 50: MemAE's shrinkage is Gong et al.'s hard shrinkage (eq. 6), eq. 7's
+  relu(w - l) w / (|w - l| + 1e-12) with eps -> 0: the same values away from the
+  threshold, gradient 1 above it and 0 below. Eq. 7's own derivative one float32 ulp
+  above l = 1/50 is in the thousands; it turned round-off that depends on how many runs
+  share the program into different MemAE trainings."""
+  lam = np.float32(1 / 50)
+  up = np.nextafter(lam, np.float32(1))
+  w = jnp.asarray([0.0, 0.01, lam, up, 0.021, 0.5, 1.0], jnp.float32)
+  np.testing.assert_array_equal(models.hard_shrink(w, lam), np.asarray(w) * (np.arange(7) >= 3))
+  gong = lambda v: jax.nn.relu(v - lam) * v / (jnp.abs(v - lam) + 1e-12)
+  far = w[np.abs(np.asarray(w) - lam) > 1e-3]
+  np.testing.assert_allclose(models.hard_shrink(far, lam), gong(far), rtol=1e-6)
+  grad = jax.vmap(jax.grad(lambda v: models.hard_shrink(v, lam)))(w)
+  np.testing.assert_array_equal(grad, [0, 0, 0, 1, 1, 1, 1])
+  assert float(jax.grad(gong)(jnp.float32(up))) > 1e3  # eq. 7 at eps = 1e-12: the spike
 
 
 @pytest.mark.parametrize("opt_level", [-1, 0])  # sharding.spread / spread_plan + options
@@ -544,6 +588,10 @@ def test_selection_grid_tie_rule_and_pca_validation_auroc():
   vals = [v for a in selection.ARCHS for v in row["ae_val"][a]]
   assert (row["arch"], row["code"]) == selection._pick(cands, vals)
   assert selection._pick([("linear", 1), ("deep", 1)], [90.0, 90.0]) == ("linear", 1)
+  assert selection._pick([("deep", 8), ("wide", 8)], [90.0, 90.0]) == ("deep", 8)
+  assert selection.ARCHS == ("linear", "deep", "wide")  # smallest first: the tie order
+  assert selection.arch_config(cfg, "wide").hidden == (16,)  # every hidden layer x 2
+  assert selection.arch_config(cfg, "deep") == cfg
 
 
 def test_linear_ae_converges_to_pca_reconstruction():

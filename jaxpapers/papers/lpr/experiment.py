@@ -290,6 +290,15 @@ def _main_tables(config, workdir, writer, data=None, stop_after=None) -> str | N
   if out is None:
     return None
   results, rows = out
+  if metrics_lib.is_writer() and workdir:
+    # Per-seed AUROCs (%), so paired gains and bootstraps can be rebuilt from the file:
+    # {column: {dataset: [seed 0, seed 1, ...]}}, seeds config.seed + i.
+    os.makedirs(workdir, exist_ok=True)
+    with open(f"{workdir}/auroc_per_seed.json", "w") as f:
+      json.dump({"seeds": [config.seed + i for i in range(config.train.seeds)],
+                 "auroc": {c: {n: [round(100 * float(v), 4) for v in vals]
+                               for n, vals in per_set.items()}
+                           for c, per_set in results.items()}}, f, indent=1)
   cols = ["dataset"] + report.column_names(config.model.kinds, config.classical.names)
   md = study_lib.write_table(workdir, "auroc", rows, cols,
                              _header(config, "AUROC", time.perf_counter() - t0, commit), digits=1)

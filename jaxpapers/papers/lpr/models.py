@@ -74,11 +74,28 @@ class VAE(nn.Module):
     return self.decoder(z), mu, logvar
 
 
+def hard_shrink(w, lam):
+  """MemAE's hard shrinkage of attention weights (Gong et al. 2019, eq. 6): w where w > lam,
+  else 0; gradient 1 above the threshold and 0 below.
+
+  Gong et al. write it for back-propagation as relu(w - lam) w / (|w - lam| + eps) (eq. 7;
+  their code: eps = 1e-12), whose value is this one up to a factor (w - lam) / (w - lam +
+  eps). Its derivative, 1 + w eps / (w - lam + eps)^2 above lam, is ~1 except within
+  ~sqrt(w eps) of lam, where it spikes to w / eps (2e10 at eps = 1e-12): one float32 ulp
+  of w - lam near lam (2e-9 at lam = 1/50, where near-uniform attention sits) moves the
+  gradient by thousands. So float32 round-off that depends on how many runs share the
+  vmapped program (XLA fuses the backward differently) grew into different trainings,
+  and MemAE's AUROCs changed with the run's composition (issue 50). This is eq. 7 with
+  eps -> 0: the same values to relative eps / (w - lam), without the spike.
+  """
+  return jnp.where(w > lam, w, jnp.zeros_like(w))
+
+
 class MemAE(nn.Module):
   """Memory-augmented AE: the code is replaced by a sparse convex mix of memory items.
 
   Attention w = softmax(z M^T) over `mem_size` items, hard-shrunk to zero below
-  `shrink` (Gong et al. 2019, eq. 7) and renormalized, so anomalies must be rebuilt from
+  `shrink` (Gong et al. 2019, eq. 6; `hard_shrink`) and renormalized, so anomalies must be rebuilt from
   prototypes of normal data.
   """
   dim: int
@@ -97,9 +114,7 @@ class MemAE(nn.Module):
     z = self.encoder(x)
     mem = self.memory if code_mask is None else self.memory * code_mask[None, :]
     z = z if code_mask is None else z * code_mask[None, :]
-    att = jax.nn.softmax(z @ mem.T, axis=-1)
-    # Continuous hard shrinkage: relu(w - l) * w / (|w - l| + eps).
-    att = nn.relu(att - self.shrink) * att / (jnp.abs(att - self.shrink) + 1e-12)
+    att = hard_shrink(jax.nn.softmax(z @ mem.T, axis=-1), self.shrink)
     att = att / (jnp.sum(jnp.abs(att), axis=-1, keepdims=True) + 1e-12)
     return self.decoder(att @ mem), att
 

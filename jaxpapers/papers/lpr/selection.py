@@ -5,8 +5,9 @@ on every set. A single code size cannot: a 16-unit code is no bottleneck on a 9-
 table (breastw), while PCA keeps 1 of 9 directions. So the bottleneck, the one
 hyper-parameter that scales with the input width, is chosen per set, for the AE and for
 PCA's k alike, and with it the AE's capacity (`ARCHS`: the linear AE d -> code -> d, the
-smallest member of the family, which PCA's optimum belongs to, or the study's deep AE),
-by one rule that never sees a test row:
+smallest member of the family, which PCA's optimum belongs to, the study's deep AE, or
+the same depth twice as wide, added when sets chose the deep AE at the top of the
+capacity axis), by one rule that never sees a test row:
 
   * each set's TRAINING split is split again, stratified 70/30 (data seed), as in
     `ae_tuning.validation_split`;
@@ -16,8 +17,8 @@ by one rule that never sees a test row:
   * the AE (no LPR) is trained on the 70% with each code, for every study seed, and
     scored by AUROC on the 30% with the labels of those training rows; PCA the same;
   * the (capacity, code) pair (PCA: k) with the best validation AUROC, averaged over
-    seeds, is chosen; ties go to the smaller model (linear before deep, then the smaller
-    code or k).
+    seeds, is chosen; ties go to the smaller model (linear before deep before wide, then
+    the smaller code or k).
 
 The AE's choice is used by the whole AE family (VAE, DAE, MemAE), with and without LPR.
 All (set, code, seed) validation runs are one vmapped program: each (set, code) pair is
@@ -38,17 +39,21 @@ from jaxpapers.papers.lpr import datasets as data_lib
 from jaxpapers.papers.lpr import detectors
 
 
-# Capacities searched: the linear AE (no hidden layer, linear code) and the deep AE of
-# the study's config (`model.hidden`, ReLU code); listed smallest first (the tie rule).
-ARCHS = ("linear", "deep")
+# Capacities searched: the linear AE (no hidden layer, linear code), the deep AE of the
+# study's config (`model.hidden`, ReLU code) and the same depth with every hidden layer
+# twice as wide (64-32 -> 128-64); listed smallest first (the tie rule).
+ARCHS = ("linear", "deep", "wide")
 
 
 def arch_config(cfg: detectors.DetectorConfig, arch: str) -> detectors.DetectorConfig:
-  """The detector config of a capacity: `cfg` itself (deep) or its linear AE."""
+  """The detector config of a capacity: `cfg` itself (deep), its linear AE, or its
+  hidden layers doubled in width (wide)."""
   if arch == "deep":
     return cfg
   if arch == "linear":
     return dataclasses.replace(cfg, hidden=(), code_relu=False)
+  if arch == "wide":
+    return dataclasses.replace(cfg, hidden=tuple(2 * h for h in cfg.hidden))
   raise ValueError(f"unknown capacity {arch!r}; expected one of {ARCHS}")
 
 
