@@ -35,7 +35,9 @@ def get_config(arg=None):
                       study_kinds_shakespeare="ar+mdlm", study_corpora="synthetic",
                       study_dim=16, study_layers=1, study_seq=16, study_batch=8,
                       study_tau_steps=(4,), study_eval_windows=8, study_samples=2,
-                      study_sample_steps=(4,), max_chars=20000, kmeans_tokens=4000),
+                      study_sample_steps=(4,), max_chars=20000, kmeans_tokens=4000,
+                      study_val_points=3, study_val_windows=4, study_val_samples=1,
+                      study_probe_windows=2, study_gen_n=4),
       # The paper's scale (MDLM / HDLM's OpenWebText setting): a GPT-2-small-sized
       # denoiser (12 layers, d=768, 12 heads), GPT-2's BPE vocabulary (50257), T=1024,
       # batch 512, 1M steps; C=64 clusters is our assumption (the abstract gives none).
@@ -48,21 +50,24 @@ def get_config(arg=None):
       smoke=False, paper=False, mesh=("data:-1",), compute_dtype="float32", seed=0,
       kind="lhdlm", corpus="synthetic", path="", tokenizer="byte", vocab_size=256,
       max_chars=0, syn_tokens=200000, syn_classes=4, syn_per_class=8, syn_functions=6,
-      syn_p_function=0.4, syn_overlap=0.0,
-      dim=64, layers=2, n_heads=4, clusters=4, gamma=1.0, reg=0.1, gamma_init_std=1.0,
+      syn_p_function=0.4, syn_overlap=0.0, syn_order=2,
+      dim=64, layers=2, n_heads=4, clusters=4, gamma=1.0, reg=1.0, gamma_init_std=1.0,
       gamma_lr_mult=10.0, kmeans_tokens=200000,
       lr=3e-3, weight_decay=0.0, steps=600, batch_size=32, microbatches=1, seq_len=64,
       seeds=1, lrs=(0.0,),
       eval_windows=64, samples=4, log_every=50, eval_every=300,
       sample_steps=64, sample_n=4, sample_method="ancestral",
-      # the study's size: what 2 shared CPU cores train in ~20 minutes for ~10 populations
-      study_steps=300, study_seeds=3, study_lrs=(3e-3, 1e-2, 3e-2), study_dim=32,
-      study_layers=2, study_heads=2, study_seq=32, study_batch=16,
-      study_kinds="ar+mdlm+udlm+hdlm+lhdlm+lhdlm_noreg",
+      # the study's size: ~35 minutes of one CPU core for ~10 populations of 9 members
+      study_steps=1000, study_seeds=3, study_lrs=(6e-4, 1.5e-3, 4e-3), study_dim=32,
+      study_layers=2, study_heads=2, study_seq=32, study_batch=32,
+      study_kinds="ar+mdlm+lhdlm+lhdlm_noreg+hdlm+hdlm_planted+udlm",
       study_kinds_shakespeare="ar+mdlm+hdlm+lhdlm", study_kinds_overlap="hdlm+lhdlm",
-      study_overlap=0.3, study_corpora="synthetic+shakespeare+synthetic_overlap",
-      study_eval_windows=128, study_samples=8, study_sample_steps=(16, 128),
-      study_tau_steps=(128,), study_shakespeare_chars=400000)
+      study_overlap=0.3, study_corpora="synthetic+synthetic_overlap",
+      study_eval_windows=128, study_samples=64, study_sample_steps=(16, 128),
+      study_tau_steps=(128,), study_shakespeare_chars=400000,
+      study_val_points=8, study_val_windows=64, study_val_samples=4, study_only="",
+      study_bigram_ks=(0.03, 0.1, 0.3, 1.0, 3.0, 10.0), study_probe_windows=4,
+      study_gen_corpora="synthetic", study_gen_n=32)
   c = ml_collections.ConfigDict()
   c.experiment = "jaxpapers.papers.lhdlm.experiment"
   c.seed = arg.seed
@@ -84,6 +89,7 @@ def get_config(arg=None):
   c.data.synthetic.functions = arg.syn_functions
   c.data.synthetic.p_function = arg.syn_p_function
   c.data.synthetic.overlap = arg.syn_overlap  # > 0: no hard partition is planted
+  c.data.synthetic.order = arg.syn_order      # class chain order (2: beyond a bigram's reach)
   c.data.synthetic.seed = 0
 
   c.model = ml_collections.ConfigDict()
@@ -152,4 +158,13 @@ def get_config(arg=None):
   c.study.samples = arg.study_samples
   c.study.sample_steps = arg.study_sample_steps  # ancestral step counts
   c.study.shakespeare_chars = arg.study_shakespeare_chars
+  c.study.val_points = arg.study_val_points    # validation evaluations over training
+  c.study.val_windows = arg.study_val_windows  # ... on this prefix of the validation half
+  c.study.val_samples = arg.study_val_samples  # ... with this many ELBO draws
+  c.study.only = arg.study_only          # '+'-joined models to train now ('' = all); the
+  #                                        others are read from their cached cells
+  c.study.bigram_ks = arg.study_bigram_ks  # add-k grid of the bigram (k chosen on validation)
+  c.study.probe_windows = arg.study_probe_windows  # LHDLM: fixed windows for the two terms
+  c.study.gen_corpora = arg.study_gen_corpora  # corpora whose samples the AR model scores
+  c.study.gen_n = arg.study_gen_n        # samples per seed and sampler setting
   return config_lib.lock(c)

@@ -347,18 +347,23 @@ def test_hier_sampler_unmasks_a_cluster_only_into_its_tokens():
 
 # --- plumbing: eval samples, devices, real data, bad input -----------------------------------
 
+def loop_eval(task, state):
+  """The held-out metrics core.loop reports: eval_step summed over the batches / count."""
+  tot = None
+  for b in task.eval_batches(slice(None)):
+    out = jax.device_get(task.eval_step(state, b))
+    tot = out if tot is None else {k: tot[k] + out[k] for k in tot}
+  n = tot.pop("count")
+  return {k: v / n for k, v in tot.items()}
+
+
 def test_eval_samples_report_a_monte_carlo_error():
   config = smoke("samples=3")
   data, _ = data_lib.load(config)
   mdl = model_lib.build(config, data.vocab_size, data.train)
   task = model_lib.make_task(config, data, mdl)
   state = task.init(jax.random.PRNGKey(0))
-  tot = None
-  for b in task.eval_batches(slice(None)):
-    out = jax.device_get(task.eval_step(state, b))
-    tot = out if tot is None else {k: tot[k] + out[k] for k in tot}
-  n = tot.pop("count")
-  ev = {k: v / n for k, v in tot.items()}
+  ev = loop_eval(task, state)
   keys = [ev[f"bpb_key/{k}"] for k in range(3)]
   np.testing.assert_allclose(ev["bpb"], np.mean(keys), rtol=1e-5)
   assert len(set(np.round(keys, 6))) == 3                       # the draws differ

@@ -69,6 +69,7 @@ class Diffusion:
   reg: float = 0.0
   fixed_log_gamma: np.ndarray | None = None   # hdlm's one-hot map (logs)
   p_V: np.ndarray | None = None               # unigram marginal for I(X; C)
+  probe: np.ndarray | None = None             # fixed windows: the two terms over training
 
   @property
   def mask_id(self) -> int:
@@ -108,13 +109,26 @@ class Diffusion:
     if self.kind != "lhdlm":
       return {}
     lg = self.log_gamma(params)
-    return {"mi": dif.mutual_information(lg, jnp.asarray(self.p_V)),
-            "col_entropy": jnp.sum(dif.column_entropy(lg) * jnp.asarray(self.p_V))}
+    out = {"mi": dif.mutual_information(lg, jnp.asarray(self.p_V)),
+           "col_entropy": jnp.sum(dif.column_entropy(lg) * jnp.asarray(self.p_V))}
+    if self.probe is not None:  # the mask- and cluster-state terms on fixed windows and key
+      x = jnp.asarray(self.probe)
+      t = dif.sample_times(jax.random.PRNGKey(7), x.shape[0])
+      z = dif.hier_forward(jax.random.PRNGKey(8), x, t, jax.lax.stop_gradient(lg), self.gamma)
+      mt, ct = dif.hier_terms(self.logits(self.lm_model.apply, params, z, t), x, z, t, lg,
+                              self.gamma)
+      out["mask_term"], out["cluster_term"] = jnp.mean(mt), jnp.mean(ct)
+    return jax.lax.stop_gradient(out)
 
 
 def build(config, V: int, train_tokens: np.ndarray, kind: str | None = None,
-          reg: float | None = None, **apply_kw) -> Diffusion:
-  """The model of `kind` (default config.model.kind) for data vocabulary V."""
+          reg: float | None = None, assign: np.ndarray | None = None, probe: int = 0,
+          **apply_kw) -> Diffusion:
+  """The model of `kind` (default config.model.kind) for data vocabulary V.
+
+  `assign` (hdlm): a given hard partition (token -> cluster) instead of k-means (the
+  study's planted-partition HDLM). `probe` > 0 (lhdlm): log the mask- and cluster-state
+  terms on that many fixed training windows each step (train_metrics)."""
   m = config.model
   kind = kind or m.kind
   reg = m.reg if reg is None else reg
@@ -133,8 +147,9 @@ def build(config, V: int, train_tokens: np.ndarray, kind: str | None = None,
   p_V = (counts / counts.sum()).astype(np.float32)
   fixed = None
   if kind == "hdlm":
-    emb = dif.cooccurrence_embeddings(train_tokens[:m.kmeans_tokens], V)
-    assign = dif.constrained_kmeans(emb, C, seed=config.seed)
+    if assign is None:
+      emb = dif.cooccurrence_embeddings(train_tokens[:m.kmeans_tokens], V)
+      assign = dif.constrained_kmeans(emb, C, seed=config.seed)
     fixed = np.asarray(dif.log_gamma(dif.hard_gamma_logits(assign, C)))
   if kind == "lhdlm":
     init_std = m.gamma_init_std
@@ -152,8 +167,11 @@ def build(config, V: int, train_tokens: np.ndarray, kind: str | None = None,
         decay_mask={"net": base.decay_mask, "gamma": False})
   else:
     lm_model = base
+  T1 = config.data.seq_len + 1
+  win = (np.asarray(train_tokens[:probe * T1], np.int32).reshape(probe, T1)[:, 1:]
+         if probe and kind == "lhdlm" else None)
   return Diffusion(kind, V, C, net, lm_model, m.gamma, reg if kind == "lhdlm" else 0.0,
-                   fixed, p_V)
+                   fixed, p_V, win)
 
 
 def make_task(config, data, model: Diffusion, **kw):

@@ -6,7 +6,7 @@ import os
 import numpy as np
 
 
-def study_plots(workdir, summary, curves):
+def study_plots(workdir, summary, curves, val_curves=None):
   import matplotlib  # pylint: disable=g-import-not-at-top
   matplotlib.use("Agg")
   import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
@@ -18,6 +18,8 @@ def study_plots(workdir, summary, curves):
            yerr=[r["test_std"] for r in rows], color="tab:blue")
     ax.axhline(rows[0]["bigram"], color="k", ls="--", label="bigram")
     ax.axhline(rows[0]["unigram"], color="gray", ls=":", label="unigram")
+    if rows[0].get("source") is not None:
+      ax.axhline(rows[0]["source"], color="tab:green", ls="-.", label="source entropy")
     ax.set_xticks(range(len(rows)), [r["model"] for r in rows], rotation=40, ha="right")
     ax.set_ylabel("test NELBO / NLL (bits per byte)")
     ax.set_title(corpus)
@@ -35,15 +37,23 @@ def study_plots(workdir, summary, curves):
   fig.tight_layout()
   fig.savefig(os.path.join(workdir, "lhdlm_study.png"), dpi=110)
   plt.close(fig)
-  fig, axes = plt.subplots(1, len(corpora), figsize=(4.5 * len(corpora), 3.2), squeeze=False)
-  for ax, corpus in zip(axes[0], corpora):
+  fig, axes = plt.subplots(2, len(corpora), figsize=(4.5 * len(corpora), 6.2), squeeze=False)
+  for j, corpus in enumerate(corpora):
+    ax = axes[0, j]
     for name, c in curves.items():
-      if name.startswith(corpus + "/") and c["loss"]:
+      if name.startswith(corpus + "/") and c.get("loss"):
         v = np.asarray(c["loss"], float)
         ax.plot(c["step"], np.nanmin(v, 1), label=name.split("/")[1])
     ax.set_xlabel("step")
     ax.set_ylabel("training loss, best member (nats / token)")
     ax.set_title(corpus)
+    ax.legend(fontsize=7)
+    ax = axes[1, j]
+    for name, c in (val_curves or {}).items():
+      if name.startswith(corpus + "/") and c["step"]:
+        ax.plot(c["step"], c["val_bpb"], marker=".", label=name.split("/")[1])
+    ax.set_xlabel("step")
+    ax.set_ylabel("validation bpb, chosen LR (mean over seeds)")
     ax.legend(fontsize=7)
   fig.tight_layout()
   fig.savefig(os.path.join(workdir, "lhdlm_curves.png"), dpi=110)
