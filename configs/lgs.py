@@ -9,27 +9,37 @@ U-Net; fine-tuning on a held-out Kolmogorov flow at 2x resolution.
 
   # PhyVAE + PFlowFT (3 seeds), test L2RE per family at 1/5/10/20 steps:
   python launch/train.py --config=configs/lgs.py --workdir=/tmp/lgs
-  # the study (every model, lr grids on validation, 3 seeds, FLOPs, fine-tuning):
-  flock /tmp/jaxpapers_heavy.lock nice -n 5 python launch/study.py --config=configs/lgs.py --workdir=/tmp/lgs_study
+  # the study (every model, lr grids on validation, 3 seeds, FLOPs, fine-tuning), in
+  # resumable cells: with budget_s it stops before a new cell, the same command continues
+  python launch/study.py --config=configs/lgs.py:budget_s=360 --workdir=/tmp/lgs_study
   # real data instead of the generated corpus (The Well or PDEBench HDF5, 2-D):
   python launch/train.py --config=configs/lgs.py:real_path=/data/shear_flow_train_0.hdf5,real_format=well --workdir=/tmp/lgs_well
   # the paper-size plan (PFlowFT step, 128^2 -> 32^2 x 16 latent, DiT-B-like, 8 devices):
   python launch/plan.py --config=configs/lgs.py:paper --devices=8 --platform=h100
 
-Expected on the shared 2-core CPU: `:smoke` in under a minute; the study's runtime and
-numbers are in jaxpapers/papers/lgs/README.md.
+Expected on the shared 2-core CPU: `:smoke` in under a minute; the study (the defaults:
+4 families at 16^2, 300 steps per model, fine-tuning off with finetune=false) ~7.5
+minutes of one core; its numbers are in jaxpapers/papers/lgs/README.md.
 """
 import ml_collections
 
 from jaxpapers.core import config as config_lib
 
+DYNAMICS = ("lgs", "latent_mse", "latent_dpot", "pixel_fm", "fno", "unet")
+# The study's cell order: the cheap models first, U-Net (the costliest) last.
+STUDY_KINDS = ("lgs", "latent_mse", "fno", "latent_dpot", "pixel_fm", "unet")
 FAMILIES = ("adv_diff", "burgers", "ks", "kdv", "gray_scott", "swift_hohenberg",
             "navier_stokes", "cahn_hilliard")
+# The CPU study's four (of the eight) at 16^2: a linear transport, a shock-forming, a
+# phase-separating and a 2-D turbulent system. At 16 points the Kuramoto-Sivashinsky
+# and Swift-Hohenberg solvers diverge and Gray-Scott's second species dies out (its
+# norm falls to ~1e-20, which makes its relative error meaningless).
+STUDY_FAMILIES = ("adv_diff", "burgers", "cahn_hilliard", "navier_stokes")
 
 SMOKE = dict(resolution=16, ft_resolution=32, frames=8, n_train=2, n_val=1, n_test=1,
              n_ft=2, n_ft_test=1, families=("adv_diff", "gray_scott"), width=16, depth=1,
              heads=2, vae_widths=(8, 8, 8), fno_width=8, fno_modes=4, unet_widths=(8, 8),
-             batch_size=4, vae_steps=4, steps=4, chunk=2, seeds=2, rollout_steps=3,
+             batch_size=4, vae_steps=4, steps=4, chunk=2, seeds=1, rollout_steps=3,
              val_steps=2, lrs=(1e-3, 3e-3), flow_steps=1, ft_epochs=1, ft_batch=2, patch=2)
 # The paper's sizes (its section on the corpus and model): 16 systems at 128^2, a
 # 2.5 M-trajectory corpus, fine-tuning at 256^2. Widths follow a DiT-B-like transformer
@@ -46,14 +56,16 @@ PAPER = dict(resolution=128, ft_resolution=256, latent=16, width=768, depth=12, 
 def get_config(arg=None):
   arg = config_lib.parse_arg(
       arg, smoke_args=SMOKE, paper_args=PAPER, smoke=False, paper=False, seed=0,
-      study="main", families=FAMILIES, resolution=32, ft_resolution=64, frames=24,
-      n_train=8, n_val=2, n_test=2, n_ft=4, n_ft_test=2, cache_dir="", real_path="",
-      real_format="well", context=2, latent=4, vae_widths=(32, 48, 64), beta=1e-3,
+      study="main", families=STUDY_FAMILIES, resolution=16, ft_resolution=32, frames=24,
+      n_train=8, n_val=2, n_test=4, n_ft=4, n_ft_test=2, cache_dir="", real_path="",
+      real_format="well", context=2, latent=4, vae_widths=(16, 24, 32), beta=1e-3,
       width=48, depth=2, heads=4, patch=4, stages=2, flow_steps=4, sigma_max=0.3,
-      sigma_inf=0.1, fno_width=24, fno_modes=8, unet_widths=(32, 64, 96), batch_size=16,
-      vae_steps=200, steps=150, vae_lr=1e-3, lr=1e-3, chunk=50, seeds=3,
-      rollout_steps=20, val_steps=10, lrs=(3e-4, 1e-3, 3e-3), ft_epochs=5, ft_batch=8,
-      bf16=False, plan_trajectories=1024, batch_parallel=False, microbatches=1)
+      sigma_inf=0.1, fno_width=16, fno_modes=6, unet_widths=(8, 16, 32), batch_size=8,
+      vae_steps=300, steps=300, vae_lr=1e-3, lr=1e-3, chunk=50, seeds=3,
+      rollout_steps=20, val_steps=10, lrs=(1e-3, 3e-3, 1e-2), ft_epochs=5, ft_batch=8,
+      bf16=False, plan_trajectories=1024, batch_parallel=False, microbatches=1,
+      kinds=STUDY_KINDS, budget_s=0.0, finetune=True, lrs_lgs=(), lrs_latent_mse=(),
+      lrs_latent_dpot=(), lrs_pixel_fm=(), lrs_fno=(), lrs_unet=())
   config = ml_collections.ConfigDict()
   config.experiment = "jaxpapers.papers.lgs.experiment"
   config.seed = arg.seed
@@ -111,4 +123,9 @@ def get_config(arg=None):
   config.study = ml_collections.ConfigDict()
   config.study.name = arg.study
   config.study.lrs = tuple(arg.lrs)  # every dynamics model's lr grid
+  for kind in DYNAMICS:  # a model's own grid where the shared one puts its choice on an edge
+    setattr(config.study, f"lrs_{kind}", tuple(float(x) for x in getattr(arg, f"lrs_{kind}")))
+  config.study.kinds = tuple(arg.kinds)  # the dynamics models the study trains
+  config.study.budget_s = arg.budget_s  # no new cell after this many seconds (0: none)
+  config.study.finetune = arg.finetune  # the held-out Kolmogorov fine-tuning cell
   return config_lib.lock(config)

@@ -190,24 +190,33 @@ def test_l2re_matches_numpy_and_masks_padded_channels():
 
 
 def test_every_model_kind_trains_and_rolls_out_finite():
+  """Every kind through the study's own path (train_vae, encode_all, train_dynamics,
+  rollout_members) at the smoke config's sizes and data shapes, one member each: the
+  VAE's and PFlowFT's programs are then the ones test_configs_smoke's lgs case and the
+  notebook compile, which a suite run's compile cache shares."""
+  from jaxpapers.papers.lgs import experiment as E
+  config = _config()
+  d, K, S = config.data, config.model.context, config.eval.rollout_steps
+  n, R = len(d.families) * d.n_train, d.resolution
   rng = np.random.default_rng(0)
-  x = jnp.asarray(rng.normal(size=(3, 6, 16, 16, 2)), jnp.float32)
-  z = jnp.asarray(rng.normal(size=(3, 6, 4, 4, 2)), jnp.float32)
-  mask = jnp.ones((3, 2))
-  vspec = T.Spec("vae", latent=2, vae_widths=(8, 8, 8), batch=2, steps=2)
-  vp = T.init_params(vspec, jax.random.PRNGKey(0), (16, 16, 2))
+  x = rng.normal(size=(n, d.frames, R, R, pdes.C)).astype(np.float32)
+  mask = np.ones((n, pdes.C), np.float32)
+  quiet = lambda *a: None
+  vae, _ = E.train_vae(config, None, x, mask, [0], log=quiet)
+  vp = jax.tree.map(lambda a: a[0], vae["params"])
+  lat = E.encode_all(config, vp, x)
+  assert lat.shape == (n, d.frames, R // 4, R // 4, config.model.latent)
   for kind in T.DYNAMICS:
-    sp = T.Spec(kind, latent=2, width=16, depth=1, heads=2, patch=2, flow_steps=1,
-                fno_width=8, fno_modes=4, unet_widths=(8, 8), batch=2, steps=2)
-    lat = kind in T.LATENT
-    data = dict(x=z if lat else x, mask=mask)
-    mem = T.stack([T.init_member(sp, 0, 1e-3, data["x"].shape[2:])])
-    out, curve = T.fit(sp, mem, data, 1.0, chunk=1, log=lambda *a: None)
-    assert np.all(np.isfinite(curve[-1][1]))
-    p = jax.tree.map(lambda a: a[0], out["params"])
-    pred = T.rollout(sp, p, data["x"][:, :2], mask, jax.random.PRNGKey(0), 1.0, 3,
-                     vae=(vspec, vp, 1.0) if lat else None)
-    assert pred.shape == (3, 3, 16, 16, 2) and np.all(np.isfinite(np.asarray(pred)))
+    latent = kind in T.LATENT
+    data, res = (lat[None], np.ones(1, np.float32)) if latent else (x, 1.0)
+    out, curve, _ = E.train_dynamics(config, None, kind, data, mask, res, [0], [1e-3],
+                                     tag=kind, log=quiet)
+    assert np.all(np.isfinite(curve[-1][1])), kind
+    ctx = data[:, :, :K] if latent else x[None, :, :K]
+    pred = E.rollout_members(config, kind, out["params"], ctx, mask, np.ones(1), S,
+                             vae=(vae["params"], np.ones(1, np.float32)) if latent else None)
+    assert pred.shape == (1, n, S, R, R, pdes.C), kind
+    assert np.all(np.isfinite(pred)), kind
 
 
 def test_training_is_deterministic_and_resumes_exactly(tmp_path):
@@ -413,3 +422,26 @@ def test_a_real_file_becomes_the_entrys_corpus(tmp_path):
   with pytest.raises(ValueError, match="time steps"):
     experiment.corpus(_config(f"smoke,real_path={p},real_format=well,frames=10"),
                       str(tmp_path))
+
+
+def test_study_cells_are_read_back_and_a_spent_budget_pauses(tmp_path):
+  """The study's resumable cells: a finished cell is read back (not rerun), a new one is
+  not started once study.budget_s is spent; per-model lr grids; the flatness summary."""
+  import time
+  from jaxpapers.papers.lgs import study
+  calls = []
+  cell = study._cells(str(tmp_path), 0, time.perf_counter(), lambda *a: None)
+  assert cell("a", lambda: calls.append(1) or {"x": 1})["x"] == 1
+  assert cell("a", lambda: calls.append(1) or {"x": 2})["x"] == 1
+  assert calls == [1]
+  late = study._cells(str(tmp_path), 5.0, time.perf_counter() - 10.0, lambda *a: None)
+  assert late("a", lambda: {"x": 3})["x"] == 1
+  with pytest.raises(study.Paused, match="b not started"):
+    late("b", lambda: {"x": 3})
+  config = _config("smoke,lrs_fno=1e-4+3e-4+1e-3")
+  assert study.lr_grid(config, "fno") == [1e-4, 3e-4, 1e-3]
+  assert study.lr_grid(config, "unet") == list(config.study.lrs)
+  # members (lr-major): the chosen lr's seeds are columns 2, 3 of 4; 8 chunks
+  curve = [(i + 1, [9.0, 9.0, 8.0 - i, 10.0 - i]) for i in range(8)]
+  a50, a75, a100, rel = study.flatness(curve, np.array([2, 3]))
+  assert (a50, a75, a100) == (6.5, 4.5, 2.5) and rel == pytest.approx(-2.0 / 4.5)

@@ -51,6 +51,9 @@ def validate(config):
     raise ValueError(f"model.width={m.width} must be divisible by model.heads={m.heads}")
   if not 0 <= m.sigma_inf or not 0 <= m.sigma_max:
     raise ValueError("model.sigma_max and model.sigma_inf must be >= 0")
+  bad = [k for k in config.study.kinds if k not in T.DYNAMICS]
+  if bad:
+    raise ValueError(f"study.kinds: unknown {bad}; known: {', '.join(T.DYNAMICS)}")
   if d.real_path and d.real_format not in ("well", "pdebench"):
     raise ValueError(f"data.real_format={d.real_format!r}; expected 'well' or 'pdebench'")
 

@@ -39,8 +39,10 @@ z = {s: E.encode_all(config, vp, xs[s]) for s in xs}
 z_std = float(z['train'].std())
 lat = {s: z[s] / z_std for s in z}
 res = E.residual_std(lat['train'])
-lgs, curve, _ = E.train_dynamics(config, None, 'lgs', lat['train'], data['train']['mask'],
-                                 res, [0], [config.train.lr], tag='lgs')"""
+# One member (seed 0) trained on its own VAE's latents, as the study's members are.
+lgs, curve, _ = E.train_dynamics(config, None, 'lgs', lat['train'][None],
+                                 data['train']['mask'], np.array([res], np.float32), [0],
+                                 [config.train.lr], tag='lgs')"""
 
 ROLL = """K, S = config.model.context, config.eval.rollout_steps
 pred = E.rollout_members(config, 'lgs', lgs['params'], lat['test'][None, :, :K],

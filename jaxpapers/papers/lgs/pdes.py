@@ -157,6 +157,9 @@ def _rollout(stepper, u0, frames: int, substeps: int, burn_in: int):
       _, ys = jax.lax.scan(frame, u, None, length=frames - 1)
       return jnp.concatenate([u[None], ys], axis=0)
     _ROLL[key] = eqx.filter_jit(run)
+  # Python-float fields (the per-trajectory PDE parameters among them) would be static
+  # under filter_jit and recompile the solver for every trajectory; as arrays they trace.
+  stepper = jax.tree.map(lambda v: jnp.float32(v) if isinstance(v, float) else v, stepper)
   return _ROLL[key](stepper, u0)
 
 
@@ -211,7 +214,7 @@ def cached(cache_dir: str, names, split: str, count: int, n: int, frames: int,
            base_seed: int = 0, progress: bool = True):
   """`generate`, stored as `cache_dir/<key>.npz` and read back on the next call."""
   spec = dict(names=list(names), split=split, count=count, n=n, frames=frames,
-              base_seed=base_seed, version=1)
+              base_seed=base_seed, version=2)
   key = hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:16]
   path = os.path.join(cache_dir, f"corpus_{split}_{n}_{key}.npz")
   if os.path.exists(path):

@@ -54,42 +54,92 @@ def dynamics_flops(config, kind, shape, vae_params=None):
   return out
 
 
+class Paused(Exception):
+  """The study's time budget ran out before a cell: the same command resumes it."""
+
+
+def _cells(workdir, budget_s, t_start, log):
+  """cell(name, fn): fn()'s JSON result, stored in <workdir>/cells/<name>.json and read
+  back on the next run; a cell is not started once `budget_s` has passed (0: no limit)."""
+  root = os.path.join(workdir, "cells")
+  os.makedirs(root, exist_ok=True)
+
+  def cell(name, fn):
+    path = os.path.join(root, f"{name}.json")
+    if os.path.exists(path):
+      with open(path) as f:
+        return json.load(f)
+    el = time.perf_counter() - t_start
+    if budget_s and el > budget_s:
+      raise Paused(f"{name} not started: {el:.0f} s > study.budget_s={budget_s:g}")
+    t0 = time.perf_counter()
+    out = fn()
+    out["cell_s"] = time.perf_counter() - t0
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+      json.dump(out, f)
+    os.replace(tmp, path)
+    log(f"[cell {name}] done in {out['cell_s']:.0f} s")
+    return out
+  return cell
+
+
+def _round(a, d=5):
+  return np.round(np.asarray(a, np.float64), d).tolist()
+
+
 def run(config, workdir, commit="unknown"):
+  """The study in resumable cells (PhyVAE, one per dynamics model, fine-tuning): each
+  finished cell is stored in <workdir>/cells; with study.budget_s the run stops before a
+  new cell once the budget is spent and the same command continues it."""
   t_start = time.perf_counter()
   log = lambda *a: print(*a, flush=True)
+  cell = _cells(workdir, config.study.budget_s, t_start, log)
+  try:
+    return _run(config, workdir, commit, cell, log, t_start)
+  except Paused as e:
+    log(f"[study] paused ({e}); rerun the same command to continue")
+    return {}
+
+
+def lr_grid(config, kind):
+  own = tuple(getattr(config.study, f"lrs_{kind}", ()))
+  return list(own or config.study.lrs)
+
+
+def _run(config, workdir, commit, cell, log, t_start):
   data, fams = E.corpus(config, workdir, log)
   mean, std = E.stats(data["train"], len(fams))
   xs = {s: E.normalize(v, mean, std) for s, v in data.items()}
   masks = {s: v["mask"] for s, v in data.items()}
   K, S, VS = config.model.context, config.eval.rollout_steps, config.eval.val_steps
   seeds = list(range(config.train.seeds))
-  lrs = list(config.study.lrs)
   R = config.data.resolution
-  rows_out = dict(commit=commit, families=fams, seeds=seeds, lrs=lrs, selection={},
-                  curves={}, errors={}, flops={}, noise={}, finetune={})
+  n_s = len(seeds)
 
-  # 1. PhyVAE.
+  # 1. PhyVAE (its checkpoint holds the parameters; a finished fit restores at once).
   vae, vcurve = E.train_vae(config, workdir, xs["train"], masks["train"], seeds, log=log)
-  rows_out["curves"]["vae"] = vcurve
   zs = [{s: E.encode_all(config, _pick(vae["params"], i), xs[s]) for s in xs}
-        for i in range(len(seeds))]
+        for i in range(n_s)]
   z_std = np.array([z["train"].std() for z in zs], np.float32)
   lat = {s: np.stack([z[s] / z_std[i] for i, z in enumerate(zs)]) for s in xs}
   res_lat = np.array([E.residual_std(lat["train"][i]) for i in seeds], np.float32)
   res_pix = E.residual_std(xs["train"])
-  # Reconstruction L2RE of the test frames (the floor under every latent model's error).
-  vsp = E.spec(config, "vae")
-  rec = []
-  for i in seeds:
-    dec = E.decode_all(config, _pick(vae["params"], i), zs[i]["test"][:, K:K + S].reshape(
-        (-1,) + zs[i]["test"].shape[2:]))
-    rec.append(dec.reshape(xs["test"][:, K:K + S].shape) * masks["test"][:, None, None, None])
-  rec_err = E.errors(np.stack(rec), data["test"], mean, std, K)
-  rows_out["vae_recon_l2re"] = float(rec_err.mean())
-  log(f"[vae] test reconstruction L2RE {rec_err.mean():.4f}")
 
-  # 2. Dynamics models.
-  test_err, chosen, trained = {}, {}, {}
+  def vae_cell():
+    # Reconstruction L2RE of the test frames: the floor under every latent model's error.
+    rec = []
+    for i in seeds:
+      dec = E.decode_all(config, _pick(vae["params"], i), zs[i]["test"][:, K:K + S].reshape(
+          (-1,) + zs[i]["test"].shape[2:]))
+      rec.append(dec.reshape(xs["test"][:, K:K + S].shape) * masks["test"][:, None, None, None])
+    rec_err = E.errors(np.stack(rec), data["test"], mean, std, K)
+    log(f"[vae] test reconstruction L2RE {rec_err.mean():.4f}")
+    return dict(curve=vcurve, recon_l2re=float(rec_err.mean()),
+                recon_per_family=[float(rec_err[:, data["test"]["fam"] == f].mean())
+                                  for f in range(len(fams))])
+  vres = cell("vae", vae_cell)
+
   def ctx_of(kind, split, idx):
     if kind in T.LATENT:
       return lat[split][np.asarray(idx)][:, :, :K]
@@ -99,60 +149,81 @@ def run(config, workdir, commit="unknown"):
   def vae_of(kind, idx):
     return (_pick(vae["params"], idx), z_std[np.asarray(idx)]) if kind in T.LATENT else None
 
-  n_s = len(seeds)
-  for kind in T.DYNAMICS:
-    # All seeds x lrs in one vmapped program; member index = lr_index * n_seeds + seed.
+  def train(kind):
+    """All seeds x lrs in one vmapped program; member index = lr_index * n_seeds + seed."""
     lat_kind = kind in T.LATENT
-    tx = lat["train"] if lat_kind else xs["train"]
-    res = res_lat if lat_kind else res_pix
-    state, curve, members = E.train_dynamics(config, workdir, kind, tx, masks["train"], res,
-                                             seeds, lrs, tag=kind, log=log)
-    rows_out["curves"][kind] = curve
-    idx = [s for _, s in [(lr, s) for lr in lrs for s in seeds]]
+    return E.train_dynamics(config, workdir, kind, lat["train"] if lat_kind else xs["train"],
+                            masks["train"], res_lat if lat_kind else res_pix, seeds,
+                            lr_grid(config, kind), tag=kind, log=log)
+
+  def dyn_cell(kind):
+    lrs = lr_grid(config, kind)
+    state, curve, _ = train(kind)
+    idx = [s for _ in lrs for s in seeds]
     pred = E.rollout_members(config, kind, state["params"], ctx_of(kind, "val", idx),
                              masks["val"], res_of(kind, idx), VS, vae=vae_of(kind, idx))
     val = E.errors(pred, data["val"], mean, std, K).mean(axis=(1, 2)).reshape(len(lrs), n_s)
     best = int(np.argmin(val.mean(axis=1)))
-    edge = best in (0, len(lrs) - 1)
-    rows_out["selection"][kind] = dict(grid=lrs, val_l2re=val.mean(1).tolist(),
-                                       chosen=lrs[best], edge=edge)
+    edge = len(lrs) > 1 and best in (0, len(lrs) - 1)
+    sel = dict(grid=lrs, val_l2re=val.mean(1).tolist(), val_per_seed=val.tolist(),
+               chosen=lrs[best], edge=edge)
     log(f"[select {kind}] lr grid {lrs} -> val L2RE@1..{VS} (mean of {n_s} seeds) "
         f"{[round(float(v), 4) for v in val.mean(1)]}: chose {lrs[best]}"
         f"{'  (EDGE of the grid)' if edge else ''}")
-    chosen[kind] = lrs[best]
     keep = np.arange(best * n_s, (best + 1) * n_s)
-    trained[kind] = _pick(state["params"], keep)
     def test_rollout(sig=None):
-      p = E.rollout_members(config, kind, state["params"], ctx_of(kind, "test", idx),
-                            masks["test"], res_of(kind, idx), S, vae=vae_of(kind, idx),
-                            sigma_inf=sig)
-      return E.errors(p[keep], data["test"], mean, std, K)
-    test_err[kind] = test_rollout()
+      p = E.rollout_members(config, kind, _pick(state["params"], keep),
+                            ctx_of(kind, "test", seeds), masks["test"], res_of(kind, seeds),
+                            S, vae=vae_of(kind, seeds), sigma_inf=sig)
+      return E.errors(p, data["test"], mean, std, K)
+    err = test_rollout()
+    out = dict(selection=sel, curve=curve, errors=_round(err))
     if kind == "lgs":
+      noise = {}
       for sig in sorted({0.0, config.model.sigma_inf, config.model.sigma_max}):
-        e2 = test_err[kind] if sig == config.model.sigma_inf else test_rollout(float(sig))
-        rows_out["noise"][f"{sig:g}"] = {f"l2re@{k}": float(e2[:, :, k - 1].mean())
-                                         for k in E.REPORT_STEPS if k <= S}
-      log(f"[noise] {rows_out['noise']}")
+        e2 = err if sig == config.model.sigma_inf else test_rollout(float(sig))
+        noise[f"{sig:g}"] = {f"l2re@{k}": float(e2[:, :, k - 1].mean())
+                             for k in E.REPORT_STEPS if k <= S}
+      log(f"[noise] {noise}")
+      out["noise"] = noise
+    shape = (R // 4, R // 4, config.model.latent) if kind in T.LATENT else (R, R, 2)
+    out["flops"] = dynamics_flops(config, kind, shape, _pick(vae["params"], 0))
     log(f"[{kind}] test L2RE@1/5/10/20 "
-        f"{[round(float(test_err[kind][:, :, k - 1].mean()), 4) for k in E.REPORT_STEPS if k <= S]}"
-        f" ({time.perf_counter() - t_start:.0f} s)")
-  test_err["persistence"] = E.errors(
-      np.asarray(T.persistence(jnp.asarray(xs["test"][:, :K]), S))[None].repeat(len(seeds), 0),
+        f"{[round(float(err[:, :, k - 1].mean()), 4) for k in E.REPORT_STEPS if k <= S]}"
+        f" FLOPs/step {out['flops']['step']:.3g} ({time.perf_counter() - t_start:.0f} s)")
+    return out
+
+  kinds = list(config.study.kinds)  # cells run in this order
+  dyn = {k: cell(f"dyn_{k}", lambda k=k: dyn_cell(k)) for k in kinds}
+  pers = E.errors(
+      np.asarray(T.persistence(jnp.asarray(xs["test"][:, :K]), S))[None].repeat(n_s, 0),
       data["test"], mean, std, K)
 
-  # 3. FLOPs per dynamics step.
-  lat_shape = (R // 4, R // 4, config.model.latent)
-  for kind in T.DYNAMICS:
-    shape = lat_shape if kind in T.LATENT else (R, R, 2)
-    rows_out["flops"][kind] = dynamics_flops(config, kind, shape, _pick(vae["params"], 0))
-  log(f"[flops] {rows_out['flops']}")
+  ft = {}
+  if config.study.finetune and all(k in kinds for k in ("lgs", "fno", "unet")):
+    def ft_cell():
+      trained = {}
+      for k in ("lgs", "fno", "unet"):
+        state, _, _ = train(k)  # restored from the finished checkpoint
+        best = lr_grid(config, k).index(dyn[k]["selection"]["chosen"])
+        trained[k] = _pick(state["params"], np.arange(best * n_s, (best + 1) * n_s))
+      chosen = {k: dyn[k]["selection"]["chosen"] for k in trained}
+      return finetune(config, workdir, vae, trained, chosen, seeds, log)
+    ft = cell("finetune", ft_cell)
+    ft.pop("cell_s", None)
 
-  # 5. Fine-tuning on the held-out Kolmogorov flow at 2x resolution.
-  rows_out["finetune"] = finetune(config, workdir, vae, trained, chosen, seeds, log)
-  rows_out["errors"] = {k: v.tolist() for k, v in test_err.items()}
-  rows_out["test_fam"] = data["test"]["fam"].tolist()
-  rows_out["wall_s"] = time.perf_counter() - t_start
+  rows_out = dict(commit=commit, families=fams, seeds=seeds, kinds=kinds,
+                  selection={k: v["selection"] for k, v in dyn.items()},
+                  curves=dict(vae=vres["curve"], **{k: v["curve"] for k, v in dyn.items()}),
+                  errors=dict({k: v["errors"] for k, v in dyn.items()},
+                              persistence=_round(pers)),
+                  flops={k: v["flops"] for k, v in dyn.items()},
+                  noise=dyn.get("lgs", {}).get("noise", {}), finetune=ft,
+                  vae_recon_l2re=vres["recon_l2re"],
+                  vae_recon_per_family=vres["recon_per_family"],
+                  test_fam=data["test"]["fam"].tolist(),
+                  cell_s={k: v["cell_s"] for k, v in dict(dyn, vae=vres).items()},
+                  wall_s=time.perf_counter() - t_start)
   with open(os.path.join(workdir, "lgs_rows.json"), "w") as f:
     json.dump(rows_out, f)
   return report(rows_out, workdir, config)
@@ -229,13 +300,35 @@ def _ms(v):
   return f"{v.mean():.3f} ± {v.std():.3f}"
 
 
+def flatness(curve, chosen_idx):
+  """(loss at 50%, 75%, 100% of the steps, relative change over the last quarter) of the
+  mean training loss of the members `chosen_idx` (the chosen lr's seeds)."""
+  losses = np.array([np.mean(np.asarray(c[1])[chosen_idx]) for c in curve])
+  n = len(losses)
+  # each entry is a chunk's mean loss; average two chunks around each mark against noise
+  at = lambda f: float(losses[max(int(round(f * n)) - 2, 0):max(int(round(f * n)), 1)].mean())
+  a50, a75, a100 = at(0.5), at(0.75), at(1.0)
+  return a50, a75, a100, (a100 - a75) / abs(a75)
+
+
+def _chosen_members(r, kind):
+  """Curve columns of the chosen lr's seeds (members are lr-major; the VAE: every seed)."""
+  n_s = len(r["seeds"])
+  if kind == "vae":
+    return np.arange(n_s)
+  b = r["selection"][kind]["grid"].index(r["selection"][kind]["chosen"])
+  return np.arange(b * n_s, (b + 1) * n_s)
+
+
 def report(r, workdir, config):
   """Tables (markdown), the plot and the verdict rows from the raw study rows."""
   fams = r["families"]
   fam_of = np.asarray(r["test_fam"])
   S = config.eval.rollout_steps
   steps = [k for k in (1, 5, 10, 20) if k <= S]
-  kinds = list(T.DYNAMICS) + ["persistence"]
+  dyn = list(r.get("kinds", T.DYNAMICS))
+  kinds = dyn + ["persistence"]
+  n_s = len(r["seeds"])
   err = {k: np.asarray(v) for k, v in r["errors"].items()}  # [M, B, S]
   per_fam = {k: np.stack([err[k][:, fam_of == f].mean(axis=1) for f in range(len(fams))], 1)
              for k in kinds}  # [M, F, S]
@@ -247,6 +340,7 @@ def report(r, workdir, config):
         row[f"L2RE@{s}"] = _ms(per_fam[k][:, f, s - 1])
       rows.append(row)
   summary = []
+  lgs_flops = r["flops"].get("lgs", {}).get("step")
   for k in kinds:
     row = dict(model=NAMES[k])
     for s in steps:
@@ -254,15 +348,17 @@ def report(r, workdir, config):
     if k in r["flops"]:
       fl = r["flops"][k]
       row["MFLOP/step"] = f"{fl['step'] / 1e6:.2f}"
+      row["FLOPs / LGS"] = f"{fl['step'] / lgs_flops:.2f}" if lgs_flops else ""
       row["lr"] = r["selection"][k]["chosen"]
     summary.append(row)
   # Wins: families where LGS has the lowest mean L2RE among the trained baselines.
-  base = [k for k in T.DYNAMICS if k != "lgs"]
+  base = [k for k in dyn if k != "lgs"]
   wins = {}
-  for s in steps:
-    m = {k: per_fam[k][:, :, s - 1].mean(axis=0) for k in kinds}
-    wins[s] = int(sum(m["lgs"][f] < min(m[b][f] for b in base) for f in range(len(fams))))
-  header = (f"### LGS study: test L2RE (mean ± std over {len(r['seeds'])} seeds), commit "
+  if "lgs" in dyn and base:
+    for s in steps:
+      m = {k: per_fam[k][:, :, s - 1].mean(axis=0) for k in kinds}
+      wins[s] = int(sum(m["lgs"][f] < min(m[b][f] for b in base) for f in range(len(fams))))
+  header = (f"### LGS study: test L2RE (mean ± std over {n_s} seeds), commit "
             f"{r['commit']}")
   md = study_lib.write_table(workdir, "lgs_summary", summary, header=header)
   md += "\n" + study_lib.write_table(workdir, "lgs_per_family", rows,
@@ -271,16 +367,28 @@ def report(r, workdir, config):
               chosen=v["chosen"], edge=v["edge"]) for k, v in r["selection"].items()]
   md += "\n" + study_lib.write_table(workdir, "lgs_selection", sel,
                                      header="### Learning-rate selection (validation)")
-  ft = [dict(model=NAMES[k], before=_ms(v["before"]), after=_ms(v["after"]), steps=v["steps"])
-        for k, v in r["finetune"].items()]
-  md += "\n" + study_lib.write_table(workdir, "lgs_finetune", ft,
-                                     header="### Held-out Kolmogorov, 2x resolution: 1-step L2RE")
-  nz = [dict(sigma_inf=k, **v) for k, v in r["noise"].items()]
-  md += "\n" + study_lib.write_table(workdir, "lgs_noise", nz,
-                                     header="### PFlowFT context noise at inference")
-  md += (f"\nLGS lowest among trained models on {', '.join(f'{wins[s]}/{len(fams)} @{s}' for s in steps)}"
-         f" families. VAE test reconstruction L2RE {r['vae_recon_l2re']:.4f}. Wall "
-         f"{r['wall_s']:.0f} s.\n")
+  flat = []
+  for k, c in r["curves"].items():
+    a50, a75, a100, rel = flatness(c, _chosen_members(r, k))
+    flat.append({"model": "PhyVAE" if k == "vae" else NAMES[k], "steps": c[-1][0],
+                 "loss@50%": f"{a50:.4g}", "loss@75%": f"{a75:.4g}", "loss@100%": f"{a100:.4g}",
+                 "change over last quarter": f"{100 * rel:+.1f}%"})
+  md += "\n" + study_lib.write_table(
+      workdir, "lgs_curves", flat,
+      header="### Training curves (chosen lr, mean over seeds; 2-chunk means)")
+  if r["finetune"]:
+    ft = [dict(model=NAMES[k], before=_ms(v["before"]), after=_ms(v["after"]), steps=v["steps"])
+          for k, v in r["finetune"].items()]
+    md += "\n" + study_lib.write_table(
+        workdir, "lgs_finetune", ft, header="### Held-out Kolmogorov, 2x resolution: 1-step L2RE")
+  if r["noise"]:
+    nz = [dict(sigma_inf=k, **v) for k, v in r["noise"].items()]
+    md += "\n" + study_lib.write_table(workdir, "lgs_noise", nz,
+                                       header="### PFlowFT context noise at inference")
+  md += (f"\nLGS lowest among trained models on {', '.join(f'{wins[s]}/{len(fams)} @{s}' for s in wins)}"
+         f" families. VAE test reconstruction L2RE {r['vae_recon_l2re']:.4f}. Wall of the "
+         f"last (resumed) run {r['wall_s']:.0f} s; cells "
+         f"{', '.join(f'{k} {v:.0f} s' for k, v in r['cell_s'].items())}.\n")
   with open(os.path.join(workdir, "lgs_study.md"), "w") as f:
     f.write(md)
   print(md, flush=True)
@@ -297,9 +405,10 @@ def report(r, workdir, config):
     ax[0].set_xlabel("rollout step"); ax[0].set_ylabel("L2RE (mean over families)")
     ax[0].set_yscale("log"); ax[0].legend(fontsize=7)
     for k, c in r["curves"].items():
-      if c:
-        ax[1].plot([x[0] for x in c], [np.mean(x[1]) for x in c], label=k)
-    ax[1].set_yscale("log"); ax[1].set_xlabel("step"); ax[1].set_ylabel("train loss (grid mean)")
+      idx = _chosen_members(r, k)
+      ax[1].plot([x[0] for x in c], [np.mean(np.asarray(x[1])[idx]) for x in c], label=k)
+    ax[1].set_yscale("log"); ax[1].set_xlabel("step")
+    ax[1].set_ylabel("train loss (chosen lr, mean of seeds)")
     ax[1].legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(os.path.join(workdir, "lgs_study.png"), dpi=110)

@@ -150,11 +150,20 @@ def lr_at(spec: Spec, step):
   return jnp.where(step < w, (step + 1) / w, 0.1 + 0.45 * (1 + jnp.cos(jnp.pi * frac)))
 
 
+_INITS = {}
+
+
 def init_member(spec: Spec, seed: int, lr: float, frame_shape):
-  key = jax.random.PRNGKey(seed)
-  params = init_params(spec, jax.random.fold_in(key, 1), frame_shape)
-  return dict(params=params, opt=optimizer().init(params), key=jax.random.fold_in(key, 2),
-              lr=jnp.float32(lr), loss=jnp.float32(0.0))
+  # One compiled program per (spec, shape): flax's eager init dispatches (and compiles)
+  # every op on its own, seconds per model on CPU.
+  fn_key = (spec, tuple(frame_shape))
+  if fn_key not in _INITS:
+    def init(key, lr):
+      params = init_params(spec, jax.random.fold_in(key, 1), frame_shape)
+      return dict(params=params, opt=optimizer().init(params), key=jax.random.fold_in(key, 2),
+                  lr=lr, loss=jnp.float32(0.0))
+    _INITS[fn_key] = jax.jit(init)
+  return _INITS[fn_key](jax.random.PRNGKey(seed), jnp.float32(lr))
 
 
 def make_chunk(spec: Spec, chunk: int, rows=None):
