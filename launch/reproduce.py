@@ -3,6 +3,7 @@
   python launch/reproduce.py --workdir=/tmp/all              # every study, resumable
   python launch/reproduce.py --workdir=/tmp/all --papers=stompp,lpr
   python launch/reproduce.py --workdir=/tmp/all_smoke --smoke  # every study at smoke size
+  python launch/reproduce.py --workdir=/tmp/s --smoke --shard=0/2  # half of them (.ci/run)
   python launch/reproduce.py --table                          # rewrite README's table
   python launch/reproduce.py --plans [--papers=a,b]           # replan :paper -> scale.json
   python launch/reproduce.py --quickstart                     # rerun the quick start
@@ -25,6 +26,8 @@ from jaxpapers.core import reproduce  # noqa: E402
 WORKDIR = flags.DEFINE_string("workdir", None, "Directory for every paper's study.")
 PAPERS = flags.DEFINE_list("papers", None, "Subset of papers (default: all implemented).")
 SMOKE = flags.DEFINE_bool("smoke", False, "Run every study at its smoke size.")
+SHARD = flags.DEFINE_string("shard", None, "i/n: only every n-th paper from the i-th "
+                            "(0-based), so n processes split the papers between them.")
 TABLE = flags.DEFINE_bool("table", False, "Rewrite README.md's papers table and exit.")
 PLANS = flags.DEFINE_bool("plans", False, "Plan every paper's :paper config on 8 devices "
                           "and 1 (H100), write each scale.json, then rewrite the table.")
@@ -58,7 +61,10 @@ def main(argv):
     print("error: --workdir is required (or --table)", file=sys.stderr)
     sys.exit(1)
   try:
-    status = reproduce.run(WORKDIR.value, PAPERS.value, SMOKE.value)
+    papers = PAPERS.value
+    if SHARD.value:
+      papers = reproduce.shard(papers or reproduce.available(), SHARD.value)
+    status = reproduce.run(WORKDIR.value, papers, SMOKE.value)
   except ValueError as e:
     print(f"error: {e}", file=sys.stderr)
     sys.exit(1)

@@ -3,6 +3,7 @@ import ast
 import io
 import json
 import os
+import re
 
 import pytest
 
@@ -99,7 +100,8 @@ STUDY_TESTS = {
     "latent_debate": "tests/test_latent_debate.py::test_smoke_study_writes_table_and_verdicts",
     "perturbed_eg": "tests/test_reproduce.py::test_smoke_reproduction_resumes_per_paper",
     **{name: (f"not in the suite: its smoke study took {s} s (`launch/reproduce.py "
-              "--smoke`); no room in the suite's time budget")
+              "--smoke`), no room in the suite's time budget; .ci/run runs it after the "
+              "suite (test_ci_runs_every_smoke_study)")
        for name, s in SMOKE_STUDY_S.items() if name not in IN_SUITE},
     **{name: "tests/test_reproduce.py::test_smoke_study_writes_its_table" for name in IN_SUITE},
 }
@@ -122,3 +124,24 @@ def test_every_study_runs_at_smoke_size_in_the_suite(name):
   path, _, test = entry.partition("::")
   assert any(word in _test_source(path, test) for word in RUNS_A_STUDY), (
       f"{entry} does not run a study ({' or '.join(RUNS_A_STUDY)})")
+
+
+def test_shards_split_the_papers_disjointly_and_cover_them():
+  names = reproduce.available()
+  parts = [reproduce.shard(names, f"{i}/3") for i in range(3)]
+  assert sorted(sum(parts, [])) == sorted(names)
+  assert sum(len(p) for p in parts) == len(names)
+  for bad in ("2/2", "x/2", "1"):
+    with pytest.raises(ValueError, match="--shard"):
+      reproduce.shard(names, bad)
+
+
+def test_ci_runs_every_smoke_study():
+  """The studies the suite leaves out (STUDY_TESTS) run in .ci/run after the suite: every
+  shard i/n for one n, each with --smoke, and a failure fails CI (set -e, rc checked)."""
+  ci = open(os.path.join(ROOT, ".ci", "run")).read()
+  shards = re.findall(r"launch/reproduce\.py --smoke --shard=(\d+)/(\d+)", ci)
+  assert shards, ".ci/run does not run launch/reproduce.py --smoke"
+  ns = {int(n) for _, n in shards}
+  assert len(ns) == 1 and sorted(int(i) for i, _ in shards) == list(range(ns.pop()))
+  assert "set -euo pipefail" in ci and "exit 1" in ci

@@ -75,6 +75,18 @@ def available() -> list[str]:
           and os.path.isdir(os.path.join(ROOT, "jaxpapers", "papers", name))]
 
 
+def shard(names: list[str], spec: str) -> list[str]:
+  """The i-th of n interleaved parts of `names` ("i/n", 0-based): n processes run disjoint
+  parts whose union is every name."""
+  try:
+    i, n = (int(x) for x in spec.split("/"))
+  except ValueError:
+    raise ValueError(f"--shard={spec!r}: expected i/n with integers, e.g. 0/2") from None
+  if not 0 <= i < n:
+    raise ValueError(f"--shard={spec!r}: needs 0 <= i < n")
+  return names[i::n]
+
+
 def run(workdir: str, papers: list[str] | None = None, smoke: bool = False,
         out=sys.stdout) -> dict:
   """Runs each paper's study into workdir/<name>; returns {name: 'done'|'skipped'|error}."""
