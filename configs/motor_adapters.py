@@ -16,11 +16,13 @@ the same size sequenced over its task inputs, and a rank-R adapter bank.
   # your own drawings (CSV drawing,segment,x,y or npz 'paths' (N, S, P, 2)):
   python launch/train.py --config=configs/motor_adapters.py:drawings=/path/d.csv --workdir=/tmp/ma2
 
-Study (issue 49): 2000 stage-1 steps, 5 seeds, a 4-point learning-rate grid per kind,
-the parameter-matched multitask baseline (`big_hidden=165`, 97,686 parameters), 1500
-policy steps on a 3-point grid (README "Results": the full study with its command;
-letters with the learned policy 0.77 cm for the adapter bank against 1.12 cm for the
-same-size multitask GRU, 1.45x on means, at most 2.07x on one letter).
+Study (issue 49 round 2, the README's table): 2000 stage-1 steps at a constant rate, 5
+seeds, a 4-point learning-rate grid per kind, the parameter-matched multitask baseline
+(`big_hidden=165`, 97,686 parameters), 1500 policy steps on a 3-point grid. `:round3`
+is the next study, prepared and not yet run (the network's rate cosine-decayed to zero
+over the 2000 steps, 3 seeds, 3-point grids, 1000 policy steps, paired letter
+evaluations, the planted-subspace positive control; see `_ROUND3` below):
+  python launch/study.py --config=configs/motor_adapters.py:round3 --workdir=/tmp/ma_r3
 A train run is the same computation without the table. `:smoke` runs a
 tiny setting (compiled without LLVM optimisation; almost all of it is compilation).
 `:paper` is MotorNet's scale (GRU 256, batch 64, 1 s trials, 20k steps; README "Scale"):
@@ -41,17 +43,27 @@ from jaxpapers.core import config as config_lib
 # run (165 units match the adapters at H = 64 only).
 _PAPER = dict(hidden=256, batch=64, steps=20_000, policy_steps=5_000, chunk=500,
               move_steps=80, hold_steps=20, seeds=3, lrs=(3e-3, 1e-2), lrs_adapters=(),
-              lrs_lowrank=(), lrs_multitask=(), big_hidden=0)
+              lrs_lowrank=(), lrs_multitask=(), big_hidden=0,
+              kinds=("adapters", "lowrank", "multitask"))
+
+
+# `:round3` (issue 49 round 3, prepared, not yet run; README "Results"): at a constant
+# rate the 2000-step curves still fell 9-13% over their last 500 steps, so the same 2000
+# steps with the network's rate cosine-decayed to zero (`lr_decay`); 3 seeds and 1000
+# policy steps (the policy's round-2 curve was flat from ~1000 steps on) to fit ~40
+# core-minutes; three-point grids around each kind's round-2 choice (adapters 3e-3,
+# multitask 1e-2, parameter-matched 3e-3 with 1e-2 a near tie; the two multitask grids
+# one step up, since a decaying rate tolerates larger peaks); the rank-2 bank left out;
+# both letter evaluations on the same noise (`paired_eval`). Explicit args still apply
+# on top (`:round3,seeds=5`).
+_ROUND3 = dict(lr_decay=True, seeds=3, policy_steps=1000, kinds=("adapters", "multitask"),
+               lrs_adapters=(1e-3, 3e-3, 1e-2), lrs_multitask=(3e-3, 1e-2, 3e-2),
+               lrs_big=(3e-3, 1e-2, 3e-2), paired_eval=True)
 
 
 def get_config(arg=None):
-  arg = config_lib.parse_arg(
-      arg, smoke_args=dict(steps=4, policy_steps=4, seeds=1, hidden=8, batch=2,
-                           policy_batch=2, move_steps=4, hold_steps=2, chunk=2,
-                           lrs=(3e-3,), policy_lrs=(1e-2,), pool=8, eval_starts=2,
-                           segments=2, fast_compile=True, lrs_adapters=(),
-                           lrs_lowrank=(), lrs_multitask=(), big_hidden=0, lrs_big=()),
-      paper_args=_PAPER, smoke=False, paper=False, seed=0, seeds=5, steps=2000,
+  defaults = dict(
+      smoke=False, paper=False, round3=False, seed=0, seeds=5, steps=2000,
       # policy stage (issue 49 round 2): at 500 steps the policy's curve still fell ~7%
       # per 100 steps and the best rate, 1e-2, was the grid's low edge; 1500 steps on a
       # grid one step lower
@@ -67,7 +79,21 @@ def get_config(arg=None):
       # parameters (165 -> 97,686); 0 = not run
       big_hidden=165, lrs_big=(1e-3, 3e-3, 1e-2),
       kinds=("adapters", "lowrank", "multitask"), drawings="", balance=4.0, code_lr=0.05,
-      tau_start=4.0, tau_end=0.5, code_frac=1.0, fast_compile=False)
+      tau_start=4.0, tau_end=0.5, code_frac=1.0, fast_compile=False,
+      # the network's stage-1 rate cosine-decayed to zero (round 3), else constant
+      lr_decay=False,
+      # the policy's and the right-code letter evaluations on the same noise (round 3)
+      paired_eval=False)
+  smoke = dict(steps=4, policy_steps=4, seeds=1, hidden=8, batch=2, policy_batch=2,
+               move_steps=4, hold_steps=2, chunk=2, lrs=(3e-3,), policy_lrs=(1e-2,),
+               pool=8, eval_starts=2, segments=2, fast_compile=True, lrs_adapters=(),
+               lrs_lowrank=(), lrs_multitask=(), big_hidden=0, lrs_big=(),
+               kinds=("adapters", "lowrank", "multitask"))
+  parsed = config_lib.parse_arg(arg, smoke_args=smoke, paper_args=_PAPER, **defaults)
+  if parsed.round3:  # round 3's values as the defaults, explicit args on top
+    parsed = config_lib.parse_arg(arg, smoke_args=smoke, paper_args=_PAPER,
+                                  **{**defaults, **_ROUND3})
+  arg = parsed
   config = ml_collections.ConfigDict()
   config.experiment = "jaxpapers.papers.motor_adapters.experiment"
   config.seed = arg.seed  # first seed; lanes use seed, seed + 1, ...
@@ -117,6 +143,8 @@ def get_config(arg=None):
                                 ("lowrank", arg.lrs_lowrank),
                                 ("multitask", arg.lrs_multitask))})
   config.optim.big_lrs = arg.lrs_big  # the parameter-matched baseline's grid
+  # the network's stage-1 rate: cosine-decayed to zero over stage 1 (else constant)
+  config.optim.lr_decay = arg.lr_decay
   config.optim.code_lr = arg.code_lr  # Adam learning rate of the code logits
   config.optim.code_frac = arg.code_frac  # ... cosine-decayed to 0 over this part of stage 1
   config.optim.balance = arg.balance  # weight of the load-balancing term (Switch)
@@ -133,6 +161,8 @@ def get_config(arg=None):
   config.train.seeds = arg.seeds  # independent seeds (vmapped lanes)
   config.train.chunk = arg.chunk  # steps per jitted chunk = log/checkpoint cadence
   config.train.eval_starts = arg.eval_starts  # start postures per primitive at eval
+  # letters with the learned policy and with the right code given on the same noise key
+  config.train.paired_eval = arg.paired_eval
   # compile without LLVM optimisation (tiny runs: compiling dominates, not running)
   config.train.fast_compile = arg.fast_compile
 

@@ -232,6 +232,11 @@ def test_code_starts_non_informative_and_is_balanced_by_the_switch_loss():
   hp = dict(hp, code_frac=0.5)  # ... or over the first half, then frozen
   assert [float(training.code_lr(hp, s)) for s in (0, 25, 50, 80)] == pytest.approx(
       [0.2, 0.1, 0.0, 0.0], abs=1e-7)
+  # the network's rate: cosine from 1x to 0 over stage 1 with lr_decay, else constant
+  assert [float(training.lr_factor(dict(hp, lr_decay=True), s))
+          for s in (0, 25, 50, 75, 100)] == pytest.approx(
+              [1.0, (1 + np.sqrt(0.5)) / 2, 0.5, (1 - np.sqrt(0.5)) / 2, 0.0], abs=1e-6)
+  assert float(training.lr_factor(dict(hp, lr_decay=False), 70)) == 1.0
 
 
 def test_low_rank_bank_has_rank_at_most_r():
@@ -283,6 +288,30 @@ def test_readout_projection_activity_overlap_and_weight_change_closed_forms():
   assert a["act_pr"] == pytest.approx(1.0)
   same = analysis.activity_geometry(np.stack([hs[0], 2 * hs[0]]), 1)
   assert same["act_overlap"] == pytest.approx(1.0)
+  # positive control (issue 49): planted subspaces overlap by shared^2 pairwise (from
+  # the closed form U_i^T U_j = shared I_r); `replant` keeps the spectrum and writes the
+  # top-r directions into the planted basis; the study's metrics read the planted value
+  rng = np.random.default_rng(1)
+  for shared in (0.0, 0.5, 1.0):
+    bases = analysis.planted_bases(32, 5, 2, shared, seed=3)
+    for i in range(5):
+      np.testing.assert_allclose(bases[i].T @ bases[i], np.eye(2), atol=1e-12)
+      for j in range(i + 1, 5):
+        assert np.sum((bases[i].T @ bases[j]) ** 2) / 2 == pytest.approx(shared**2)
+  m = rng.normal(size=(40, 32)) * 0.8 ** np.arange(32)
+  re = analysis.replant(m, bases[0], seed=4)
+  np.testing.assert_allclose(analysis.singular_values(re), analysis.singular_values(m),
+                             rtol=1e-10)
+  top = analysis.output_subspace(re, 2)
+  assert analysis.overlap(top, bases[0]) == pytest.approx(1.0)
+  mats = rng.normal(size=(6, 32, 32)) * 0.7 ** np.arange(32)
+  hs6 = rng.normal(size=(5, 3, 20, 32)) * 0.7 ** np.arange(32)
+  for shared in (0.0, 0.5):
+    c = analysis.separated_control(mats, range(5), hs6, 2, shared=shared)
+    assert c["overlap"] == pytest.approx(shared**2, abs=1e-9)
+    assert c["act_overlap"] == pytest.approx(shared**2, abs=1e-9)
+  assert set(analysis.separated_control(mats, range(5), hs6[:, :, :, :8], 2)) == {
+      "planted"}  # H = 8 < (5 + 1) 2: no room for separate blocks
   # participation ratio of a weight change, against the closed form, and the batched
   # version the training-curve hook uses against the one-matrix version
   st = analysis.matrix_rank_stats(np.diag([3.0, 4.0, 0.0]))
@@ -303,6 +332,10 @@ def test_parameter_matched_baseline_and_per_kind_grids():
     assert tuple(grid) == experiment.kind_lrs(cfg, kind) and len(grid) >= 3
   # the policy stage's grid too: a chosen rate can only be interior on >= 3 points
   assert len(cfg.optim.policy_lrs) >= 3
+  r3 = _config("round3")  # the prepared round-3 study: every grid >= 3 points too
+  assert r3.optim.lr_decay and r3.train.paired_eval and r3.model.big_hidden
+  assert all(len(experiment.kind_lrs(r3, k)) >= 3 for k in r3.model.kinds)
+  assert len(r3.optim.big_lrs) >= 3 and len(r3.optim.policy_lrs) >= 3
   big = experiment.big_config(cfg)
   assert big.model.kinds == ("multitask",) and big.model.big_hidden == 0
   count = lambda c, kind: model.used_param_count(  # noqa: E731

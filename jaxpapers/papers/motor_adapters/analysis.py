@@ -145,3 +145,73 @@ def random_reference(hidden: int, count: int, r: int, seed: int = 0) -> dict:
   rng = np.random.default_rng(seed)
   mats = rng.normal(size=(count, hidden, hidden))
   return adapter_geometry(mats, range(count), r)
+
+
+# ------------------------------------------------- positive control (issue 49, round 3)
+
+def planted_bases(hidden: int, n: int, r: int, shared: float, seed: int = 0) -> list:
+  """n orthonormal (H, r) bases built to overlap by a known amount: U_i = sqrt(shared) S
+  + sqrt(1 - shared) P_i, with S one r-dimensional subspace common to all and P_i
+  private, mutually orthogonal blocks of one random orthonormal basis of R^H. Pairwise
+  overlap ||U_i^T U_j||_F^2 / r = shared^2 exactly (0: separate by design; 1: one shared
+  subspace). Needs (n + 1) r <= H."""
+  if (n + 1) * r > hidden:
+    raise ValueError(f"{n} private {r}-dim blocks plus a shared one need H >= "
+                     f"{(n + 1) * r}, got {hidden}")
+  rng = np.random.default_rng(seed)
+  q, _ = np.linalg.qr(rng.normal(size=(hidden, hidden)))
+  common = q[:, :r]
+  return [np.sqrt(shared) * common + np.sqrt(1 - shared) * q[:, (i + 1) * r:(i + 2) * r]
+          for i in range(n)]
+
+
+def replant(m, basis, seed: int = 0) -> np.ndarray:
+  """m (N, H) with its singular values and left singular vectors kept and its top-r
+  right singular vectors (the directions activity / h @ A reaches most) replaced by the
+  orthonormal columns of `basis` (H, r), the others by a random orthonormal completion:
+  the same spectrum, written into a chosen subspace."""
+  m = np.asarray(m, np.float64)
+  u, s, _ = np.linalg.svd(m, full_matrices=False)
+  hidden, r = basis.shape
+  rng = np.random.default_rng(seed)
+  rest = rng.normal(size=(hidden, hidden - r))
+  rest -= basis @ (basis.T @ rest)
+  rest, _ = np.linalg.qr(rest)
+  v = np.concatenate([basis, rest], 1)[:, :len(s)]
+  return (u * s) @ v.T
+
+
+def separated_control(mats, used, hs, r: int, readout=None, shared: float = 0.0,
+                      seed: int = 0) -> dict:
+  """Positive control for 'disparate subspaces': a trained model's own adapters (mats
+  (K, H, H), the `used` ones) and its primitives' hidden activity (hs (N, ..., H)), each
+  rewritten (`replant`) into planted subspaces whose pairwise overlap is shared^2 by
+  design (0: separate), then measured with the study's metrics (`adapter_geometry`,
+  `activity_geometry`). Keys: the planted value and what the metrics read (only the
+  planted value when H < (n + 1) r leaves no room for separate blocks)."""
+  used = sorted(set(int(k) for k in used))
+  hidden = np.shape(hs)[-1]
+  out = {"planted": shared**2}
+  if (max(len(used), np.shape(hs)[0]) + 1) * r > hidden:
+    return out  # too few units for separate blocks (tiny smoke networks)
+  if mats is not None and used:
+    bases = planted_bases(hidden, len(used), r, shared, seed)
+    planted = np.array(mats, np.float64)
+    for i, (k, b) in enumerate(zip(used, bases)):
+      planted[k] = replant(planted[k], b, seed + 1 + i)
+    g = adapter_geometry(planted, used, r, readout=readout)
+    out["overlap"] = g["overlap"]
+    if readout is not None:
+      out["overlap_noreadout"] = g["overlap_noreadout"]
+  hs = np.asarray(hs, np.float64)
+  bases = planted_bases(hidden, hs.shape[0], r, shared, seed + 100)
+  act = []
+  for i in range(hs.shape[0]):
+    x = hs[i].reshape(-1, hidden)
+    mu = x.mean(0, keepdims=True)
+    act.append((replant(x - mu, bases[i], seed + 200 + i) + mu).reshape(hs[i].shape))
+  a = activity_geometry(np.stack(act), r, readout=readout)
+  out["act_overlap"] = a["act_overlap"]
+  if readout is not None:
+    out["act_overlap_noreadout"] = a["act_overlap_noreadout"]
+  return out

@@ -55,7 +55,7 @@ def make_hp(config) -> training.Hyper:
                         adapters=m.adapters, rank=m.rank, code_noise=m.code_noise,
                         tau_start=m.tau_start, tau_end=m.tau_end, steps=t.steps,
                         policy_tau=m.policy_tau, balance=o.balance, code_lr=o.code_lr,
-                        code_frac=o.code_frac,
+                        code_frac=o.code_frac, lr_decay=bool(o.lr_decay),
                         effort=o.effort, activity=o.activity, clip=o.clip,
                         tasks=tasks_lib.N_PRIMITIVES, fast_compile=t.fast_compile)
 
@@ -352,9 +352,13 @@ def train_and_evaluate(config, workdir: str, stop_after: int | None = None) -> d
   # shapes: one compiled program when there is one policy learning rate); letters kept.
   t2o = np.asarray(test_opt)[np.asarray(sel)]  # (lanes, n_tasks) option per primitive
   oracle_opts = jax.nn.one_hot(t2o[:, np.maximum(ev_ids, 0)], config.model.adapters)
+  # paired_eval: the same noise key as the policy's evaluation (common random numbers),
+  # so a path on which the policy chooses the right codes gets exactly the reference's
+  # error (rounds 1-2: a key of its own).
+  paired = bool(config.train.get("paired_eval", False))
   oracle = jax.device_get(training.eval_with_options_lanes(
-      net, net_kids, oracle_opts, ev_t, ev_m, ev_q, training.lane_key(config.seed, "oracle"),
-      env=env, hp=hp))
+      net, net_kids, oracle_opts, ev_t, ev_m, ev_q,
+      training.lane_key(config.seed, "seq_eval" if paired else "oracle"), env=env, hp=hp))
   oracle = {k: v[:, nv:] for k, v in oracle.items()}
   user = None
   if user_drawings is not None:
@@ -384,6 +388,15 @@ def train_and_evaluate(config, workdir: str, stop_after: int | None = None) -> d
     dw_all = analysis.matrix_rank_stats(dw)
     # task representations: the primitives' hidden-activity subspaces (every kind)
     act = analysis.activity_geometry(test_hs[i], r_sub, readout=readout)
+    # positive control for "disparate subspaces": this lane's own adapters and activity
+    # rewritten into subspaces separate by design (planted overlap 0) and half shared
+    # (planted 0.25), read by the same metrics
+    ctl = {}
+    for tag, shared in (("sep", 0.0), ("half", 0.5)):
+      c = analysis.separated_control(a_mats[j] if kind != "multitask" else None, used,
+                                     test_hs[i], r_sub, readout=readout, shared=shared,
+                                     seed=seed)
+      ctl.update({f"ctl_{tag}_{k}": v for k, v in c.items()})
     pj = psel[[planes[p][0:2] for p in psel].index((kind, seed))]
     crv = _curves(workdir, "primitives", names[i],
                   ["err_cm", "pr_dw"] + (["pr_adapter"] if kind != "multitask" else []))
@@ -422,6 +435,7 @@ def train_and_evaluate(config, workdir: str, stop_after: int | None = None) -> d
     if user is not None:
       row["user_cm"] = float(user["per_path"][psel.index(pj)].mean())
     row.update({f"geo_{k}": v for k, v in geo.items()})
+    row.update(ctl)
     rows.append(row)
   summary = {"rows": rows, "best_lr": best_lr, "best_policy_lr": best_plr,
              "letters": letter_names, "steps_per_s": {"primitives": sps1, "policy": sps2},

@@ -22,6 +22,24 @@ def _kinds(rows):
   return [k for k in LABELS if any(r["kind"] == k for r in rows)]
 
 
+def tail_change(curve, key="err_cm", window=500) -> float:
+  """Relative fall of a logged curve over its last `window` steps: (v(end - window) -
+  v(end)) / v(end - window), the logged step nearest end - window (nan if too short)."""
+  st = np.asarray(curve["step"])
+  v = np.asarray(curve[key], np.float64)
+  if len(st) < 2 or st[-1] - st[0] < window:
+    return float("nan")
+  a = v[int(np.argmin(np.abs(st - (st[-1] - window))))]
+  return float((a - v[-1]) / a)
+
+
+def _control(rs, key) -> str:
+  """The positive control's reading (mean +- std over seeds) for the planted-separate
+  and the half-shared subspaces (`analysis.separated_control`)."""
+  return " / ".join(_ms([r.get(f"ctl_{tag}_{key}", float("nan")) for r in rs])
+                    for tag in ("sep", "half"))
+
+
 def table_rows(rows, ref) -> list[dict]:
   """One row per model kind: mean +- std over seeds."""
   out = []
@@ -38,13 +56,19 @@ def table_rows(rows, ref) -> list[dict]:
            "right code: 1st stroke / later (cm)":
                f"{np.mean([r['letters_first_stroke_cm'] for r in rs]):.3g} / "
                f"{np.mean([r['letters_later_strokes_cm'] for r in rs]):.3g}",
+           "stage-1 train error, fall over last 500 steps":
+               _ms([tail_change(r["curve"]) for r in rs if "curve" in r]),
+           "policy train error, fall over last 500 steps":
+               _ms([tail_change(r["policy_curve"]) for r in rs if "policy_curve" in r]),
            "options used": _ms([r["options_used"] for r in rs]),
            "core dW PR": _ms([r.get("dw_pr", float("nan")) for r in rs]),
            "core dW rank@90%": _ms([r.get("dw_rank90", float("nan")) for r in rs]),
            "activity overlap": _ms([r.get("act_overlap", float("nan")) for r in rs]),
            "activity overlap, readout out":
                _ms([r.get("act_overlap_noreadout", float("nan")) for r in rs]),
-           "activity PR": _ms([r.get("act_pr", float("nan")) for r in rs])}
+           "activity PR": _ms([r.get("act_pr", float("nan")) for r in rs]),
+           "control, activity overlap readout out: separate / half shared "
+           "(planted 0 / 0.25)": _control(rs, "act_overlap_noreadout")}
     if k in ("adapters", "lowrank"):
       row.update({"code: primitives moved from init": _ms([r["code_changed"] for r in rs]),
                   "code: last change (step)": _ms([r["code_last_move"] for r in rs]),
@@ -53,7 +77,9 @@ def table_rows(rows, ref) -> list[dict]:
                   "subspace overlap": _ms([r["geo_overlap"] for r in rs]),
                   "subspace in readout span": _ms([r["geo_readout_frac"] for r in rs]),
                   "subspace overlap, readout out":
-                      _ms([r["geo_overlap_noreadout"] for r in rs])})
+                      _ms([r["geo_overlap_noreadout"] for r in rs]),
+                  "control, subspace overlap readout out: separate / half shared "
+                  "(planted 0 / 0.25)": _control(rs, "overlap_noreadout")})
     out.append(row)
   hidden = rows[0]["act_overlap_chance"] and 2 / rows[0]["act_overlap_chance"]
   out.append({"model": f"reference: Gaussian {len(ref['prs'])} x HxH", "params": "",
