@@ -43,12 +43,12 @@ def get_config(arg=None):
       arg,
       smoke_args=dict(dim=16, base_width=16, n_heads=2, pattern="MA", seq_len=16,
                       batch_size=8, steps=4, max_chars=40000, eval_windows=8, log_every=2,
-                      eval_every=2, d_state=4, study_steps=3, study_seeds=1,
+                      eval_every=2, d_state=4, study_steps=3, study_seeds=2,
                       study_widths=(16, 32), study_base=16, study_lrs=(3e-3, 1e-2),
                       study_sgd_lrs=(0.3, 3.0),
                       study_seq=16, study_batch=8, study_pattern="MA", study_sweeps="width",
                       study_eval_windows=32, coord_widths=(16, 32), coord_base=16,
-                      coord_seeds=2, coord_steps=2, coord_seq=16),
+                      coord_seeds=2, coord_steps=3, coord_seq=16),
       # The abstract's largest cell: width 2048 (of 256-2048) at depth 32 (of 4-32), the
       # study's 1:1 'MA' pattern repeated, muP base = the smallest width 256, fixed state
       # size 16 (Mamba's default); T=2048, B=32 and 10k steps are our assumptions (the

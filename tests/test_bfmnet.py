@@ -581,40 +581,30 @@ def test_validation_markets_are_not_test_markets():
   assert d.min() > 1e-6
 
 
-def test_per_run_seed_and_hinge_weight_match_a_plain_run():
-  # The grid study trains several seeds and hinge weights in one vmapped program: a run
-  # with state seed 1 and hinge weight 0 must be the run with cfg.seed = 1 (same
-  # initialisation, same data stream), whatever else shares the program.
-  ids = jnp.stack([markets.cell_ids("additive", "uniform")])
-  _, alone, _ = experiment.train(_config("smoke,steps=5,seed=1"), "bfmnet", ids)
-  other = jnp.stack([markets.cell_ids("submodular", "bimodal"), ids[0]])
-  _, both, _ = experiment.train(_config("smoke,steps=5"), "bfmnet", other, seeds=[2, 1],
-                                penalties=[1.0, 0.0])
-  differs = False
-  for a, b in zip(jax.tree.leaves(alone), jax.tree.leaves(both)):
-    np.testing.assert_allclose(np.asarray(b)[1], np.asarray(a)[0], rtol=1e-5, atol=1e-6)
-    differs |= bool(np.any(np.abs(np.asarray(b)[0] - np.asarray(a)[0]) > 1e-4))
-  assert differs   # the seed-2 run is a different run
-
-
-def test_grid_sweep_spread_over_8_devices_matches_one_device():
+def test_grid_sweep_spread_over_8_devices_matches_one_device_and_a_plain_run():
   # Issue 51: the grid study's runs (cells x lr x hinge x seed) are split over every device
   # by core.sharding.spread (vmapped, or with map_runs a lax.map per device). One sweep
   # cell of 3 runs (on 3 of the 8 devices) must equal the previous 1-device program,
   # jax.jit(jax.vmap(one run)), as the committed study tables were computed.
+  # The same 3-run program also checks the per-run seed and hinge weight: a run with state
+  # seed 0 and hinge weight 0 must be the run with cfg.seed = 0 (same initialisation, same
+  # data stream), whatever else shares the program (whose own cfg.seed is 1, so a state
+  # seed that were ignored would show). The plain run is the smoke config's first chunk
+  # (the smoke test's, the resume test's and the notebook's compiled program).
   assert jax.device_count() == 8
-  cfg = _config("smoke,steps=4,log_every=2")
+  cfg = _config("smoke,seed=1")
   ids = jnp.stack([markets.cell_ids("additive", "uniform"),
                    markets.cell_ids("submodular", "bimodal"),
                    markets.cell_ids("submodular", "uniform")])
   model, opt, states = train_lib.init_states(cfg, "bfmnet", jax.random.PRNGKey(0), 3,
-                                             lrs=[1e-2, 3e-3, 1e-2], seeds=[0, 1, 2],
+                                             lrs=[cfg.optim.lr, 1e-2, 3e-3], seeds=[0, 1, 2],
                                              penalties=[0.0, 1.0, 0.0])
+  length = cfg.optim.log_every
   step = train_lib.make_step(cfg, "bfmnet", model, opt)
-  one_device = jax.jit(jax.vmap(train_lib.cell_fn(step, 2), in_axes=(0, None, 0)))
+  one_device = jax.jit(jax.vmap(train_lib.cell_fn(step, length), in_axes=(0, None, 0)))
   ref, ref_m = one_device(states, jnp.asarray(0), ids)
   assert len(jax.tree.leaves(ref["params"])[0].devices()) == 1
-  out, m = train_lib.make_chunk(step, 2)(states, jnp.asarray(0), ids)
+  out, m = train_lib.make_chunk(step, length)(states, jnp.asarray(0), ids)
   leaf = jax.tree.leaves(out["params"])[0]
   assert leaf.shape[0] == 3                      # the padding is dropped
   assert len(leaf.devices()) == 3, leaf.sharding  # one run per device, 3 of the 8
@@ -623,6 +613,16 @@ def test_grid_sweep_spread_over_8_devices_matches_one_device():
   # the three runs really differ (seeds, rates, cells), so equality is not trivial
   v = np.asarray(ref_m["value"])
   assert np.ptp(v) > 1e-4
+  # Run 0 (state seed 0, hinge 0, cfg.optim.lr) is the plain cfg.seed = 0 run, stopped
+  # after the same chunk; run 1 (seed 1) is a different run.
+  plain = _config("smoke")
+  assert plain.optim.log_every == length and plain.optim.steps == cfg.optim.steps
+  _, alone, _ = experiment.train(plain, "bfmnet", ids[:1], stop_at=length)
+  differs = False
+  for a, b in zip(jax.tree.leaves(alone), jax.tree.leaves(out["params"])):
+    np.testing.assert_allclose(np.asarray(b)[0], np.asarray(a)[0], rtol=1e-5, atol=1e-6)
+    differs |= bool(np.any(np.abs(np.asarray(b)[1] - np.asarray(a)[0]) > 1e-4))
+  assert differs   # the seed-1 run is a different run
 
 
 def test_map_runs_blocks_per_device_match_the_vmapped_runs():
@@ -694,15 +694,40 @@ def test_residual_starts_at_singer_and_shrink_lets_singer_pass():
   for shrink in (0.0, 1e-4):
     model = menus.MenuNet(hidden=8, channels=4, monotone=4, prior="residual", shrink=shrink)
     params = menus.init_params(jax.random.PRNGKey(0), model, 10)
-    raw0 = jax.jit(jax.vmap(lambda m: menus.raw_price_fn(model, params, m)(m["costs"][None])[0]))
-    np.testing.assert_allclose(np.asarray(raw0(mk)), np.asarray(_singer_trace(mk, mk["costs"])),
+    # the raw prices at truthful bids and the mechanism's outcomes: one compiled program
+    raw0, out = jax.jit(lambda m: (  # pylint: disable=cell-var-from-loop
+        jax.vmap(lambda mm: menus.raw_price_fn(model, params, mm)(mm["costs"][None])[0])(m),
+        evaluate.outcomes(evaluate.bfmnet_mechanism(model, params), m)))(mk)
+    np.testing.assert_allclose(np.asarray(raw0), np.asarray(_singer_trace(mk, mk["costs"])),
                                rtol=1e-5, atol=1e-7)
-    outs[shrink] = tuple(map(np.asarray, jax.jit(lambda m: evaluate.outcomes(
-        evaluate.bfmnet_mechanism(model, params), m))(mk)))
+    outs[shrink] = tuple(map(np.asarray, out))
   assert np.any(outs[0.0][0] != w0), "expected the closed-end map to cut a Singer winner"
   x, pay = outs[1e-4][:2]
   np.testing.assert_array_equal(x, w0)
   np.testing.assert_allclose(pay, p0 * (1 - 1e-4), rtol=1e-5, atol=1e-7)
+
+
+_GRID6 = np.linspace(0, 1, 6).astype(np.float32)   # the misreport grid of the audits below
+
+
+def _deviations(mech):
+  """Jitted (markets, bids_BxN, cands_NxBxK) -> seller i's (x_i, pay_i) when it alone bids
+  cands[i, :, k] and the others bid `bids` ((N, B, K) each, from mech.seller): every
+  seller and every candidate bid in one compiled program."""
+  def one(m, bids_N, cands_NxK):
+    return jax.vmap(lambda i, c_K: jax.vmap(lambda b: mech.seller(m, bids_N.at[i].set(b), i))(
+        c_K))(jnp.arange(N), cands_NxK)
+  return jax.jit(jax.vmap(one, in_axes=(0, 0, 1), out_axes=1))
+
+
+def _assert_no_gain(deviate, mk, prof, u_true, cands):
+  """No seller gains over its truthful utility u_true (batch, N) by any bid of `cands`
+  (grid points, or (N, batch, k) per-seller bids) when the others bid `prof`."""
+  cands = jnp.concatenate([jnp.broadcast_to(c, (N, BATCH, np.shape(c)[-1])) for c in cands], -1)
+  xm, pm = map(np.asarray, deviate(mk, prof, cands))
+  gain = pm - np.asarray(prof).T[..., None] * xm - u_true.T[..., None]
+  i, b, k = np.unravel_index(np.argmax(gain), gain.shape)
+  assert gain.max() <= 1e-6, f"seller {i} gained {gain.max()} by bidding {cands[i, b, k]}"
 
 
 def test_shrunk_map_budget_and_truthful_on_adversarial_profiles():
@@ -720,20 +745,15 @@ def test_shrunk_map_budget_and_truthful_on_adversarial_profiles():
   raw = jax.jit(jax.vmap(evaluate.raw_menu_mechanism(model, params).full))
   assert any(np.any(np.asarray(raw(mk, p)[3]) > budget) for p in profiles), \
       "the raw menus should overspend somewhere, or the map is not exercised"
-  util_i = functools.cache(lambda i: jax.jit(jax.vmap(lambda m, b, c: (
-      lambda xp: xp[1] - c[i] * xp[0])(mech.seller(m, b, i)))))
+  deviate = _deviations(mech)
   for prof in profiles[::4]:
     x, pay, _, spend = map(np.asarray, full(mk, prof))
     assert np.all(spend <= budget * (1 + 1e-6)), "budget violated"
     assert np.all(pay[x == 1] >= np.asarray(prof)[x == 1] - 1e-7)
     u_true = pay - np.asarray(prof) * x
-    t = prices(mk, prof)
-    for i in range(N):
-      for b in [*np.linspace(0, 1, 6), t[:, i], jnp.nextafter(t[:, i], -jnp.inf),
-                jnp.nextafter(t[:, i], jnp.inf)]:
-        bids = prof.at[:, i].set(jnp.broadcast_to(b, (BATCH,)))
-        gain = np.asarray(util_i(i)(mk, bids, prof)) - u_true[:, i]
-        assert gain.max() <= 1e-6, f"seller {i} gained {gain.max()}"
+    t = jnp.asarray(prices(mk, prof)).T[..., None]                   # (N, batch, 1)
+    _assert_no_gain(deviate, mk, prof, u_true, [
+        _GRID6, t, jnp.nextafter(t, -jnp.inf), jnp.nextafter(t, jnp.inf)])
 
 
 def test_rochetnet_choice_hand_example():
@@ -768,21 +788,15 @@ def test_rochetnet_truthful_and_budget_feasible_on_adversarial_profiles():
   profiles = _adversarial_profiles(top, full, mk)
   profiles += [jnp.asarray(pi_k[:, :, k]) for k in range(3)]
   profiles += [jnp.nextafter(jnp.asarray(pi_k[:, :, k]), -jnp.inf) for k in range(3)]
-  seller = functools.cache(lambda i: jax.jit(jax.vmap(lambda m, b: mech.seller(m, b, i))))
+  deviate = _deviations(mech)
+  pi = jnp.asarray(pi_k).transpose(1, 0, 2)                          # (N, batch, options)
   for prof in profiles[::3]:
     x, pay, _, spend = map(np.asarray, full(mk, prof))
     assert np.all(spend <= budget * (1 + 1e-6)), "realised spend above B"
     assert np.all(pay >= np.asarray(prof) * x - 1e-7), "IR violated"
     u_true = pay - np.asarray(prof) * x
-    for i in range(N):
-      cands = [*np.linspace(0, 1, 6)] + [f(jnp.asarray(pi_k[:, i, k]), s) for k in range(3)
-                                         for f, s in ((jnp.nextafter, -jnp.inf),
-                                                      (jnp.nextafter, jnp.inf))]
-      cands += [jnp.asarray(pi_k[:, i, k]) for k in range(3)]
-      for b in cands:
-        xm, pm = map(np.asarray, seller(i)(mk, prof.at[:, i].set(jnp.broadcast_to(b, (BATCH,)))))
-        gain = pm - np.asarray(prof)[:, i] * xm - u_true[:, i]
-        assert gain.max() <= 1e-6, f"seller {i} gained {gain.max()}"
+    _assert_no_gain(deviate, mk, prof, u_true, [
+        _GRID6, jnp.nextafter(pi, -jnp.inf), jnp.nextafter(pi, jnp.inf), pi])
 
 
 def test_es_gradient_matches_the_analytic_gradient_of_a_quadratic():
@@ -808,12 +822,13 @@ def test_tau_anneal_endpoints_and_hard_value_of_an_overpriced_net():
   assert train_lib.tau_at(_config("smoke"), 7) == 0.05   # no anneal: the constant
   # The ES objective is the hard mechanism's value: a brute-force NumPy recomputation
   # (posted prices from mechanism.prices, sale iff cost <= price, additive value).
-  mk = markets.sample_markets(jax.random.PRNGKey(3), BATCH, N,
-                              markets.cell_ids("additive", "uniform"), 0.1)
+  mk = _markets(3, "additive")
   params = _net(0, 1.0)
-  got = float(train_lib.bfm_hard_value(params, MODEL, mk))
-  t_BxN = np.asarray(jax.jit(jax.vmap(lambda m: mechanism.prices(
-      menus.raw_price_fn(MODEL, params, m), m["budget"], m["costs"])[0]))(mk))
+  # the hard value and the posted prices it must agree with: one compiled program
+  got, t_BxN = jax.jit(lambda p, mk: (train_lib.bfm_hard_value(p, MODEL, mk), jax.vmap(
+      lambda m: mechanism.prices(menus.raw_price_fn(MODEL, p, m), m["budget"],
+                                 m["costs"])[0])(mk)))(params, mk)
+  got, t_BxN = float(got), np.asarray(t_BxN)
   want = []
   for b in range(BATCH):
     m = jax.tree.map(np.asarray, jax.tree.map(lambda x: x[b], mk))

@@ -232,11 +232,13 @@ def _logit_change_after_two_adam_steps(width):
   def change(num):
     p0 = h.init(jax.random.PRNGKey(1), num)
     loss = lambda q: jnp.mean(lm.next_token_nats(lambda a, x: h.apply(a, x, num), q, toks, None))
-    p, state = p0, sweep.unified_init(p0)
-    for _ in range(2):
+    def step(carry, _):  # scanned: one gradient in the program, not two
+      p, state = carry
       p, state, _ = sweep.unified_update(
           jax.grad(loss)(p), state, p, kind=0, lr_t=1e-3, mults=h.lr_mults(num),
           mask=h.decay_mask, b1=0.9, b2=0.95, eps=1e-8, weight_decay=0.0, clip_norm=0.0)
+      return (p, state), None
+    (p, _), _ = jax.lax.scan(step, (p0, sweep.unified_init(p0)), None, length=2)
     d = h.apply(p, toks[:, :-1], num) - h.apply(p0, toks[:, :-1], num)
     return jnp.sqrt(jnp.mean(jnp.square(d)))
 
@@ -279,18 +281,21 @@ def test_unified_update_equals_the_optax_optimizers():
 
     @jax.jit
     def both(p0, grads):
-      pa, sa = p0, opt.init(p0)
-      pb, sb = p0, sweep.unified_init(p0)
-      for t in range(3):
-        upd, sa = opt.update(grads[t], sa, pa)
+      def step(carry, xs):  # one scanned step: a third of the unrolled program to compile
+        (pa, sa), (pb, sb) = carry
+        g, t = xs
+        upd, sa = opt.update(g, sa, pa)
         pa = optax.apply_updates(pa, upd)
         pb, sb, _ = sweep.unified_update(
-            grads[t], sb, pb, kind=kind, lr_t=sched(t), mults=h.lr_mults(), mask=h.decay_mask,
+            g, sb, pb, kind=kind, lr_t=sched(t), mults=h.lr_mults(), mask=h.decay_mask,
             b1=cc.optim.b1, b2=cc.optim.b2, eps=cc.optim.eps, weight_decay=0.1,
             clip_norm=cc.optim.clip_norm, decay_rule=rule)
+        return ((pa, sa), (pb, sb)), None
+      ((pa, _), (pb, _)), _ = jax.lax.scan(
+          step, ((p0, opt.init(p0)), (p0, sweep.unified_init(p0))), (grads, jnp.arange(3)))
       return pa, pb
 
-    pa, pb = both(p0, grads)
+    pa, pb = both(p0, jax.tree.map(lambda *g: jnp.stack(g), *grads))
     for x, y in zip(jax.tree.leaves(pa), jax.tree.leaves(pb)):
       np.testing.assert_allclose(np.asarray(x), np.asarray(y), rtol=1e-5, atol=1e-6)
 
@@ -300,9 +305,9 @@ def test_block_by_block_forward_equals_the_stack_and_reports_ssm_scales():
   h = model_lib.build(c, 256)
   p = h.init(jax.random.PRNGKey(0))
   toks = jnp.asarray(np.random.default_rng(0).integers(0, 256, (2, 16)), jnp.int32)
-  logits, stats = h.forward(p, toks)
-  np.testing.assert_allclose(np.asarray(logits), np.asarray(h.apply(p, toks)), rtol=1e-5,
-                             atol=1e-6)
+  # one compiled program for both (op-by-op dispatch compiled every op of the scans)
+  (logits, stats), applied = jax.jit(lambda p, t: (h.forward(p, t), h.apply(p, t)))(p, toks)
+  np.testing.assert_allclose(np.asarray(logits), np.asarray(applied), rtol=1e-5, atol=1e-6)
   for k in ("embed", "ssm_B", "ssm_C", "ssm_delta", "ssm_y", "mamba_out",
             "attn_out", "mlp_out", "logits"):
     assert np.isfinite(float(stats[k])) and float(stats[k]) > 0
@@ -343,9 +348,11 @@ def test_user_text_file_trains_and_proportional_zoh_state_builds(tmp_path):
 
 
 def test_study_cell_spread_over_8_devices_equals_the_1_device_cell():
-  # One study cell (5 members: SP and muP at two LRs, muP + SGD; spread puts them on the
-  # first 5 of the 8 forced devices, one each) trained with the member axis over the
-  # devices and, as the study did before, as one jit(vmap) program on one device.
+  # One study cell (8 members: SP, muP, muP + SGD and muP + global Adam, two seeds each;
+  # spread puts them on the 8 forced devices, one each) trained with the member axis over
+  # the devices and, as the study did before, as one jit(vmap) program on one device. The
+  # cell has the smoke study's shapes (width 16, 8 members of seeds 0 and 1, its held-out
+  # split): the spread program is the one colabs/hybrid_mup.ipynb compiles (shared cache).
   assert jax.device_count() == 8
   # The study's path (study.py calls train_members without a mapper) is the spread one.
   assert inspect.signature(sweep.train_members).parameters["mapper"].default is sharding.spread
@@ -360,25 +367,26 @@ def test_study_cell_spread_over_8_devices_equals_the_1_device_cell():
       return out
     return call
 
-  c = _config("study_steps=2")
-  cell = dict(name="width16", family="width", dim=16, pattern="MA", seq_len=16,
-              batch_size=8, methods=())
+  c = _config()
+  cell = next(x for x in study.cells(c) if x["name"] == "width16")
   cc = study.cell_config(c, cell)
   data = experiment.load_data(cc)
   hybrid = model_lib.build(cc, data.vocab_size)
   from jaxpapers.data import text as text_lib  # pylint: disable=g-import-not-at-top
-  w = text_lib.eval_windows(data.val, 16, 16)
-  windows = {"val": w[:8], "test": w[8:16]}
+  w = text_lib.eval_windows(data.val, 16, c.study.eval_windows)
+  n = (len(w) // 16) * 8   # run_cell's validation / test halves
+  windows = {"val": w[:n], "test": w[n:2 * n]}
   members = []
-  for variant, opt, lr in (("sp", "adamw", 1e-2), ("sp", "adamw", 3e-2), ("mup", "adamw", 1e-2),
-                           ("mup", "adamw", 3e-2), ("mup", "sgd", 1.0)):
+  for variant, opt, lr in (("sp", "adamw", 1e-2), ("mup", "adamw", 3e-2), ("mup", "sgd", 1.0),
+                           ("mup", "adam_global", 1e-2)):
     num = model_lib.numerics(variant, opt, 16, 16, 2, d_state=4, base_state=4)
-    members.append({"seed": len(members) % 2, "lr": lr, "num": num})
+    members += [{"seed": s, "lr": lr, "num": num} for s in range(c.study.seeds)]
+  assert len(members) == 8
   spread = sweep.train_members(cc, data, hybrid, members, windows, mapper=spread_and_record)
   one = sweep.train_members(cc, data, hybrid, members, windows,
                             mapper=lambda f: jax.jit(jax.vmap(f)))
-  assert placed == [{5}], placed  # one member per device
-  assert spread["val_bpb"].shape == (5,)
+  assert placed == [{8}], placed  # one member per device
+  assert spread["val_bpb"].shape == (8,)
   for k in ("val_bpb", "test_bpb", "final_loss", "loss_curve"):
     np.testing.assert_allclose(spread[k], one[k], rtol=1e-5, atol=1e-6, err_msg=k)
   for k in spread["stats"]:

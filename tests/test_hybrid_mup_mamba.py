@@ -11,12 +11,14 @@ import optax
 import pytest
 
 from jaxpapers.core import config as config_lib
+from jaxpapers.data import text as text_lib
 from jaxpapers.nn import stack
 from jaxpapers.papers.hybrid_mup import coord
 from jaxpapers.papers.hybrid_mup import experiment
 from jaxpapers.papers.hybrid_mup import mamba
 from jaxpapers.papers.hybrid_mup import model as model_lib
 from jaxpapers.papers.hybrid_mup import parametrizations as par_lib
+from jaxpapers.papers.hybrid_mup import study
 from jaxpapers.papers.hybrid_mup import sweep
 
 
@@ -211,7 +213,8 @@ def test_auto_corpus_is_resolved_and_recorded(monkeypatch, capsys):
 
 def test_launched_run_records_the_resolved_corpus(tmp_path):
   import json  # pylint: disable=g-import-not-at-top
-  c = _config("corpus=auto,steps=1,eval_every=1,log_every=1,dim=16,pattern=M")
+  # the smoke config's shapes (its train program is test_configs_smoke's: shared cache)
+  c = _config("corpus=auto")
   experiment.train_and_evaluate(c, str(tmp_path))
   with open(tmp_path / "config.json") as f:
     assert json.load(f)["data"]["corpus"] in ("shakespeare", "python")
@@ -235,22 +238,38 @@ def test_coordinate_slopes_hand_case():
 
 
 def test_coordinate_check_t1_is_the_init_and_the_batch_is_fixed():
-  c = _config("dim=16,base_width=16,pattern=MA,n_heads=2")
-  h = model_lib.build(c, 256)
-  toks = np.random.default_rng(0).integers(0, 256, (2, 9)).astype(np.int32)
-  members = [{"seed": s, "num": model_lib.numerics(v, "adamw", 16, 16, 2, d_state=4,
-                                                   base_state=4)}
-             for v in ("sp", "mup") for s in (0, 1)]
-  res = coord.run_members(h, members, toks, lr=1e-2, steps=3, b1=0.9, b2=0.95, eps=1e-8,
-                          mapper=lambda f: jax.jit(jax.vmap(f)))
-  for i, m in enumerate(members):
-    p0 = h.init(jax.random.split(jax.random.PRNGKey(m["seed"]))[0], m["num"])
-    _, stats = h.forward(p0, jnp.asarray(toks[:, :-1]), m["num"], measures=coord.MEASURES)
-    for k in ("ssm_delta", "ssm_B/l1", "attn_out", "logits/l1"):
-      np.testing.assert_allclose(res["stats"][k][i, 0], float(stats[k]), rtol=1e-5, err_msg=k)
-  assert np.all(np.diff(res["loss"], axis=1) < 0)   # the fixed batch is being fitted
-  # muP == SP at the base width, member by member
-  np.testing.assert_allclose(res["loss"][:2], res["loss"][2:], rtol=1e-6)
+  # The smoke coordinate check at its base width 16 (SP, muP, muP_shape x 2 seeds, 3
+  # steps on one fixed batch): the program colabs/hybrid_mup.ipynb runs (one compile in
+  # the suite's shared cache), checked against each member's own initialization.
+  c = _config()
+  k = c.coord
+  assert k.base_width == 16 and k.steps == 3 and k.seeds == 2
+  data = experiment.load_data(c)
+  rows = study.coord_cell(c, data, 16)
+  assert [(r["method"], r["seed"]) for r in rows] == [(m, s) for m in k.methods
+                                                      for s in range(k.seeds)]
+  cc = config_lib.override(c, {"model.dim": 16, "model.pattern": k.pattern,
+                               "model.base_width": 16, "data.seq_len": k.seq_len,
+                               "train.batch_size": k.batch_size, "model.scan": c.study.scan})
+  h = model_lib.build(cc, data.vocab_size)
+  toks = jnp.asarray(text_lib.token_windows(data.train, k.batch_size, k.seq_len)(c.seed, 0))
+  nums = [model_lib.numerics(r["method"], "adamw", 16, 16, cc.model.n_heads,
+                             d_state=cc.model.d_state, base_state=cc.model.d_state,
+                             std=cc.model.init_std) for r in rows]
+  keys = jnp.stack([jax.random.split(jax.random.PRNGKey(r["seed"]))[0] for r in rows])
+  init_stats = jax.jit(jax.vmap(lambda key, num: h.forward(
+      h.init(key, num), toks[:, :-1], num, measures=coord.MEASURES)[1]))(
+          keys, sweep.stack_numerics(nums))
+  for i, r in enumerate(rows):
+    for name in ("ssm_delta", "ssm_B/l1", "attn_out", "logits/l1"):
+      np.testing.assert_allclose(r["stats"][name][0], float(init_stats[name][i]), rtol=1e-5,
+                                 err_msg=name)
+    assert np.all(np.diff(r["loss"]) < 0), r   # the fixed batch is being fitted
+  # muP (and muP_shape) == SP at the base width, member by member
+  loss = {(r["method"], r["seed"]): r["loss"] for r in rows}
+  for m in k.methods:
+    for s in range(k.seeds):
+      np.testing.assert_allclose(loss[(m, s)], loss[("sp", s)], rtol=1e-6, err_msg=m)
 
 
 def test_committed_coordinate_summary_is_rebuilt_from_its_rows():

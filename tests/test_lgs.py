@@ -90,13 +90,15 @@ def test_vae_shapes_and_kl_closed_form():
     np.testing.assert_allclose(got[b], want, rtol=1e-5)
   net = models.PhyVAE((8, 8, 8), 3)
   x = jnp.asarray(rng.normal(size=(2, 16, 16, 2)), jnp.float32)
-  p = net.init(jax.random.PRNGKey(0), x, jax.random.PRNGKey(1))
-  rec, m, l = net.apply(p, x, jax.random.PRNGKey(2))
+  # Jitted: flax's eager init and apply dispatch (and compile) every op on its own.
+  p = jax.jit(net.init)(jax.random.PRNGKey(0), x, jax.random.PRNGKey(1))
+  rec, m, l = jax.jit(net.apply)(p, x, jax.random.PRNGKey(2))
   assert rec.shape == x.shape and m.shape == (2, 4, 4, 3) and l.shape == m.shape
   # The masked reconstruction loss ignores the padded channel.
   mask = jnp.asarray([[1.0, 0.0], [1.0, 0.0]])
-  loss1, _ = models.vae_loss(rec, x, mask, m, l, 0.0)
-  loss2, _ = models.vae_loss(rec, x.at[..., 1].set(99.0), mask, m, l, 0.0)
+  vae_loss = jax.jit(lambda target: models.vae_loss(rec, target, mask, m, l, 0.0))
+  loss1, _ = vae_loss(x)
+  loss2, _ = vae_loss(x.at[..., 1].set(99.0))
   np.testing.assert_allclose(loss1, loss2, rtol=1e-6)
 
 
@@ -219,14 +221,33 @@ def test_every_model_kind_trains_and_rolls_out_finite():
     assert np.all(np.isfinite(pred)), kind
 
 
-def test_training_is_deterministic_and_resumes_exactly(tmp_path):
+# The three trainer tests below share one spec, one data set and one set of members, so
+# they compile one init, one spread chunk (chunk=1: the resume test's program), one
+# 1-device reference and the two batch-parallel programs (latent_mse: a deterministic loss,
+# which micro-batching must reproduce; its batches are still drawn from each member's key).
+_SP = T.Spec("latent_mse", latent=2, width=16, depth=1, heads=2, batch=16, steps=3)
+
+
+@pytest.fixture(scope="module")
+def trainer_case():
   rng = np.random.default_rng(0)
-  data = dict(x=jnp.asarray(rng.normal(size=(3, 6, 4, 4, 2)), jnp.float32),
-              mask=jnp.ones((3, 2)))
-  sp = T.Spec("latent_mse", latent=2, width=16, depth=1, heads=2, batch=2, steps=4)
-  mem = T.stack([T.init_member(sp, s, 1e-3, (4, 4, 2)) for s in (0, 1)])
-  full, _ = T.fit(sp, mem, data, 1.0, chunk=1, log=lambda *a: None)
-  half = T.Spec("latent_mse", latent=2, width=16, depth=1, heads=2, batch=2, steps=4)
+  data = dict(x=jnp.asarray(rng.normal(size=(5, 6, 4, 4, 2)), jnp.float32),
+              mask=jnp.ones((5, 2)))
+  mem = T.stack([T.init_member(_SP, s, 1e-3, (4, 4, 2)) for s in range(3)])
+  return data, mem
+
+
+@pytest.fixture(scope="module")
+def one_device_reference(trainer_case):
+  """A plain 1-device jit(vmap) of the 3-step chunk: what every split must reproduce."""
+  data, mem = trainer_case
+  return jax.jit(jax.vmap(T.make_chunk(_SP, 3), in_axes=(0, None, None, None)))(
+      mem, data, jnp.int32(0), jnp.float32(1.0))
+
+
+def test_training_is_deterministic_and_resumes_exactly(tmp_path, trainer_case):
+  data, mem = trainer_case
+  full, _ = T.fit(_SP, mem, data, 1.0, chunk=1, log=lambda *a: None)
   ck = str(tmp_path / "ck")
   # Stop after 2 chunks by raising from the logger, then resume in the same directory.
   class Stop(Exception):
@@ -237,43 +258,39 @@ def test_training_is_deterministic_and_resumes_exactly(tmp_path):
     if len(calls) == 2:
       raise Stop
   with pytest.raises(Stop):
-    T.fit(half, mem, data, 1.0, chunk=1, ckpt_dir=ck, log=log)
-  resumed, _ = T.fit(half, mem, data, 1.0, chunk=1, ckpt_dir=ck, log=lambda *a: None)
+    T.fit(_SP, mem, data, 1.0, chunk=1, ckpt_dir=ck, log=log)
+  rest = []
+  resumed, _ = T.fit(_SP, mem, data, 1.0, chunk=1, ckpt_dir=ck, log=rest.append)
+  assert len(rest) == 1 and "step 3/3" in rest[0]  # only the third chunk ran again
   for a, b in zip(jax.tree.leaves(full["params"]), jax.tree.leaves(resumed["params"])):
     np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
 
 
-def test_spread_over_8_devices_equals_one_device():
-  """The vmapped members (split over the 8 forced devices by core.sharding.spread) give
-  the numbers of a plain 1-device jit(vmap) of the same chunk."""
+def test_spread_over_8_devices_equals_one_device(trainer_case, one_device_reference):
+  """The vmapped members (split over the 8 forced devices by core.sharding.spread, and
+  run as 3 one-step chunks) give the numbers of a plain 1-device jit(vmap) of one 3-step
+  chunk."""
   assert jax.device_count() == 8
-  rng = np.random.default_rng(0)
-  data = dict(x=jnp.asarray(rng.normal(size=(3, 6, 4, 4, 2)), jnp.float32),
-              mask=jnp.ones((3, 2)))
-  sp = T.Spec("lgs", latent=2, width=16, depth=1, heads=2, batch=2, steps=3, flow_steps=1)
-  mem = T.stack([T.init_member(sp, s, 1e-3, (4, 4, 2)) for s in range(3)])
-  spread, _ = T.fit(sp, mem, data, 1.0, chunk=3, log=lambda *a: None)
-  ref = jax.jit(jax.vmap(T.make_chunk(sp, 3), in_axes=(0, None, None, None)))(
-      mem, data, jnp.int32(0), jnp.float32(1.0))
+  data, mem = trainer_case
+  spread, _ = T.fit(_SP, mem, data, 1.0, chunk=1, log=lambda *a: None)
+  ref = one_device_reference
   leaf = jax.tree.leaves(spread["params"])[0]
   assert len(leaf.sharding.device_set) == 3  # one member per device, on the first 3
   assert len(jax.tree.leaves(ref["params"])[0].sharding.device_set) == 1
   for a, b in zip(jax.tree.leaves(spread["params"]), jax.tree.leaves(ref["params"])):
     np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=2e-5, atol=2e-6)
+  # the members really differ (else one device computing one member would pass)
+  assert not np.allclose(np.asarray(leaf[0]), np.asarray(leaf[1]))
 
 
-def test_batch_split_over_8_devices_and_micro_batches_equal_one_device():
+def test_batch_split_over_8_devices_and_micro_batches_equal_one_device(
+    trainer_case, one_device_reference):
   """batch_parallel (the :paper path) splits each member's batch rows over the 8 devices
   and micro-batching accumulates the gradient over slices; both give the 1-device chunk's
   numbers for a deterministic loss (latent_mse), and a slice count that does not divide
   the batch is refused."""
-  rng = np.random.default_rng(0)
-  data = dict(x=jnp.asarray(rng.normal(size=(5, 6, 4, 4, 2)), jnp.float32),
-              mask=jnp.ones((5, 2)))
-  sp = T.Spec("latent_mse", latent=2, width=16, depth=1, heads=2, batch=16, steps=3)
-  mem = T.stack([T.init_member(sp, s, 1e-3, (4, 4, 2)) for s in range(2)])
-  ref = jax.jit(jax.vmap(T.make_chunk(sp, 3), in_axes=(0, None, None, None)))(
-      mem, data, jnp.int32(0), jnp.float32(1.0))
+  data, mem = trainer_case
+  sp, ref = _SP, one_device_reference
   for micro in (1, 2):
     spm = dataclasses.replace(sp, micro=micro)
     out, _ = T.fit(spm, mem, data, 1.0, chunk=3, log=lambda *a: None, batch_parallel=True)

@@ -686,20 +686,23 @@ def test_gguf_loader_matches_independent_numpy_forward():
 
 def test_lr_seed_grid_spread_over_8_devices_equals_one_device():
   """The study's (lr, seed) rows split over the 8 forced devices by core.sharding.spread
-  (3 rows on 3 of the 8 devices) train exactly as jit(vmap) of the same run on one device."""
+  (4 rows on 4 of the 8 devices) train exactly as jit(vmap) of the same run on one device.
+  The 2 LRs x 2 seeds grid of run_grid's test (its spread program) and of the frozen-base
+  test (its jit(vmap) program): both programs are compiled once for the three tests."""
   from jaxpapers.core import sharding
   assert jax.device_count() == 8
   ac, tc, data = Q1, TC2, small_data()
   run = finetune.make_run(CFG, ac, tc)
-  lrs = jnp.asarray([1e-3, 1e-2, 3e-2], jnp.float32)
-  seeds = jnp.asarray([0, 0, 1], jnp.int32)
+  lrs = jnp.asarray([1e-3, 1e-2, 1e-3, 1e-2], jnp.float32)
+  seeds = jnp.asarray([0, 0, 1, 1], jnp.int32)
   args = (lrs, seeds, base(), data.train_tokens, data.train_mask, None)
   axes = (0, 0, None, None, None, None)
   loss8, merged8 = sharding.spread(run, in_axes=axes)(*args)
   loss1, merged1 = jax.jit(jax.vmap(run, in_axes=axes))(*args)
-  assert loss8.shape == (3, tc.steps)
-  # 3 rows on 8 devices: spread puts them on the first 3 devices, one row each
-  assert len(loss8.sharding.device_set) == 3 and len(loss1.sharding.device_set) == 1
-  assert not np.allclose(merged8["blocks"]["q"][0], merged8["blocks"]["q"][2])  # rows differ
+  assert loss8.shape == (4, tc.steps)
+  # 4 rows on 8 devices: spread puts them on the first 4 devices, one row each
+  assert len(loss8.sharding.device_set) == 4 and len(loss1.sharding.device_set) == 1
+  q = merged8["blocks"]["q"]
+  assert not np.allclose(q[0], q[1]) and not np.allclose(q[0], q[2])  # LRs, seeds differ
   np.testing.assert_allclose(loss8, loss1, rtol=1e-5)
   chex.assert_trees_all_close(merged8, merged1, rtol=1e-5, atol=1e-6)

@@ -52,7 +52,7 @@ def test_ste_gradient_is_identity_and_forward_is_quantized():
 def test_bits_zero_is_off_and_high_bits_match_full_precision():
   net = models.build("ae", 10, (16, 8), 4)
   x = jax.random.normal(jax.random.key(1), (20, 10))
-  params = net.init(jax.random.key(2), x)
+  params = jax.jit(net.init)(jax.random.key(2), x)  # jitted: flax's eager init is op by op
   spec = quantize.LPRSpec()
   lpr = jax.jit(quantize.apply_lpr, static_argnums=2)
   apply = jax.jit(net.apply)
@@ -67,7 +67,7 @@ def test_bits_zero_is_off_and_high_bits_match_full_precision():
 
 def test_layer_regex_selects_only_matching_parameters():
   net = models.build("memae", 10, (16, 8), 4, mem_size=5)
-  params = net.init(jax.random.key(0), jnp.zeros((2, 10)))
+  params = jax.jit(net.init)(jax.random.key(0), jnp.zeros((2, 10)))
   spec = quantize.LPRSpec(layers=r"^decoder/")
   sel = spec.selected(params)
   assert sel and all(s.startswith("decoder/") for s in sel)
@@ -329,11 +329,11 @@ def test_runs_spread_over_8_devices_equal_one_device(opt_level):
 
 def test_per_layer_bits_quantize_each_named_layer_at_its_width():
   net = models.build("ae", 6, (8, 4), 2)
-  params = net.init(jax.random.key(0), jnp.zeros((2, 6)))
+  params = jax.jit(net.init)(jax.random.key(0), jnp.zeros((2, 6)))
   groups, widths = quantize.parse_layer_bits(("encoder.0:2", "decoder.-1:4"), depth=2)
   spec = quantize.LPRSpec(mode="mantissa", groups=groups)
-  q = jax.jit(quantize.apply_lpr, static_argnums=2)(params, jnp.asarray(widths, jnp.float32),
-                                                   spec)
+  lpr = jax.jit(quantize.apply_lpr, static_argnums=2)
+  q = lpr(params, jnp.asarray(widths, jnp.float32), spec)
   p, qp = params["params"], q["params"]
   for layer, bits in ((("encoder", "Dense_0"), 2), (("decoder", "Dense_2"), 4)):
     for leaf in ("kernel", "bias"):
@@ -345,7 +345,7 @@ def test_per_layer_bits_quantize_each_named_layer_at_its_width():
     np.testing.assert_array_equal(qp[layer[0]][layer[1]]["kernel"],
                                   p[layer[0]][layer[1]]["kernel"])
   # Width 0 for every group is the full-precision network.
-  off = quantize.apply_lpr(params, jnp.zeros(2), spec)
+  off = lpr(params, jnp.zeros(2), spec)  # the same program as above
   chex.assert_trees_all_equal(off, params)
   with pytest.raises(ValueError, match="unknown layer"):
     quantize.parse_layer_bits(("encoder.3:2",), depth=2)
@@ -358,10 +358,10 @@ def test_devnet_deviation_loss_matches_numpy():
   det = detectors.Detector(cfg, 3)
   x = jax.random.normal(jax.random.key(1), (10, 3))
   y = jnp.asarray([1, 0, 0, 1, 0, 0, 0, 0, 0, 0], jnp.float32)
-  params = det.net.init(jax.random.key(2), x)
+  params = jax.jit(det.net.init)(jax.random.key(2), x)
   rng = jax.random.key(3)
-  loss = float(det.loss(params, None, x, y, jnp.ones(3), rng, 0.0))
-  score = np.asarray(det.net.apply(params, x))[:, 0]
+  loss = float(jax.jit(det.loss)(params, None, x, y, jnp.ones(3), rng, 0.0))
+  score = np.asarray(jax.jit(det.net.apply)(params, x))[:, 0]
   ref = np.asarray(jax.random.normal(rng, (detectors.DEVNET_REF,)))
   dev = (score - ref.mean()) / ref.std()
   want = np.mean(np.where(np.asarray(y) > 0, np.maximum(0.0, 5.0 - dev), np.abs(dev)))

@@ -167,23 +167,36 @@ def test_hand_built_two_layer_net_matches_numpy_sign_network(rule, p):
     assert set(np.unique(w0)) <= {-1.0, 1.0}
 
 
-def test_few_step_resnet_learns_and_commits_on_schedule():
-  """A binary ResNet-10 layout (StoMPP forward, STE-free) trained 25 steps through the
-  study's program (rows one after another, as the study runs on a CPU): loss decreases, and the committed fraction of every layer's
-  weight and activation masks (counted from the ranks, after soft refreshes) equals
-  floor(p_l n) / n with p_l from the forward schedule written out in NumPy."""
+# The rows of the two ResNet tests below: the study's program trained one row after
+# another (its CPU path) and all at once split over the 8 devices; trained once per module.
+_RESNET_ROWS = [("stompp_fwd", 0.01, 0), ("ste", 0.01, 0), ("stompp_fwd", 0.003, 1)]
+
+
+@pytest.fixture(scope="module")
+def resnet_runs():
   from jaxpapers.papers.stompp import study_resnet
   # T = 25: every p_l n stays off an integer (p in steps of 0.4, no size a multiple of
   # 5), so float32 vs float64 floors cannot differ.
   config = load_config(CONFIG, "smoke,resnet_steps=25,chunk=25,resnet_width=4,"
                        "refresh_every=3,lr=0.01,batch_size=32")
   cfg = config_lib.override(config, {"train.steps": 25})
-  ds = sources.normalize(sources.digits())
-  data = study_resnet.split_validation(ds, 200)
-  rows = [("stompp_fwd", 0.01, 0), ("ste", 0.01, 0)]
-  res = study_resnet.train_arch(cfg, "resnet10", 4, rows, data, 10, log=lambda *a, **k: None,
-                                keep_states=True, evaluate=False, sequential=True)
-  loss = res["loss"]  # [T, R]
+  data = study_resnet.split_validation(sources.normalize(sources.digits()), 200)
+  quiet = lambda *a, **k: None
+  # evaluate=False: the evaluation program is shared by both paths (compiles ~2x slower)
+  return {sequential: study_resnet.train_arch(cfg, "resnet10", 4, _RESNET_ROWS, data, 10,
+                                              log=quiet, keep_states=True, evaluate=False,
+                                              sequential=sequential)
+          for sequential in (True, False)}
+
+
+def test_few_step_resnet_learns_and_commits_on_schedule(resnet_runs):
+  """A binary ResNet-10 layout (StoMPP forward, STE-free) trained 25 steps through the
+  study's program (rows one after another, as the study runs on a CPU): loss decreases, and the committed fraction of every layer's
+  weight and activation masks (counted from the ranks, after soft refreshes) equals
+  floor(p_l n) / n with p_l from the forward schedule written out in NumPy."""
+  res = resnet_runs[True]  # rows 0 (StoMPP forward) and 1 (STE), lr 0.01, seed 0
+  assert [r[:2] for r in _RESNET_ROWS[:2]] == [("stompp_fwd", 0.01), ("ste", 0.01)]
+  loss = res["loss"][:, :2]  # [T, R]
   assert np.all(loss[-6:].mean(0) < loss[:6].mean(0) - 0.1), loss
   L, T = res["num_binary"], 25
   assert L == 8
@@ -404,7 +417,7 @@ def test_bf16_step_tracks_float32_and_runs_its_convolutions_in_bf16():
   losses, dots = {}, {}
   for dtype in ("float32", "bfloat16"):
     config = config_lib.load(
-        f"configs/stompp.py:smoke,model=resnet18,resnet_width=4,compute_dtype={dtype}")
+        f"configs/stompp.py:smoke,model=resnet10,resnet_width=4,compute_dtype={dtype}")
     ds = experiment.load_data(config)
     _, task = experiment.make_task(config, ds)
     state = jax.jit(task.init)(jax.random.PRNGKey(0))
@@ -422,10 +435,13 @@ def test_bf16_step_tracks_float32_and_runs_its_convolutions_in_bf16():
     assert all(x.dtype == jnp.float32 for x in jax.tree.leaves(state["params"]))
   assert dots["float32"][1] == 0 and dots["bfloat16"][1] == dots["bfloat16"][0] > 10
   # Same weights at step 0: bf16 rounds at 2^-8 relative, the loss agrees within 1%.
+  rel = np.abs(np.subtract(losses["bfloat16"], losses["float32"])) / np.abs(losses["float32"])
+  print("bf16 vs float32 loss, relative difference per step:", rel)
   np.testing.assert_allclose(losses["bfloat16"][0], losses["float32"][0], rtol=1e-2)
   # After updates the runs part faster than the LM's (12 steps within 1%): rounding flips
   # the sign of near-zero pre-activations, and a binary network passes on only signs.
-  # Measured: within 14% over these 4 steps; 25% bounds it.
+  # Measured: within 14% over these 4 steps on ResNet-18, 16% on this ResNet-10 (the
+  # smallest layout: half the compile); 25% bounds it.
   np.testing.assert_allclose(losses["bfloat16"], losses["float32"], rtol=0.25)
 
 
@@ -467,22 +483,11 @@ def test_depth_study_cell_spread_over_8_devices_equals_one_device(monkeypatch):
   np.testing.assert_array_equal(acc8, acc1)  # counts of correct test images
 
 
-def test_resnet_study_rows_spread_over_8_devices_equal_rows_one_at_a_time():
+def test_resnet_study_rows_spread_over_8_devices_equal_rows_one_at_a_time(resnet_runs):
   """The architecture study's vmapped rows, split over the 8 devices (3 rows on 3 of
   the 8), equal the same rows trained one after another on one device (its CPU path)."""
-  from jaxpapers.papers.stompp import study_resnet
-  config = load_config(CONFIG, "smoke,resnet_steps=4,chunk=2,resnet_width=4,"
-                       "refresh_every=2,batch_size=16")
-  cfg = config_lib.override(config, {"train.steps": 4})
-  data = study_resnet.split_validation(sources.normalize(sources.digits()), 200)
-  rows = [("stompp_fwd", 0.01, 0), ("ste", 0.01, 0), ("stompp_fwd", 0.003, 1)]
-  quiet = lambda *a, **k: None
-  # evaluate=False: the evaluation program is shared by both paths (compiles ~2x slower)
-  spread = study_resnet.train_arch(cfg, "resnet10", 4, rows, data, 10, log=quiet,
-                                   keep_states=True, evaluate=False, sequential=False)
-  one = study_resnet.train_arch(cfg, "resnet10", 4, rows, data, 10, log=quiet,
-                                keep_states=True, evaluate=False, sequential=True)
-  assert spread["loss"].shape == (4, 3)
+  spread, one = resnet_runs[False], resnet_runs[True]
+  assert spread["loss"].shape == (25, 3)
   np.testing.assert_allclose(spread["loss"], one["loss"], rtol=1e-5)
   np.testing.assert_allclose(spread["gnorm"], one["gnorm"], rtol=1e-5, atol=1e-7)
   np.testing.assert_array_equal(spread["committed"], one["committed"])

@@ -41,23 +41,34 @@ print("n =", cfg.market.n, "training steps =", cfg.optim.steps,
 TRAIN = """ids = markets.cell_ids("additive", "uniform")[None]          # one cell
 model, params, info = experiment.train(cfg, "bfmnet", ids)
 params = jax.tree.map(lambda x: x[0], params)
-market = jax.tree.map(lambda x: x[0], markets.sample_markets(
-    jax.random.PRNGKey(42), 1, cfg.market.n, ids[0], cfg.market.budget_per_seller))
-bids = market["costs"]                                     # truthful: a dominant strategy
-raw = menus.raw_price_fn(model, params, market)
-t, t0, cap = mechanism.prices(raw, market["budget"], bids)
-win = bids <= t
-x_s, p_s = classical.singer(market, bids)
+
+
+@jax.jit  # one compiled program for the market below (op by op compiles every op)
+def open_market(params, key):
+  market = jax.tree.map(lambda x: x[0], markets.sample_markets(
+      key, 1, cfg.market.n, ids[0], cfg.market.budget_per_seller))
+  bids = market["costs"]                                   # truthful: a dominant strategy
+  raw = menus.raw_price_fn(model, params, market)
+  t, t0, cap = mechanism.prices(raw, market["budget"], bids)
+  win = bids <= t
+  x_s, p_s = classical.singer(market, bids)
+  # A seller cannot move its own price: seller 0's bid swept, its price recomputed.
+  t_sweep = jax.vmap(lambda b: mechanism.price_one(
+      raw, market["budget"], bids.at[0].set(b), 0)[0])(jnp.linspace(0, 1, 11))
+  return (market, bids, t, t0, win, x_s, p_s, markets.value(market, win),
+          markets.value(market, x_s), t_sweep)
+
+
+(market, bids, t, t0, win, x_s, p_s, v_bfm, v_singer,
+ t_sweep) = open_market(params, jax.random.PRNGKey(42))
 opt = markets.optimum(market)[0]
 print(f"budget {float(market['budget']):.3f}")
-print(f"BFMNet spend {float(jnp.sum(t * win)):.3f}  value {float(markets.value(market, win)):.3f}")
-print(f"Singer spend {float(jnp.sum(p_s)):.3f}  value {float(markets.value(market, x_s)):.3f}")
+print(f"BFMNet spend {float(jnp.sum(t * win)):.3f}  value {float(v_bfm):.3f}")
+print(f"Singer spend {float(jnp.sum(p_s)):.3f}  value {float(v_singer):.3f}")
 print(f"optimum (true costs) value {opt:.3f}")"""
 
-SWEEP = """# A seller cannot move its own price: sweep seller 0's bid and recompute its price.
-sweep = jnp.linspace(0, 1, 11)
-t_sweep = jax.vmap(lambda b: mechanism.price_one(
-    raw, market["budget"], bids.at[0].set(b), 0)[0])(sweep)
+SWEEP = """# A seller cannot move its own price: seller 0's price over 11 of its own bids
+# (t_sweep above: seller 0's bid swept from 0 to 1, its price recomputed).
 print("seller 0's price over 11 own bids:", np.unique(np.asarray(t_sweep)))"""
 
 PLOT = """n = cfg.market.n
@@ -70,7 +81,7 @@ ax[0].scatter(idx[np.asarray(win)], np.asarray(bids)[np.asarray(win)], color="r"
               label="procured")
 ax[0].set_xlabel("seller"); ax[0].set_ylabel("price / cost"); ax[0].legend(fontsize=7)
 ax[0].set_title(f"one market, B = {float(market['budget']):.2f}")
-vals = [float(markets.value(market, win)), float(markets.value(market, x_s)), opt]
+vals = [float(v_bfm), float(v_singer), opt]
 ax[1].bar(["BFMNet", "Singer PS", "optimum"], vals, color=["C1", "C2", "C7"])
 ax[1].set_ylabel("buyer value")
 plt.tight_layout(); plt.show()"""

@@ -57,7 +57,8 @@ print("test exact match before", finetune.score(task, tok, before, test_lens, da
 
 SWEEP = '''# A small LR sweep: LoRA vs PiSSA (the paper: methods prefer different LR ranges).
 # The best LR is chosen on the validation split; the test score there is reported.
-lrs = np.logspace(-4, -1, 3 if SMOKE else 5)
+# (smoke: only the config's LR, so the LoRA row reuses the programs compiled above)
+lrs = np.asarray([config.optim.lr]) if SMOKE else np.logspace(-4, -1, 5)
 fig, ax = plt.subplots(1, 2, figsize=(10, 3.5))
 ax[0].plot(grid.losses[0, 0]); ax[0].set_xlabel("step"); ax[0].set_ylabel("answer loss")
 ax[0].set_title("LoRA fine-tuning")

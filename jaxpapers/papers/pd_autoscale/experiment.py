@@ -9,6 +9,7 @@ iteration at the paper's sizes to launch/plan.py.
 """
 from __future__ import annotations
 
+import functools
 import math
 import os
 import time
@@ -121,6 +122,21 @@ def runner(spec, ctrl, epochs):
   return _RUNNERS[key]
 
 
+# The grid's arguments and each chunk of them as one small program (per shapes) each,
+# instead of an eager tile / repeat / slice / pad per leaf: the same copies, few compiles.
+@functools.partial(jax.jit, static_argnums=(3,))
+def _grid_args(params, wl, fut, T):
+  G = jax.tree.leaves(params)[0].shape[0]
+  tile = lambda x: jnp.tile(x, (G,) + (1,) * (x.ndim - 1))
+  rep = lambda x: jnp.repeat(x, T, axis=0)
+  return jax.tree.map(rep, params), jax.tree.map(tile, wl), tile(fut)
+
+
+@functools.partial(jax.jit, static_argnums=(1, 2))
+def _chunk_of(args, a, C):
+  return jax.tree.map(lambda x: sharding.pad_leading(x[a:a + C], C), args)
+
+
 def run_clusters(config, spec, ctrl, params, traces, oracle=False, seed=0):
   """Runs len(params-leading) x len(traces) episodes; returns summaries [G][T].
 
@@ -129,10 +145,8 @@ def run_clusters(config, spec, ctrl, params, traces, oracle=False, seed=0):
   wl, fut, ns = batch(config, spec, traces, oracle)
   G = jax.tree.leaves(params)[0].shape[0]
   T = len(traces)
-  tile = lambda x: jnp.tile(x, (G,) + (1,) * (x.ndim - 1))
-  rep = lambda x: jnp.repeat(x, T, axis=0)
-  args = (jax.tree.map(rep, params), jax.tree.map(tile, wl), tile(fut), n0_of(config, G * T),
-          jax.random.split(jax.random.PRNGKey(seed), G * T))
+  args = _grid_args(params, wl, fut, T) + (
+      n0_of(config, G * T), jax.random.split(jax.random.PRNGKey(seed), G * T))
   # Fixed-size chunks (the last one padded): every call of a controller reuses one
   # compiled program whatever the grid or trace count.
   C = config.sim.chunk
@@ -140,8 +154,7 @@ def run_clusters(config, spec, ctrl, params, traces, oracle=False, seed=0):
   fn = runner(spec, ctrl, E)
   outs = []
   for a in range(0, n, C):
-    part = jax.tree.map(lambda x: sharding.pad_leading(x[a:a + C], C), args)
-    outs.append(jax.device_get(fn(*part)))
+    outs.append(jax.device_get(fn(*_chunk_of(args, a, C))))
   st, rows = jax.tree.map(lambda *x: np.concatenate(x)[:n], *outs)
   d = config.data
   out = []
@@ -158,6 +171,17 @@ def run_clusters(config, spec, ctrl, params, traces, oracle=False, seed=0):
 
 
 # ------------------------------------------------------------------ PPO training
+
+_ITERATIONS = {}
+
+
+def _iteration(spec, ps, pp, epochs):
+  """The spread PPO iteration, one callable per settings: a resumed or repeated
+  training run in the same process reuses its compiled program (no retrace)."""
+  key = (spec, ps, pp, epochs)
+  if key not in _ITERATIONS:
+    _ITERATIONS[key] = sharding.spread(ppo.make_iteration(spec, ps, pp, epochs))
+  return _ITERATIONS[key]
 
 def member_grid(config, variants, seeds, lrs):
   """[(variant name, flags dict, seed, lr)] in member order."""
@@ -180,7 +204,7 @@ def train_policy(config, workdir, members, tag="rl", log=print):
   keys = [jax.random.PRNGKey(config.seed * 1000 + s) for _, _, s, _ in members]
   ts = jax.tree.map(lambda *x: jnp.stack(x), *[
       ppo.init_member(k, lr, fl, ps, pp) for k, (_, fl, _, lr) in zip(keys, members)])
-  iteration = sharding.spread(ppo.make_iteration(spec, ps, pp, E))
+  iteration = _iteration(spec, ps, pp, E)
   greedy = policy.controller(spec, ps, greedy=True)
   val = make_traces(config, "val", config.data.val_seeds)
   fams = [t[0] for t in val]

@@ -105,6 +105,17 @@ def _make_eval(spec, mean, std, r_final):
   return sharding.spread(one, in_axes=(0, None, None))
 
 
+@jax.jit
+def _keep_best(params, best, val, best_val, curve, k):
+  """Each member's best-on-validation parameters and score, and the curve's row k: one
+  small program (per shapes) instead of an eager select per parameter leaf."""
+  better = val < best_val
+  M = val.shape[0]
+  sel = lambda n, o: jnp.where(better.reshape((M,) + (1,) * (n.ndim - 1)), n, o)
+  return (jax.tree.map(sel, params, best), jnp.where(better, val, best_val),
+          curve.at[k].set(val))
+
+
 def train_members(spec, cfg, w, seeds, lrs, workdir, tag, log=print, halt_after=0):
   """Trains len(seeds) x len(lrs) members (order: lr-major); returns dict with the best
   (validation) parameters [M, ...], val MAE [M], and the validation curve [evals, M]."""
@@ -136,12 +147,11 @@ def train_members(spec, cfg, w, seeds, lrs, workdir, tag, log=print, halt_after=
   for step0 in range(start, t.steps, t.eval_every):
     mem, tl, kl = chunk(state["members"], lr_of, jnp.int32(step0), feats, target, train_last)
     val = evaluate(mem["params"], xv, yv)
-    better = val < state["best_val"]
-    sel = lambda n, o: jnp.where(better.reshape((M,) + (1,) * (n.ndim - 1)), n, o)
     k = step0 // t.eval_every
-    state = dict(members=mem, best=jax.tree.map(sel, mem["params"], state["best"]),
-                 best_val=jnp.where(better, val, state["best_val"]),
-                 curve=state["curve"].at[k].set(val), step=jnp.int32(step0 + t.eval_every))
+    best, best_val, curve = _keep_best(mem["params"], state["best"], val, state["best_val"],
+                                       state["curve"], k)
+    state = dict(members=mem, best=best, best_val=best_val, curve=curve,
+                 step=jnp.int32(step0 + t.eval_every))
     done = step0 + t.eval_every
     row = {f"{tag}/train_mae": float(jnp.mean(tl)), f"{tag}/kl": float(jnp.mean(kl)),
            f"{tag}/val_mae": float(jnp.mean(val))}

@@ -135,7 +135,9 @@ def init(task: envs.Task, cfg, key, actor0):
   E, H = cfg.num_envs, task.horizon
   k_init, k_pre, k_aux = jax.random.split(jax.random.fold_in(key, 0), 3)
   kc, ka = jax.random.split(k_init)
-  policy = Policy(actor0, jnp.full((task.act_dim,), jnp.log(cfg.init_std)),
+  # float32, not weak-typed: a weak-typed log_std made the first chunk's carry another
+  # input type than the later chunks' (one more compile of the whole run program)
+  policy = Policy(actor0, jnp.full((task.act_dim,), jnp.log(cfg.init_std), jnp.float32),
                   networks.mlp_init(kc, [task.obs_dim, cfg.hidden, cfg.hidden, 1], 1.0))
   opt = networks.adam()
   a_opt, c_opt = opt.init((policy.actor, policy.log_std)), opt.init(policy.critic)
