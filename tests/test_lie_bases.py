@@ -336,21 +336,33 @@ def test_training_resumes_exactly_and_learns(tmp_path):
 def test_long_run_cut_by_its_time_budget_resumes_exactly(tmp_path):
   """The issue-47 long-run driver (Adam state + loss history in one checkpoint): a run
   stopped after its first chunk (exit 3) and resumed gives the uninterrupted run's rows
-  and curves; a cap that is not a multiple of the chunk is refused (exit 2)."""
+  and curves; a new cell forked from the cut run's lanes in another order (`--fork`)
+  continues each lane to its own rows; a fork whose initialization differs from its
+  source (1 (a, b) pair vs the source's 2), and a cap that is not a multiple of the
+  chunk, are refused (exit 2)."""
   import json  # pylint: disable=g-import-not-at-top
   from jaxpapers.papers.lie_bases import longrun  # pylint: disable=g-import-not-at-top
   args = ["--config=configs/lie_bases.py:smoke,n=12,width=8,int_steps=2,n_train=16",
-          "--target=bm", "--ranks=1",
-          "--lrs=0.003,0.01", "--cap=20", "--chunk=10", "--tol=0"]
+          "--target=bm", "--lrs=0.01", "--cap=20", "--chunk=10", "--tol=0"]
   run = lambda d, *extra: longrun.main(args + [f"--workdir={tmp_path / d}", *extra])  # noqa: E731
-  assert run("cut", "--budget_s=0") == 3
-  assert run("cut") == 0 and run("straight") == 0
-  cut, straight = (json.load(open(tmp_path / d / "raw.json")) for d in ("cut", "straight"))
-  assert [r["steps"] for r in cut["rows"]] == [20]
+  assert run("cut", "--ranks=1,2", "--budget_s=0") == 3
+  fork = f"--fork={tmp_path / 'cut'}"
+  assert run("fork_bad", fork, "--ranks=1") == 2
+  assert run("fork", fork, "--ranks=2,1") == 0  # lanes (r=2, r=1): the cut run's reversed
+  assert run("cut", "--ranks=1,2") == 0 and run("straight", "--ranks=1,2") == 0
+  cut, straight, forked = (json.load(open(tmp_path / d / "raw.json"))
+                           for d in ("cut", "straight", "fork"))
+  assert [r["steps"] for r in cut["rows"]] == [20, 20]
   for a, b in zip(cut["rows"], straight["rows"]):
     assert a["grid_func_err"] == b["grid_func_err"] and a["fine_orth_err"] == b["fine_orth_err"]
   assert cut["curves_geomspaced"] == straight["curves_geomspaced"]
   assert cut["selections"] == straight["selections"]
+  assert cut["rows"][0]["grid_func_err"] != cut["rows"][1]["grid_func_err"]  # ranks differ
+  for a, b in zip(forked["rows"][::-1], cut["rows"]):
+    assert a["setting"] == b["setting"] and a["steps"] == 20
+    np.testing.assert_allclose(a["grid_func_err"], b["grid_func_err"], rtol=1e-5)
+    np.testing.assert_allclose(a["lanes"][0]["train_gap"], b["lanes"][0]["train_gap"],
+                               rtol=1e-4, atol=1e-7)
   assert run("bad", "--cap=25") == 2
 
 

@@ -13,6 +13,11 @@ one go. Usage (from the repository root):
 
   python -m jaxpapers.papers.lie_bases.longrun --target=bm --method=path --ranks=1,2,4,8 \
       --lrs=0.001,0.003,0.01,0.03 --cap=20000 --workdir=/tmp/lie_long_bm
+
+`--fork=DIR[,DIR...]` starts a new path cell from some lanes of finished or cut cells
+(their newest checkpoints, at one step): to continue a few lanes of a sweep past its cap
+without the others, or to select over lanes trained in several runs (a learning rate
+added to a grid later, trained from the same initialization: `--init_rank`).
 """
 from __future__ import annotations
 
@@ -34,8 +39,13 @@ from jaxpapers.core import study as study_lib
 from jaxpapers.papers.lie_bases import experiment as E
 from jaxpapers.papers.lie_bases import methods, study, targets
 
+ARGS_FILE = "longrun_args.json"  # the arguments of a workdir's first call (for --fork)
 COLUMNS = ["target", "method", "setting", "steps", "last-chunk gap fall", "train gap",
            "orth err", "sin angle", "shape", "objective", "4x sin angle", "4x shape", "s"]
+
+
+class ForkError(ValueError):
+  """A --fork source that cannot give this cell its lanes."""
 
 
 def _floats(text: str) -> tuple:
@@ -48,10 +58,91 @@ def _ints(text: str) -> tuple:
 
 def _problem(config, name, lags):
   problem, data = E.setup(config, name)
-  fine, _ = E.setup(config, name, factor=config.target.fine_factor, seeds=1)
+  # the evaluation grid needs no data (E.setup would also sample curves there: on a 96^2
+  # square that einsum alone takes minutes)
+  fine = targets.make_problem(name, config.target,
+                              E.nodes_per_axis(config, name, config.target.fine_factor))
   if lags:  # the Schroedinger one-lag ablation (or another lag set)
     problem, fine = (dataclasses.replace(x, lags=lags) for x in (problem, fine))
   return problem, fine, data
+
+
+def _template(config, args, problem, data):
+  """(ranks, spec, hp, fresh state) of a path cell: lanes rank-major (r, then lr); the
+  MLP has max(ranks, init_rank) (a, b) pairs, so `--init_rank` gives a subset of a rank
+  sweep's lanes the sweep's own initialization."""
+  ranks = args.ranks or (config.model.rank,)
+  spec = methods.spec_from(config.model)._replace(rank=max(max(ranks), args.init_rank))
+  if args.features:
+    spec = spec._replace(features=args.features)
+  hp = E.variants(problem, spec, args.lrs, ranks=ranks)
+  seeds = data["train"].shape[0]
+  keys = jnp.stack([E._key(config, problem.name, i, "path") for i in range(seeds)])  # noqa: SLF001
+  params0 = jax.vmap(lambda k: methods.init_path(k, problem.grid.dim, spec))(keys)
+  state = {"st": jax.vmap(jax.vmap(methods.path_state, (None, 0)), (0, None))(params0, hp["lr"]),
+           "curves": jnp.zeros((seeds, hp["lr"].size, args.cap), jnp.float32),
+           "seconds": jnp.zeros((), jnp.float32)}  # training wall time over all calls
+  return ranks, spec, hp, state
+
+
+def _fork(config, args, problem, data, spec, hp):
+  """(state, step): the lanes of this cell taken from the newest checkpoints of the
+  `--fork` workdirs (every lane (r, lr) must be in one of them, all at the same step),
+  their loss histories copied into this cell's (longer) history. The sources' training
+  seconds are summed into this cell's."""
+  lanes = list(zip(np.asarray(hp["rank"]).tolist(), np.asarray(hp["lr"]).tolist()))
+  found, step, seconds = [None] * len(lanes), None, 0.0
+  sources = []
+  for d in args.fork.split(","):
+    src = _parser().parse_args(_argv_of(d))
+    for key in ("config", "target", "method", "features", "lags"):
+      if getattr(src, key) != getattr(args, key):
+        raise ForkError(f"--fork: {d} has {key}={getattr(src, key)!r}, this run "
+                        f"{getattr(args, key)!r}")
+    _, src_spec, src_hp, src_state = _template(config, src, problem, data)
+    if src_spec != spec:
+      raise ForkError(f"--fork: {d} initializes {src_spec}, this run {spec} "
+                      "(set --init_rank to the source's largest r)")
+    ckpt = checkpoint_lib.Checkpointer(d)
+    st, s_step = ckpt.restore_or(src_state)
+    ckpt.close()
+    if s_step == 0 or (step is not None and s_step != step):
+      raise ForkError(f"--fork: {d} is at step {s_step}, expected "
+                      f"{'> 0' if step is None else step}")
+    step = s_step
+    seconds += float(st["seconds"])
+    src_lanes = list(zip(np.asarray(src_hp["rank"]).tolist(),
+                         np.asarray(src_hp["lr"]).tolist()))
+    for j, (r, lr) in enumerate(lanes):
+      for i, (sr, slr) in enumerate(src_lanes):
+        if found[j] is None and sr == r and np.isclose(slr, lr, rtol=1e-6):
+          found[j] = (len(sources), i)
+    sources.append(st)
+  missing = [f"r={r} lr={lr:g}" for (r, lr), f in zip(lanes, found) if f is None]
+  if missing:
+    raise ForkError(f"--fork: lanes {', '.join(missing)} are in none of {args.fork}")
+  if step > args.cap:
+    raise ForkError(f"--fork: the sources are at step {step}, past --cap={args.cap}")
+  st = jax.tree.map(lambda *leaves: jnp.stack(
+      [leaves[k][:, i] for k, i in found], axis=1), *[s["st"] for s in sources])
+  curves = np.zeros((data["train"].shape[0], len(lanes), args.cap), np.float32)
+  for j, (k, i) in enumerate(found):
+    curves[:, j, :step] = np.asarray(sources[k]["curves"])[:, i, :step]
+  return {"st": st, "curves": jnp.asarray(curves),
+          "seconds": jnp.asarray(seconds, jnp.float32)}, step
+
+
+def _argv_of(workdir: str) -> list:
+  """The arguments that built a longrun workdir's checkpoints (its first call), from
+  ARGS_FILE, or from raw.json for workdirs written before ARGS_FILE existed."""
+  for name, key in ((ARGS_FILE, None), ("raw.json", "argv")):
+    path = os.path.join(workdir, name)
+    if os.path.isfile(path):
+      with open(path) as f:
+        data = json.load(f)
+      return data if key is None else data[key]
+  raise ForkError(f"--fork: {workdir} has neither {ARGS_FILE} nor raw.json "
+                  "(not a longrun workdir)")
 
 
 def run_path(config, args, table) -> bool:
@@ -60,24 +151,37 @@ def run_path(config, args, table) -> bool:
   name, chunk = args.target, args.chunk
   problem, fine, data = _problem(config, name, args.lags)
   opt = E.optimum(problem, data)
-  ranks = args.ranks or (config.model.rank,)
-  spec = methods.spec_from(config.model)._replace(rank=max(ranks))
-  if args.features:
-    spec = spec._replace(features=args.features)
-  hp = E.variants(problem, spec, args.lrs, ranks=ranks)
+  ranks, spec, hp, state = _template(config, args, problem, data)
   nl = len(args.lrs)
   groups = [list(range(i * nl, (i + 1) * nl)) for i in range(len(ranks))]
-  seeds = data["train"].shape[0]
   coef = jnp.asarray(targets.brockett_weights(problem.m))
   s, sqrt_w, _ = E.geometry(problem)
-  keys = jnp.stack([E._key(config, problem.name, i, "path") for i in range(seeds)])  # noqa: SLF001
-  params0 = jax.vmap(lambda k: methods.init_path(k, problem.grid.dim, spec))(keys)
-  state = {"st": jax.vmap(jax.vmap(methods.path_state, (None, 0)), (0, None))(params0, hp["lr"]),
-           "curves": jnp.zeros((seeds, hp["lr"].size, args.cap), jnp.float32),
-           "seconds": jnp.zeros((), jnp.float32)}  # training wall time over all calls
   ckpt = checkpoint_lib.Checkpointer(args.workdir)
+  if args.fork and ckpt.latest_step() is None:  # a new cell continuing other cells' lanes
+    try:
+      forked, step = _fork(config, args, problem, data, spec, hp)
+    except ForkError:
+      ckpt.close()
+      raise
+    ckpt.save(step, forked)
+    ckpt.close()
+    ckpt = checkpoint_lib.Checkpointer(args.workdir)
   state, step = ckpt.restore_or(state)
   curves = np.array(state["curves"])  # a writable copy
+  if args.lanes:  # every lane's training gap from the checkpoint, no evaluation
+    ckpt.close()
+    gaps = np.minimum.accumulate(curves[..., :step] - opt[:, None, None], -1)
+    falls = E.flat(curves[..., :step], opt, chunk)
+    out = {"step": step, "lanes": [
+        {"r": int(r), "lr": float(lr), "train_gap": float(gaps[:, i, -1].mean()),
+         "gap_fall": float(falls[i]), "per_seed_train_gap": gaps[:, i, -1].tolist()}
+        for i, (r, lr) in enumerate(zip(np.asarray(hp["rank"]), np.asarray(hp["lr"])))]}
+    with open(os.path.join(args.workdir, "lanes.json"), "w") as f:
+      json.dump(out, f, indent=1)
+    for x in out["lanes"]:
+      print(f"2r={2 * x['r']} lr={x['lr']:g}: gap {x['train_gap']:.3g}, "
+            f"last-chunk fall {x['gap_fall']:.3g}")
+    return None
   train, val = jnp.asarray(data["train"]), jnp.asarray(data["val"])
   kind = targets.loss_kind(problem)
   t0, spent = time.perf_counter(), 0.0
@@ -127,8 +231,13 @@ def run_path(config, args, table) -> bool:
     # quadrature error of the generator's core (training vs 4x rule): the diagnostic of
     # a 4x-grid degradation, for every target
     table.raws[-1]["gram_error"] = study.gram_error(problem, fine, params, spec)
-    table.raws[-1]["per_seed_train_gap"] = (
-        np.minimum.accumulate(curves[:, best, :step] - opt[:, None], -1)[:, -1].tolist())
+    gaps = np.minimum.accumulate(curves[:, :, :step] - opt[:, None, None], -1)
+    table.raws[-1]["per_seed_train_gap"] = gaps[:, best, -1].tolist()
+    # every lane of the group: lr, mean final training gap, its last-chunk fall, mean val
+    falls = E.flat(curves[..., :step], opt, chunk)
+    table.raws[-1]["lanes"] = [
+        {"lr": args.lrs[i % nl], "train_gap": float(gaps[:, i, -1].mean()),
+         "gap_fall": float(falls[i]), "val": float(vals[:, i].mean())} for i in idx]
   return True
 
 
@@ -170,7 +279,7 @@ def run_baseline(config, args, table) -> bool:
 
 def write(table, args, commit, wall):
   os.makedirs(args.workdir, exist_ok=True)
-  header = (f"lie_bases long run (commit {commit}): {' '.join(sys.argv[1:])}; chunks of "
+  header = (f"lie_bases long run (commit {commit}): {' '.join(args.argv)}; chunks of "
             f"{args.chunk}, stop at < {args.tol:g} relative fall of the selected lane's "
             f"gap per chunk, cap {args.cap}; wall of the final call {wall:.0f} s")
   md = study_lib.write_table(args.workdir, "rows", table.rows, COLUMNS, header)
@@ -180,7 +289,7 @@ def write(table, args, commit, wall):
   curves = {k: {"step": (ix := np.unique(np.geomspace(1, len(v), 80).astype(int)) - 1
                          ).tolist(), "gap": v[ix].tolist()} for k, v in table.curves.items()}
   with open(os.path.join(args.workdir, "raw.json"), "w") as f:
-    json.dump({"commit": commit, "argv": sys.argv[1:], "rows": table.raws,
+    json.dump({"commit": commit, "argv": args.argv, "rows": table.raws,
                "selections": table.selections, "curves_geomspaced": curves}, f, indent=1)
   import matplotlib  # pylint: disable=g-import-not-at-top
   matplotlib.use("Agg")
@@ -227,13 +336,21 @@ def collect(dirs, out: str) -> None:
   fig.savefig(out + ".png", dpi=80)
 
 
-def main(argv=None) -> int:
+def _parser() -> argparse.ArgumentParser:
   p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
   p.add_argument("--target", required=True, choices=("bm", "oscillator", "schrodinger",
                                                        "sheet"))
   p.add_argument("--method", default="path", choices=("path", "qr", "stiefel", "radam"))
   p.add_argument("--ranks", type=_ints, default=(), help="r values (path; generator rank 2r)")
   p.add_argument("--lrs", type=_floats, required=True, help="lr grid (stiefel: tau*L grid)")
+  p.add_argument("--init_rank", type=int, default=0,
+                 help="path: initialize the MLP with this many (a, b) pairs if more than "
+                 "max(ranks) (a rank sweep's init, for a subset of its lanes)")
+  p.add_argument("--fork", default="",
+                 help="path: comma-separated longrun workdirs whose newest checkpoints "
+                 "(same step) hold every lane (r, lr) of this cell; a new workdir starts "
+                 "from those lanes and their loss histories, e.g. to continue some lanes "
+                 "of a sweep past its cap or to select over lanes of several runs")
   p.add_argument("--features", type=int, default=0)
   p.add_argument("--lags", type=_ints, default=())
   p.add_argument("--cap", type=int, default=20000)
@@ -242,20 +359,40 @@ def main(argv=None) -> int:
   p.add_argument("--budget_s", type=float, default=780.0)
   p.add_argument("--report", action="store_true",
                  help="path: write the rows of the checkpointed state now, no training")
+  p.add_argument("--lanes", action="store_true",
+                 help="path: write every lane's training gap at the checkpoint to "
+                 "lanes.json, no training or evaluation")
   p.add_argument("--workdir", required=True)
   p.add_argument("--config", default="configs/lie_bases.py", help="config spec (tests: :smoke)")
+  return p
+
+
+def main(argv=None) -> int:
+  p = _parser()
   if argv is None and len(sys.argv) > 2 and sys.argv[1] == "--collect":
     collect(sys.argv[3:], sys.argv[2])  # --collect OUT DIR...
     return 0
+  argv = sys.argv[1:] if argv is None else list(argv)
   args = p.parse_args(argv)
+  args.argv = argv
   if args.cap % args.chunk:
     print(f"cap {args.cap} is not a multiple of chunk {args.chunk}", file=sys.stderr)
     return 2
   config = config_lib.load(args.config)
   commit = study_lib.git_commit(paths=E.PATHS)
   t0 = time.perf_counter()
+  os.makedirs(args.workdir, exist_ok=True)
+  if not os.path.exists(os.path.join(args.workdir, ARGS_FILE)):  # the first call's
+    with open(os.path.join(args.workdir, ARGS_FILE), "w") as f:
+      json.dump(argv, f)
   table = study.Table(metrics_lib.MetricsWriter(args.workdir))
-  done = (run_path if args.method == "path" else run_baseline)(config, args, table)
+  try:
+    done = (run_path if args.method == "path" else run_baseline)(config, args, table)
+  except ForkError as e:  # a --fork that does not fit this cell: one line
+    print(str(e), file=sys.stderr)
+    return 2
+  if done is None:  # --lanes
+    return 0
   if not done:
     print("time budget reached: rerun the same command to resume", flush=True)
     return 3
