@@ -524,6 +524,17 @@ def test_sweep_union_selects_over_both_grids_and_flags_the_union_edge():
   assert not got["edge_coupled"] and len(got["grid"]) == 6 and got["union_of"] == 2
   (only_a,) = sweep_union.union([a])
   assert only_a["edge_coupled"]  # beta 8 is the top of a's own grid
+  # The reduction's bias: full-minus-reduced gap range over the cells run both ways; a
+  # call stands only if it survives both ends (else "undecided").
+  red = [dict(cell, seed=s, pct_dense_coupled=c, pct_dense_pca=100.0, pct_dense_pca_tuned=100.0,
+              pct_dense_two_stage=90.0) for s, c in enumerate((108.0, 109.0, 110.0))]
+  full = [dict(r, pct_dense_coupled=r["pct_dense_coupled"] - 5.0) for r in red]
+  shift = sweep_union.sweep.reduction_bias(red, full)
+  assert shift["pca_tuned"] == pytest.approx((-5.0, -5.0))
+  assert "| 9.0 ± 1.0 | better |" in sweep_union.sweep.table(red)  # 9 > spread 1
+  assert "| 9.0 ± 1.0 | undecided |" in sweep_union.sweep.table(red, {"pca_tuned": (-8.5, 0.0)})
+  with pytest.raises(ValueError, match="no cell"):
+    sweep_union.sweep.reduction_bias(red, [dict(r, n_planted=10) for r in full])
   bad = dict(b, grid=[m(1e-4, 8.0, 0.125)] + b["grid"][1:])
   with pytest.raises(ValueError, match="differs between runs"):
     sweep_union.union([a, bad])

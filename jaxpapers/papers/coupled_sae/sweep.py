@@ -105,11 +105,12 @@ def study_rows(study_dir: str, base) -> list:
   return rows
 
 
-def table(rows) -> str:
+def table(rows, shift=None) -> str:
   """Per cell: each method's % of dense ridge, and the coupled model's paired per-seed gap
   to PCA and to two-stage (same subjects, stories, features). "better"/"worse": the gap's
   mean is beyond the largest seed std (either method's, or the gap's); else "within
-  spread"."""
+  spread". `shift` ({baseline: (lo, hi)}, e.g. from `reduction_bias`): a call stands only
+  if the gap moved by lo and by hi gets the same call; else "undecided"."""
   cells = {}
   for r in rows:
     cells.setdefault((r["generator"], r["dense_frac"], r["n_planted"]), []).append(r)
@@ -130,8 +131,11 @@ def table(rows) -> str:
         continue
       gap = v["coupled"] - v[other]
       spread = max(sd(v["coupled"]), sd(v[other]), sd(gap))
-      cols += [f(gap), "better" if gap.mean() > spread else
-               "worse" if gap.mean() < -spread else "within spread"]
+      call = lambda m: ("better" if m > spread else  # noqa: E731
+                        "worse" if m < -spread else "within spread")
+      calls = {call(gap.mean() + s) for s in (shift or {}).get(other, (0.0,))} | {
+          call(gap.mean())}
+      cols += [f(gap), calls.pop() if len(calls) == 1 else "undecided"]
     edge = (" / ".join(str(sum(bool(r.get(e)) for r in rs))
                        for e in ("edge_coupled", "edge_two_stage", "edge_pca_k"))
             if all("edge_coupled" in r for r in rs) else "-")
@@ -139,6 +143,24 @@ def table(rows) -> str:
                  f"{f(v['two_stage'])} | {f(v['pca'])} | {f(v['pca_tuned'])} | "
                  f"{f(v['oracle'])} | " + " | ".join(cols) + f" | {edge} |")
   return "\n".join(lines)
+
+
+def reduction_bias(reduced, full) -> dict:
+  """{baseline: (lo, hi)}: over the cells in both row sets, the range of (full-size minus
+  reduced) mean paired gap coupled - baseline, i.e. how far the reduced setting moved the
+  call's quantity where both were run."""
+  def gaps(rows):
+    cells = {}
+    for r in rows:
+      cells.setdefault((r["generator"], r["dense_frac"], r["n_planted"]), []).append(r)
+    return {c: {o: float(np.mean([r["pct_dense_coupled"] - r[f"pct_dense_{o}"] for r in rs]))
+                for o in ("pca", "pca_tuned", "two_stage")} for c, rs in cells.items()}
+  a, b = gaps(reduced), gaps(full)
+  both = sorted(set(a) & set(b))
+  if not both:
+    raise ValueError("reduction_bias: no cell was run at both sizes")
+  return {o: (min(b[c][o] - a[c][o] for c in both), max(b[c][o] - a[c][o] for c in both))
+          for o in ("pca", "pca_tuned", "two_stage")}
 
 
 def _gap_cell(a, b) -> str:

@@ -4,7 +4,8 @@ Each grid member trains independently (the vmapped grid), so rows of the same (c
 seed) run with different (lr, beta) grids share every common member bit for bit (checked
 here) and their union is one larger grid. Per (cell, seed) this keeps the row whose own
 selection has the best validation r, flags an edge against the union grid, and writes
-the rows and `sweep.table` / `sweep.maps_table` of them:
+the rows and `sweep.table` / `sweep.maps_table` of them (with `--full`, the prediction
+calls bounded by the reduction's measured bias, `sweep.reduction_bias`):
 
   python -m jaxpapers.papers.coupled_sae.sweep_union --out=/tmp/union \
       results/sweep_rows.jsonl results/sweep_ext_rows.jsonl results/sweep_review_rows.jsonl
@@ -46,17 +47,24 @@ def union(rows) -> list:
 def main(argv=None):
   ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   ap.add_argument("--out", required=True, help="writes OUT_rows.jsonl and OUT.md")
+  ap.add_argument("--full", default="",
+                  help="rows (jsonl) of cells run at full size: the prediction calls must "
+                       "survive the measured full-minus-reduced gap range (else 'undecided')")
   ap.add_argument("rows", nargs="+", help="sweep rows files (jsonl)")
   a = ap.parse_args(argv)
+  read = lambda path: [json.loads(line) for line in open(path) if line.strip()]  # noqa: E731
   rows = []
   for path in a.rows:
-    with open(path) as f:
-      rows += [json.loads(line) for line in f if line.strip()]
+    rows += read(path)
   got = union(rows)
   with open(a.out + "_rows.jsonl", "w") as f:
     for r in got:
       f.write(json.dumps(r) + "\n")
-  md = sweep.table(got) + "\n\n" + sweep.maps_table(got)
+  shift = sweep.reduction_bias(got, read(a.full)) if a.full else None
+  head = (("reduction bias (full - reduced gap, min / max over cells run both ways): " +
+           ", ".join(f"{k} {lo:+.1f} / {hi:+.1f}" for k, (lo, hi) in shift.items()) + "\n\n")
+          if shift else "")
+  md = head + sweep.table(got, shift) + "\n\n" + sweep.maps_table(got)
   with open(a.out + ".md", "w") as f:
     f.write(md + "\n")
   print(md)
