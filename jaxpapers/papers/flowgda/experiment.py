@@ -42,7 +42,8 @@ def _template(config, in_dim, classes):
   s = config.seeds
   m = config.model
   init = functools.partial(nets.classifier_init, in_dim=in_dim, hidden=tuple(m.hidden),
-                           feat_dim=m.feat, head_hidden=m.head_hidden, num_classes=classes)
+                           feat_dim=m.feat, head_hidden=m.head_hidden, num_classes=classes,
+                           conv=pipeline.arch_of(config)["conv"])
   shapes = jax.eval_shape(jax.vmap(init), jax.random.split(jax.random.key(0), s))
   zeros = lambda a, *shape: jnp.zeros(shape, a)  # noqa: E731
   fields = {k: zeros(jnp.float32, len(RESULTS), s) for k in pipeline.FIELDS}
@@ -122,8 +123,8 @@ def train_and_evaluate(config, workdir: str) -> dict:
       raise _Stop(phase)
 
   try:
-    out = pipeline.run(config, bench, seeds, methods=config.methods, resume=resume,
-                       on_phase=on_phase)
+    out = pipeline.run(config, bench, seeds, methods=config.methods,
+                       variants=config.flow.variants, resume=resume, on_phase=on_phase)
   except _Stop as e:
     ckpt.close()
     print(f"stopped after phase {e} (config.study.stop_after); rerun to resume")
@@ -143,7 +144,8 @@ def train_and_evaluate(config, workdir: str) -> dict:
 
 
 # Input size of each built-in benchmark (plan() needs shapes only, not the data).
-IN_DIM = {"moons": 2, "digits": 64, "fashion_mnist": 784, "gauss": 8, "tabular": 10}
+IN_DIM = {"moons": 2, "digits": 64, "fashion_mnist": 784, "rot_mnist": 784, "gauss": 8,
+          "tabular": 10}
 
 
 def _in_dim(config) -> int:

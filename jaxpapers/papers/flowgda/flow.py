@@ -57,9 +57,12 @@ def velocity(params, z_BxD, t_B):
                         act=jax.nn.silu)
 
 
-def losses(params, key, zn_DxNxF, y_src_N, head0, stats, class_mask, hp):
+def losses(params, key, zn_DxNxF, y_src_N, head0, stats, class_mask, hp, vel=None):
   """The three flow-matching terms on one minibatch; `hp` holds batch, sigma, epsilon,
-  use_ot (0/1, traced). zn are features standardised by source statistics (`stats`)."""
+  use_ot (0/1, traced). zn are features standardised by source statistics (`stats`).
+  `vel(params, z, t)` is the velocity field (default: the MLP `velocity`; the tests pass
+  a closed-form field)."""
+  vel = velocity if vel is None else vel
   d, n, _ = zn_DxNxF.shape
   b = hp["batch"]
   ks = jax.random.split(key, 10)
@@ -74,7 +77,7 @@ def losses(params, key, zn_DxNxF, y_src_N, head0, stats, class_mask, hp):
   zt = (1 - s[:, None]) * x0 + s[:, None] * x1 + hp["sigma"] * jax.random.normal(
       ks[5], x0.shape)
   u = (x1 - x0) / gap
-  cons = ((velocity(params, zt, (k + s) * gap) - u) ** 2).sum(-1).mean()
+  cons = ((vel(params, zt, (k + s) * gap) - u) ** 2).sum(-1).mean()
 
   # Source-anchored: labeled source points paired with a random later domain.
   j = jax.random.randint(ks[6], (), 1, d)
@@ -87,7 +90,7 @@ def losses(params, key, zn_DxNxF, y_src_N, head0, stats, class_mask, hp):
   at = (1 - s2[:, None]) * a0 + s2[:, None] * a1 + hp["sigma"] * jax.random.normal(
       jax.random.fold_in(key, 2), a0.shape)
   ta = s2 * tj
-  va = velocity(params, at, ta)
+  va = vel(params, at, ta)
   chord = ((va - (a1 - a0) / tj) ** 2).sum(-1).mean()
 
   # Anchored on the integrated flow (`anchor_flow` = 1): the same source points carried by
@@ -95,13 +98,14 @@ def losses(params, key, zn_DxNxF, y_src_N, head0, stats, class_mask, hp):
   # regressed on that one gap like the consecutive term, so both terms ask for the same
   # velocity wherever the flow already lands on domain j-1.
   fk = lambda i: jax.random.fold_in(key, 3 + i)  # noqa: E731
-  p0 = jax.lax.stop_gradient(carry_to(params, a0, j - 1, d, hp["anchor_substeps"]))
+  p0 = jax.lax.stop_gradient(
+      carry_to(params, a0, j - 1, d, hp["anchor_substeps"], vel))
   p1 = zn_DxNxF[j][jax.random.choice(fk(0), n, (b,), replace=False)]
   p1 = ot_pairing.pair(fk(1), p0, p1, hp["epsilon"], hp["use_ot"])
   s3 = jax.random.uniform(fk(2), (b,))
   pt = (1 - s3[:, None]) * p0 + s3[:, None] * p1 + hp["sigma"] * jax.random.normal(
       fk(3), p0.shape)
-  along = ((velocity(params, pt, (j - 1 + s3) * gap) - (p1 - p0) / gap) ** 2).sum(-1).mean()
+  along = ((vel(params, pt, (j - 1 + s3) * gap) - (p1 - p0) / gap) ** 2).sum(-1).mean()
   m = hp["anchor_flow"]
   anchor = (1 - m) * chord + m * along
 
@@ -111,15 +115,16 @@ def losses(params, key, zn_DxNxF, y_src_N, head0, stats, class_mask, hp):
   return {"cons": cons, "anchor": anchor, "sem": sem}
 
 
-def carry_to(params, z_BxF, k, d, sub):
+def carry_to(params, z_BxF, k, d, sub, vel=None):
   """Midpoint integration of the flow from t = 0 over the first k of the d - 1 domain gaps
   (`sub` steps per gap); k may be traced: steps past it leave z unchanged."""
+  vel = velocity if vel is None else vel
   h = 1.0 / ((d - 1) * sub)
 
   def body(i, z):
     tb = jnp.full(z.shape[:1], i * h)
-    zm = z + 0.5 * h * velocity(params, z, tb)
-    return jnp.where(i < k * sub, z + h * velocity(params, zm, tb + 0.5 * h), z)
+    zm = z + 0.5 * h * vel(params, z, tb)
+    return jnp.where(i < k * sub, z + h * vel(params, zm, tb + 0.5 * h), z)
 
   return jax.lax.fori_loop(0, (d - 2) * sub, body, z_BxF)
 

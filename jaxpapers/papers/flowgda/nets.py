@@ -3,8 +3,9 @@
 Parameters are plain pytrees (lists of (W, b)), so a method's whole training run can be
 `vmap`ped over seeds, learning rates and ablation switches without a module system. The
 classifier is split as the paper's setting needs it: an encoder `enc` (input -> feature
-z) trained on the labeled source, and a head `head` (z -> logits) that the feature-space
-methods (FlowGDA, GOAT, GGF) adapt while the encoder stays frozen. Logits carry a class
+z; an MLP, or a small CNN for 28 x 28 images) trained on the labeled source, and a head
+`head` (z -> logits) that the feature-space methods (FlowGDA, GOAT, GGF) adapt while the
+encoder stays frozen. Logits carry a class
 mask so that benchmarks with 2 and 10 classes share one program shape.
 """
 from __future__ import annotations
@@ -37,14 +38,53 @@ def mlp_apply(params, x, act=jax.nn.relu):
   return x
 
 
-def classifier_init(key, in_dim, hidden, feat_dim, head_hidden, num_classes):
+def conv_init(key, in_dim, conv, hidden, feat_dim):
+  """CNN encoder for square single-channel images flattened to `in_dim` pixels: 3x3
+  convolutions of stride 2 ('SAME', ReLU) with `conv` channels, then a dense MLP
+  flat -> hidden -> feat_dim. He-normal kernels, zero biases."""
+  side = image_side(in_dim)
+  keys = jax.random.split(key, len(conv) + 1)
+  layers, c_in = [], 1
+  for k, c in zip(keys[:-1], conv):
+    layers.append((jax.random.normal(k, (3, 3, c_in, c)) * jnp.sqrt(2.0 / (9 * c_in)),
+                   jnp.zeros((c,))))
+    c_in = c
+    side = -(-side // 2)  # stride 2, SAME
+  return {"conv": layers, "dense": mlp_init(keys[-1], (side * side * c_in, *hidden,
+                                                        feat_dim))}
+
+
+def image_side(in_dim):
+  side = int(round(in_dim ** 0.5))
+  if side * side != in_dim:
+    raise ValueError(f"a CNN encoder needs square images; {in_dim} inputs are not n x n")
+  return side
+
+
+def conv_apply(enc, x):
+  """x (..., side*side) -> features (..., feat); leading axes are flattened and restored."""
+  lead = x.shape[:-1]
+  side = image_side(x.shape[-1])
+  h = x.reshape((-1, side, side, 1))
+  for w, b in enc["conv"]:
+    h = jax.lax.conv_general_dilated(h, w, (2, 2), "SAME",
+                                     dimension_numbers=("NHWC", "HWIO", "NHWC"))
+    h = jax.nn.relu(h + lift(b, h))
+  out = mlp_apply(enc["dense"], h.reshape((h.shape[0], -1)))
+  return out.reshape(lead + out.shape[-1:])
+
+
+def classifier_init(key, in_dim, hidden, feat_dim, head_hidden, num_classes, conv=()):
+  """Encoder (an MLP, or a CNN when `conv` lists channels) and MLP head."""
   k1, k2 = jax.random.split(key)
-  return {"enc": mlp_init(k1, (in_dim, *hidden, feat_dim)),
-          "head": mlp_init(k2, (feat_dim, head_hidden, num_classes))}
+  enc = (conv_init(k1, in_dim, conv, hidden, feat_dim) if conv
+         else mlp_init(k1, (in_dim, *hidden, feat_dim)))
+  return {"enc": enc, "head": mlp_init(k2, (feat_dim, head_hidden, num_classes))}
 
 
 def encode(params, x):
-  return mlp_apply(params["enc"], x)
+  enc = params["enc"]
+  return conv_apply(enc, x) if isinstance(enc, dict) else mlp_apply(enc, x)
 
 
 def head_logits(head, z, class_mask):

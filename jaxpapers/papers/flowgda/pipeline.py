@@ -2,8 +2,9 @@
 
 Each method is one jitted program vmapped over seeds (outer, split over every device by
 `core.sharding.spread`) and its learning-rate grid (inner); FlowGDA's ablations are extra
-lanes of the same program (their switches are traced weights). Randomness is drawn from (benchmark, seed, method) only, so a method's
-numbers do not depend on which other methods or seeds run beside it.
+lanes of the same program (their switches are traced weights). Randomness is drawn from
+(benchmark, seed, method) only, so a method's numbers do not depend on which other methods
+or seeds run beside it.
 
 Model selection (identical for every method), two rules reported side by side: per seed,
 the hyper-parameters (learning rate; and weight decay for the fresh-student methods) with
@@ -30,9 +31,10 @@ from jaxpapers.papers.flowgda import data as data_lib
 from jaxpapers.papers.flowgda import flow
 from jaxpapers.papers.flowgda import nets
 
-METHODS = ("source_only", "target_st", "gst", "gst_fresh", "gst_linear", "dann", "goat",
-           "goat_fresh", "ggf", "flowgda")
-LABELS = {"source_only": "source-only", "target_st": "direct target self-training",
+METHODS = ("source_only", "oracle", "target_st", "gst", "gst_fresh", "gst_linear", "dann",
+           "goat", "goat_fresh", "ggf", "flowgda")
+LABELS = {"source_only": "source-only", "oracle": "target oracle (target labels; upper bound)",
+          "target_st": "direct target self-training",
           "gst": "GST, continued teacher, unregularised",
           "gst_fresh": "GST, fresh regularised student", "gst_linear": "linear GST",
           "dann": "DANN", "goat": "GOAT, continued head", "goat_fresh": "GOAT on fresh GST",
@@ -101,9 +103,10 @@ def _hp(cfg):
           "goat_retrain_steps": a.goat_retrain_steps}
 
 
-def _arch(cfg):
+def arch_of(cfg):
   m = cfg.model
-  return {"hidden": tuple(m.hidden), "feat": m.feat, "head_hidden": m.head_hidden}
+  return {"hidden": tuple(m.hidden), "feat": m.feat, "head_hidden": m.head_hidden,
+          "conv": tuple(m.conv) if m.encoder == "cnn" else ()}
 
 
 _PROGRAMS = {}
@@ -196,7 +199,7 @@ def run(cfg, name, seeds, n_inter=None, methods=METHODS, variants=tuple(VARIANTS
   keys = lambda m: jnp.stack([method_key(s, name, m) for s in seeds])  # noqa: E731
   hp = _hp(cfg)
   hps = _static(hp)
-  arch = _arch(cfg)
+  arch = arch_of(cfg)
   rv = cfg.adapt
   rev = _program(("reverse", _static(arch), rv.rv_steps, rv.rv_lr, rv.batch),
                  lambda: seeds_program(functools.partial(
@@ -244,23 +247,46 @@ def run(cfg, name, seeds, n_inter=None, methods=METHODS, variants=tuple(VARIANTS
   acc = lambda p, x, y: nets.accuracy(nets.logits(p, x, mask), y)  # noqa: E731
   vacc = jax.vmap(jax.vmap(acc, (0, None, None)), (0, 0, 0))  # seeds x lrs
 
-  # Source model (= source-only): lr grid, chosen on the held-out source split.
+  # Source model (= source-only): lr grid (x weight decay when regularised), chosen on
+  # the held-out source split.
   src = resume["src"]
+  in_dim = a["x"].shape[-1]
+  src_fn = _program(("source", _static(arch), cfg.source.steps, cfg.adapt.batch),
+                    lambda: seeds_program(jax.vmap(functools.partial(
+                        baselines.train_source, arch=arch, steps=cfg.source.steps,
+                        batch=cfg.adapt.batch), (None, None, None, None, 0)),
+                        (0, 0, 0, None, None)))
+  grid = jnp.asarray(cfg.source.lr_grid, jnp.float32)
   if src is None or todo("source_only"):
     t0 = time.perf_counter()
-    src_fn = _program(("source", _static(arch), cfg.source.steps, cfg.adapt.batch),
-                      lambda: seeds_program(jax.vmap(functools.partial(
-                          baselines.train_source, arch=arch, steps=cfg.source.steps,
-                          batch=cfg.adapt.batch), (None, None, None, None, 0)),
-                          (0, 0, 0, None, None)))
-    grid = jnp.asarray(cfg.source.lr_grid, jnp.float32)
-    src_all, _ = src_fn(keys("source"), a["x"][:, 0], a["y"][:, 0], mask, grid)
+    if cfg.source.regularised:  # the fresh GST's recipe: L2 + early stopping
+      reg_hp = dict(hp, retrain_steps=cfg.source.steps)
+      f = _program(("source_reg", _static(reg_hp), _static(arch), in_dim),
+                   lambda: seeds_program(jax.vmap(functools.partial(
+                       _net_fit_fresh, hp=reg_hp, arch=arch, in_dim=in_dim),
+                       (None, None, None, None, 0, 0)), (0, 0, 0, None, None, None)))
+      src_all = f(keys("source"), a["x"][:, 0], a["y"][:, 0], mask, f_lrs, f_wds)
+      s_grid, s_wds = f_lrs, f_wds
+    else:
+      src_all, _ = src_fn(keys("source"), a["x"][:, 0], a["y"][:, 0], mask, grid)
+      s_grid, s_wds = grid, None
     sval = np.asarray(vacc(src_all, a["x_src_val"], a["y_src_val"]))
     idx = jnp.asarray(sval.argmax(1))
     # Both rules keep this pick (the only labeled data is the source's).
-    record("source_only", net_preds, src_all, x_in, t0, grid, src_score=sval)
+    record("source_only", net_preds, src_all, x_in, t0, s_grid, s_wds, src_score=sval)
     src = jax.tree.map(lambda p: p[jnp.arange(len(seeds)), idx], src_all)
     _call(on_phase, "source_only", src, out)
+
+  # Target oracle (reads the target's labels: an upper bound, not an adaptation method):
+  # the source recipe on 80% of the target's training rows, lr chosen on the other 20%.
+  if todo("oracle", "oracle" in methods):
+    t0 = time.perf_counter()
+    n_fit = int(0.8 * a["x"].shape[2])
+    x_t, y_t = a["x"][:, -1], a["y"][:, -1]
+    o_all, _ = src_fn(keys("oracle"), x_t[:, :n_fit], y_t[:, :n_fit], mask, grid)
+    oval = np.asarray(vacc(o_all, x_t[:, n_fit:], y_t[:, n_fit:]))
+    record("oracle", net_preds, o_all, x_in, t0, grid, src_score=oval)
+    _call(on_phase, "oracle", src, out)
 
   # Full-network methods start from the selected source model. Both continued-teacher
   # self-training baselines are one program (rounds over a sequence of domains).
@@ -275,7 +301,6 @@ def run(cfg, name, seeds, n_inter=None, methods=METHODS, variants=tuple(VARIANTS
       params = st(keys(m), src, seqs[m], mask, lrs)
       record(m, net_preds, params, x_in, t0)
       _call(on_phase, m, src, out)
-  in_dim = a["x"].shape[-1]
   fresh = {  # fresh-student methods: (program key, one lane over (lr, weight decay))
       "gst_fresh": (("gst_fresh", hps, _static(arch), in_dim), functools.partial(
           _net_gst_fresh, hp=hp, arch=arch, in_dim=in_dim)),
@@ -354,12 +379,23 @@ def run(cfg, name, seeds, n_inter=None, methods=METHODS, variants=tuple(VARIANTS
   return out
 
 
-def _net_gst_fresh(key, x_src, y_src, domains, mask, lr, wd, hp, arch, in_dim):
+def _net_fns(mask, arch, in_dim):
   init_fn = lambda k: nets.classifier_init(  # noqa: E731
-      k, in_dim, arch["hidden"], arch["feat"], arch["head_hidden"], mask.shape[-1])
-  apply_fn = lambda p, x: nets.logits(p, x, mask)  # noqa: E731
+      k, in_dim, arch["hidden"], arch["feat"], arch["head_hidden"], mask.shape[-1],
+      arch["conv"])
+  return init_fn, lambda p, x: nets.logits(p, x, mask)
+
+
+def _net_gst_fresh(key, x_src, y_src, domains, mask, lr, wd, hp, arch, in_dim):
+  init_fn, apply_fn = _net_fns(mask, arch, in_dim)
   return baselines.gst_from_source(key, init_fn, apply_fn, x_src, y_src, domains, lr, wd,
                                    hp)
+
+
+def _net_fit_fresh(key, x, y, mask, lr, wd, hp, arch, in_dim):
+  init_fn, apply_fn = _net_fns(mask, arch, in_dim)
+  return baselines.fit_fresh(key, init_fn, apply_fn, x, y, jnp.ones(y.shape, jnp.float32),
+                             lr, wd, hp)
 
 
 def _call(on_phase, phase, src, out):
