@@ -45,13 +45,13 @@ from jaxpapers.core import config as config_lib
 def get_config(arg=None):
   arg = config_lib.parse_arg(
       arg,
-      # Smoke: a random-init (0 pretraining steps) 1-layer model and a 4-step fine-tune;
-      # applied first, so explicit args after `smoke` still win (`:smoke,steps=20`).
+      # Smoke: a random-init (0 pretraining steps) 1-layer model and a 4-step fine-tune
+      # (the smoke study: every one of the ten methods at 2 LRs x 1 seed); applied first, so explicit args after `smoke` still win (`:smoke,steps=20`).
       smoke_args=dict(dim=32, hidden_dim=48, n_layers=1, pretrain_steps=0, pretrain_chunk=4,
                       pretrain_batch=4, pretrain_seq_len=32, max_chars=20000, corpus="auto",
                       steps=4, batch=4, ga_examples=4, n_train=32, n_val=4, n_test=4, ranks=(4,),
                       table_ranks=(4,), n_lrs=2, study_seeds=1, hessian_examples=4,
-                      hessian_iters=3, methods=("lora", "pissa"), eval_before=False,
+                      hessian_iters=3, eval_before=False,
                       bench_batch=1, bench_seq_len=16, bench_rank=4, bench_iters=1,
                       bench_min_time=0.1, tiny_bench=True),
       # The paper's own sizes for launch/plan.py (nothing here trains a 7B model): the

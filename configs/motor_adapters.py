@@ -83,12 +83,18 @@ def get_config(arg=None):
       # the network's stage-1 rate cosine-decayed to zero (round 3), else constant
       lr_decay=False,
       # the policy's and the right-code letter evaluations on the same noise (round 3)
-      paired_eval=False)
+      paired_eval=False,
+      # run_study only: model.big_hidden for the study (0: model.big_hidden as given)
+      study_big_hidden=0)
   smoke = dict(steps=4, policy_steps=4, seeds=1, hidden=8, batch=2, policy_batch=2,
                move_steps=4, hold_steps=2, chunk=2, lrs=(3e-3,), policy_lrs=(1e-2,),
                pool=8, eval_starts=2, segments=2, fast_compile=True, lrs_adapters=(),
                lrs_lowrank=(), lrs_multitask=(), big_hidden=0, lrs_big=(),
-               kinds=("adapters", "lowrank", "multitask"))
+               kinds=("adapters", "lowrank", "multitask"),
+               # the smoke study (launch/reproduce.py --smoke) also runs the
+               # parameter-matched baseline: 23 units ~ the H=8 bank's ~3.9k parameters
+               # (train_and_evaluate, the smoke test's run, does not)
+               study_big_hidden=23)
   parsed = config_lib.parse_arg(arg, smoke_args=smoke, paper_args=_PAPER, **defaults)
   if parsed.round3:  # round 3's values as the defaults, explicit args on top
     parsed = config_lib.parse_arg(arg, smoke_args=smoke, paper_args=_PAPER,
@@ -168,6 +174,8 @@ def get_config(arg=None):
 
   config.study = ml_collections.ConfigDict()
   config.study.subspace_rank = 2  # r of the output subspaces compared for overlap
+  # run_study's parameter-matched width when > 0 (the smoke study's; 0: model.big_hidden)
+  config.study.big_hidden = arg.study_big_hidden
 
   if arg.chunk < 1:
     raise ValueError(f"chunk={arg.chunk} must be >= 1")

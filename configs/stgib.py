@@ -23,10 +23,12 @@ import ml_collections
 from jaxpapers.core import config as config_lib
 
 METHODS = ("stgnn", "stgib", "gsat", "decoupled", "attention", "stid")
+# Smoke: tiny shapes and 1 seed; the smoke study (launch/reproduce.py --smoke) runs every
+# method on both generators once (the study-only fields: train_and_evaluate reads neither).
 SMOKE = dict(rows=2, cols=3, days=3.0, steps=20, eval_every=10, ckpt_every=10, batch=4,
              hidden=8, seeds=1, test_windows=16, explain_windows=4, val_windows=16,
-             gnnexp_steps=5, ig_steps=4, lrs=(3e-3,), methods=("stgnn", "stgib"),
-             generators=("markov",), study_seeds=1)
+             gnnexp_steps=5, ig_steps=4, lrs=(3e-3,), methods=METHODS,
+             generators=("markov", "flicker"), study_seeds=1)
 # METR-LA: 207 sensors, 34,272 five-minute steps, 1,515 directed edges in DCRNN's graph (the
 # plan uses a ring with 7 chords per node, 1,449 edges, as no file is needed to plan);
 # DCRNN trains with batch 64 for about 100 epochs of 23,974 windows.

@@ -300,8 +300,10 @@ def run_study(config, workdir: str) -> str:
   cells = [(v, d) for v in config.study.valuations for d in config.study.cost_dists]
   for k, n in enumerate(config.study.ns):
     # The table is BFMNet against the best proven-truthful classical baseline, so they are
-    # always evaluated here (`classical=False` only speeds up a single training run).
-    cfg = config_lib.override(_variant(config, n, k), {"eval.classical": True})
+    # always evaluated here, and so is the RegretNet baseline (`classical=False` and
+    # `baseline=False` only speed up a single training run, e.g. the smoke config's).
+    cfg = config_lib.override(_variant(config, n, k),
+                              {"eval.classical": True, "baseline.train": True})
     t0 = time.perf_counter()
     workdir_n = os.path.join(workdir, f"n{n}")
     metrics_lib.write_config(workdir_n, cfg)

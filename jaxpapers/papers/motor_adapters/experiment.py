@@ -481,6 +481,9 @@ def run_study(config, workdir: str) -> list[dict]:
   (motor_adapters_study.{md,json}, motor_adapters_ratios.md) and the figure
   (`study_report`, which rebuilds them from the raw rows alone)."""
   commit = study_lib.git_commit(paths=PATHS)  # stamped before anything runs
+  if config.study.get("big_hidden", 0):  # the smoke study's parameter-matched baseline
+    config = config_lib.lock(config_lib.override(
+        config, {"model.big_hidden": config.study.big_hidden}))
   start = time.perf_counter()
   summary = train_and_evaluate(config, workdir)
   wall = time.perf_counter() - start
