@@ -16,10 +16,10 @@ the same size sequenced over its task inputs, and a rank-R adapter bank.
   # your own drawings (CSV drawing,segment,x,y or npz 'paths' (N, S, P, 2)):
   python launch/train.py --config=configs/motor_adapters.py:drawings=/path/d.csv --workdir=/tmp/ma2
 
-Study (issue 49 round 2, the README's table): 2000 stage-1 steps at a constant rate, 5
+Study (issue 49 round 2, kept in the README as history): 2000 stage-1 steps at a constant rate, 5
 seeds, a 4-point learning-rate grid per kind, the parameter-matched multitask baseline
 (`big_hidden=165`, 97,686 parameters), 1500 policy steps on a 3-point grid. `:round3`
-is the next study, prepared and not yet run (the network's rate cosine-decayed to zero
+is the README's current table (run at 199f9be: the network's rate cosine-decayed to zero
 over the 2000 steps, 3 seeds, 3-point grids, 1000 policy steps, paired letter
 evaluations, the planted-subspace positive control; see `_ROUND3` below):
   python launch/study.py --config=configs/motor_adapters.py:round3 --workdir=/tmp/ma_r3
@@ -47,7 +47,7 @@ _PAPER = dict(hidden=256, batch=64, steps=20_000, policy_steps=5_000, chunk=500,
               kinds=("adapters", "lowrank", "multitask"))
 
 
-# `:round3` (issue 49 round 3, prepared, not yet run; README "Results"): at a constant
+# `:round3` (issue 49 round 3, the README's current "Results", run at 199f9be): at a constant
 # rate the 2000-step curves still fell 9-13% over their last 500 steps, so the same 2000
 # steps with the network's rate cosine-decayed to zero (`lr_decay`); 3 seeds and 1000
 # policy steps (the policy's round-2 curve was flat from ~1000 steps on) to fit ~40
