@@ -183,6 +183,7 @@ def _iteration(spec, ps, pp, epochs):
     _ITERATIONS[key] = sharding.spread(ppo.make_iteration(spec, ps, pp, epochs))
   return _ITERATIONS[key]
 
+
 def member_grid(config, variants, seeds, lrs):
   """[(variant name, flags dict, seed, lr)] in member order."""
   return [(name, fl, s, lr) for name, fl in variants for lr in lrs for s in seeds]
