@@ -269,11 +269,12 @@ def test_training_is_deterministic_and_resumes_exactly(tmp_path, trainer_case):
 def test_spread_over_8_devices_equals_one_device(trainer_case, one_device_reference):
   """The vmapped members (split over the 8 forced devices by core.sharding.spread, and
   run as 3 one-step chunks) give the numbers of a plain 1-device jit(vmap) of one 3-step
-  chunk."""
+  chunk; so do the lgs kind's (PFlowFT) members in one 3-step chunk."""
   assert jax.device_count() == 8
   data, mem = trainer_case
   spread, _ = T.fit(_SP, mem, data, 1.0, chunk=1, log=lambda *a: None)
   ref = one_device_reference
+  ref_mse = ref["params"]
   leaf = jax.tree.leaves(spread["params"])[0]
   assert len(leaf.sharding.device_set) == 3  # one member per device, on the first 3
   assert len(jax.tree.leaves(ref["params"])[0].sharding.device_set) == 1
@@ -281,6 +282,21 @@ def test_spread_over_8_devices_equals_one_device(trainer_case, one_device_refere
     np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=2e-5, atol=2e-6)
   # the members really differ (else one device computing one member would pass)
   assert not np.allclose(np.asarray(leaf[0]), np.asarray(leaf[1]))
+  # The lgs kind (PFlowFT: pyramid flow-matching loss, noised context, per-member random
+  # draws) spread the same way equals its 1-device jit(vmap). Its transformer is the
+  # latent_mse one, so the same members start it (no init program of its own): one
+  # spread 3-step chunk and its 1-device reference are the two programs this adds.
+  sp = dataclasses.replace(_SP, kind="lgs", flow_steps=1)
+  spread, _ = T.fit(sp, mem, data, 1.0, chunk=3, log=lambda *a: None)
+  ref = jax.jit(jax.vmap(T.make_chunk(sp, 3), in_axes=(0, None, None, None)))(
+      mem, data, jnp.int32(0), jnp.float32(1.0))
+  leaf = jax.tree.leaves(spread["params"])[0]
+  assert len(leaf.sharding.device_set) == 3
+  for a, b in zip(jax.tree.leaves(spread["params"]), jax.tree.leaves(ref["params"])):
+    np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=2e-5, atol=2e-6)
+  assert not np.allclose(np.asarray(leaf[0]), np.asarray(leaf[1]))
+  # and it is not the latent_mse run (the kind reached the loss)
+  assert not np.allclose(np.asarray(leaf), np.asarray(jax.tree.leaves(ref_mse)[0]))
 
 
 def test_batch_split_over_8_devices_and_micro_batches_equal_one_device(

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from jaxpapers.core import mesh as mesh_lib
+from jaxpapers.core import sharding
 from jaxpapers.nn import gguf_loader, llama
 from jaxpapers.nn.tokenizer import ByteTokenizer
 from jaxpapers.papers.lora_lr import adapters, finetune, hessian, loft, pretrain, selection, tasks
@@ -650,8 +651,12 @@ def test_run_grid_structure_and_lambda_once_per_seed():
     assert grid.lam[i] == pytest.approx(top, rel=2e-2)
   # The memory-bounded path of the SmolLM2 leg (one model at a time, prompts in chunks)
   # gives the same per-example losses and generations.
-  # Four models (the grid's 2 seeds x 2 LRs), so the all-at-once programs are run_grid's own.
+  # Four models (the grid's 2 seeds x 2 LRs) placed as run_grid's merged models are (split
+  # over 4 devices by sharding.spread), so the all-at-once programs are run_grid's own
+  # compiled ones (a one-device copy would compile both again).
   four = jax.tree.map(lambda x: jnp.stack([x, 1.01 * x, 0.99 * x, 1.02 * x]), base())
+  four = sharding.spread(lambda p: p)(four)
+  assert len(jax.tree.leaves(four)[0].sharding.device_set) == 4
   np.testing.assert_allclose(
       finetune.evaluator(CFG, 1, 2)(four, data.eval_tokens, data.eval_mask),
       finetune.evaluator(CFG, None, None)(four, data.eval_tokens, data.eval_mask), rtol=1e-5)
@@ -689,7 +694,6 @@ def test_lr_seed_grid_spread_over_8_devices_equals_one_device():
   (4 rows on 4 of the 8 devices) train exactly as jit(vmap) of the same run on one device.
   The 2 LRs x 2 seeds grid of run_grid's test (its spread program) and of the frozen-base
   test (its jit(vmap) program): both programs are compiled once for the three tests."""
-  from jaxpapers.core import sharding
   assert jax.device_count() == 8
   ac, tc, data = Q1, TC2, small_data()
   run = finetune.make_run(CFG, ac, tc)

@@ -132,9 +132,11 @@ def _grid_args(params, wl, fut, T):
   return jax.tree.map(rep, params), jax.tree.map(tile, wl), tile(fut)
 
 
-@functools.partial(jax.jit, static_argnums=(1, 2))
+# The chunk's offset `a` is traced (rows gathered at a + i), so one program serves every
+# chunk; the rows past the end repeat the last row (as sharding.pad_leading).
+@functools.partial(jax.jit, static_argnums=(2,))
 def _chunk_of(args, a, C):
-  return jax.tree.map(lambda x: sharding.pad_leading(x[a:a + C], C), args)
+  return jax.tree.map(lambda x: x[jnp.minimum(a + jnp.arange(C), x.shape[0] - 1)], args)
 
 
 def run_clusters(config, spec, ctrl, params, traces, oracle=False, seed=0):
@@ -197,14 +199,21 @@ def val_score(spec, summaries, families):
   return float(ok), -float(np.mean([s["gpus"] for s in summaries]))
 
 
+@jax.jit
+def _stack_members(states):
+  """The members' states stacked leaf by leaf as ONE program (the same copies as an eager
+  jnp.stack per leaf, which compiled one program per leaf shape)."""
+  return jax.tree.map(lambda *x: jnp.stack(x), *states)
+
+
 def train_policy(config, workdir, members, tag="rl", log=print):
   """Trains the members (vmapped); returns dict(best=params [M], scores, history)."""
   spec, ps, pp = setup(config)
   E = epochs_of(config, spec)
   M = len(members)
   keys = [jax.random.PRNGKey(config.seed * 1000 + s) for _, _, s, _ in members]
-  ts = jax.tree.map(lambda *x: jnp.stack(x), *[
-      ppo.init_member(k, lr, fl, ps, pp) for k, (_, fl, _, lr) in zip(keys, members)])
+  ts = _stack_members([ppo.init_member(k, lr, fl, ps, pp)
+                       for k, (_, fl, _, lr) in zip(keys, members)])
   iteration = _iteration(spec, ps, pp, E)
   greedy = policy.controller(spec, ps, greedy=True)
   val = make_traces(config, "val", config.data.val_seeds)

@@ -120,12 +120,13 @@ def in_groups(fn, group: int, *lane_args):
 # Slicing / padding a group out of every lane argument, and joining the groups' outputs,
 # as ONE small program each (per shapes) instead of one eager slice, repeat and
 # concatenate per leaf of the carry: the same copies, a few compiles instead of ~100.
-@functools.partial(jax.jit, static_argnums=(1, 2))
-def _take_group(lane_args, lo: int, group: int):
+# The group's offset `lo` is traced (rows gathered at lo + i), so one program serves every
+# group; the rows past the end are copies of the group's lane 0.
+@functools.partial(jax.jit, static_argnums=(2,))
+def _take_group(lane_args, lo, group: int):
   def take(x):
-    x = x[lo:lo + group]
-    pad = group - x.shape[0]
-    return jnp.concatenate([x, jnp.repeat(x[:1], pad, 0)]) if pad else x
+    i = lo + jnp.arange(group)
+    return x[jnp.where(i < x.shape[0], i, lo)]
   return jax.tree.map(take, lane_args)
 
 

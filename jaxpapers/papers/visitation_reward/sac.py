@@ -75,7 +75,10 @@ def finetune(task: envs.Task, cfg, key, actor0, lr, weights):
   dist_of = jax.vmap(jax.vmap(task.distance))
   sizes = [task.obs_dim + task.act_dim, cfg.hidden, cfg.hidden, 1]
   q = (networks.mlp_init(kq1, sizes), networks.mlp_init(kq2, sizes))
-  log_std = jnp.full((task.act_dim,), jnp.log(cfg.init_std))
+  # float32, not weak-typed (as ppo.init's): a weak-typed log_std is another carry type
+  # than the updated one, so JAX re-traces the scans with it promoted (and a carry passed
+  # between calls would compile the program twice). Same values either way.
+  log_std = jnp.full((task.act_dim,), jnp.log(cfg.init_std), jnp.float32)
   opt = networks.adam()
   aux = rewards.aux_init(ka, task.obs_dim, task.act_dim, cfg.hidden)
   buf = rewards.buffer_init(cfg.sac_buffer, H, E, task.obs_dim, task.act_dim)
