@@ -60,7 +60,7 @@ def get_config(arg=None):
       xla_opt_level=-1, bit_grid=(1, 2, 3, 4, 6, 8), other_grid=(3, 4, 6, 8),
       ablation_kinds=("ae",), layer_rules=("none", "all", "encoder", "decoder", "each"),
       pca_k=1, pca_frac=0.0, code_frac=0.0, code_select=False,
-      select_archs=("linear", "deep", "wide"), plan_sets=14, plan_train=2800, plan_test=1200, plan_dim=64,
+      select_archs=("linear", "deep", "wide", "wider"), plan_sets=14, plan_train=2800, plan_test=1200, plan_dim=64,
       parts=("main", "bits", "layers"))
   config = ml_collections.ConfigDict()
   config.experiment = "jaxpapers.papers.lpr.experiment"
@@ -94,7 +94,7 @@ def get_config(arg=None):
       # d - 1, at most `latent`, so use latent=64 for the full range on these sets).
       code_select=arg.code_select,
       # capacities the rule chooses among: the linear AE (d -> code -> d), the deep AE
-      # (`hidden`) and/or the wide one (`hidden` doubled)
+      # (`hidden`), the wide one (`hidden` x 2) and/or the wider one (`hidden` x 4)
       select_archs=arg.select_archs,
       mem_size=50,                # MemAE memory items
       noise_std=0.2,              # DAE corruption (standardized units)

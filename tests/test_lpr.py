@@ -1,5 +1,7 @@
 """Tests for lpr: quantizer properties, the LPR transform, AUROC, datasets, detectors."""
 
+import functools
+
 import chex
 import jax
 import jax.numpy as jnp
@@ -147,33 +149,51 @@ def test_semi_labels_only_mark_training_anomalies():
   assert s.sum() == 2 and np.all(y[s == 1] == 1)
 
 
-def test_every_detector_trains_with_and_without_lpr():
+# One small configuration and one stack shared by the detector tests (issue 50: the
+# tests' cost is XLA compiles; a program compiled for one test is reused by the others).
+SMALL = dict(hidden=(8,), latent=3, mem_size=4, steps=40, batch=16, lr=1e-2)
+
+
+def _line_toys():
+  """Toy sets of 4 and 11 features (50 and 90 rows, split 50/50): normals near a line,
+  5 anomalies off it. Reconstruction detectors need anomalies off the normals'
+  subspace: with a shift of the anomalies instead, the (contaminating) shift lies on a
+  principal direction, where a 3-d code, and PCA too, reconstructs it (AUROC ~0.5 for
+  some seeds)."""
   rng = np.random.default_rng(0)
-  xs = [rng.normal(size=(60, 5)), rng.normal(size=(40, 3))]
-  sets = []
-  for i, x in enumerate(xs):
-    y = np.zeros(len(x), np.int32)
-    y[:6] = 1
-    x[:6] += 4.0  # easy global anomalies
-    sets.append(data_lib.split(f"toy{i}", x, y, 0.5, 0))
-  # Reconstruction detectors need anomalies off the normals' subspace: the shifted toy
-  # above puts the (contaminating) shift on a principal direction, where a 3-d code, and
-  # PCA too, reconstructs it (AUROC ~0.5 for some seeds; it passed before issue 50 only
-  # by the luck of the name-derived seed). Normals on a line, anomalies off it:
-  sub = []
-  for i, (n, d) in enumerate(((60, 5), (40, 3))):
+  out = []
+  for name, n, d in (("narrow", 50, 4), ("wide", 90, 11)):
     x = rng.normal(size=(n, 1)) @ rng.normal(size=(1, d)) + 0.1 * rng.normal(size=(n, d))
     y = np.zeros(n, np.int32)
-    y[:6] = 1
-    x[:6] = 3.0 * rng.normal(size=(6, d))
-    sub.append(data_lib.split(f"line{i}", x, y, 0.5, 0))
+    y[:5] = 1
+    x[:5] = 3.0 * rng.normal(size=(5, d))
+    out.append(data_lib.split(name, x, y, 0.5, 0))
+  return out
+
+
+@functools.lru_cache(maxsize=None)
+def _shared_fits(kind: str, part: str):
+  """A detector kind's runs with `SMALL`, computed once per test session. part="both":
+  [wide, narrow, narrow renamed], zero-padded to 11 features and 45 rows, runs (set,
+  seed, bits): (wide, 0, 0), (wide, 0, 2), (narrow, 0, 0), (narrow, 1, 2), (renamed,
+  0, 0), (renamed, 5, 0); part="alone": the narrow toy alone, runs (seed, bits) (0, 0),
+  (1, 2). Every training label is visible (only Deep SAD, DevNet and the MLP read them)."""
+  narrow, wide = _line_toys()
+  cfg = detectors.DetectorConfig(kind=kind, **SMALL)
+  if part == "alone":
+    return detectors.fit(cfg, detectors.pad_stack([narrow], [narrow.y_train]), [0, 0],
+                         [0, 1], [0, 2], 0)
+  renamed = data_lib.ADData("6_other", narrow.x_train, narrow.y_train, narrow.x_test,
+                            narrow.y_test)
+  sets = [wide, narrow, renamed]
+  return detectors.fit(cfg, detectors.pad_stack(sets, [s.y_train for s in sets]),
+                       [0, 0, 1, 1, 2, 2], [0, 0, 0, 1, 0, 5], [0, 2, 0, 2, 0, 0], 0)
+
+
+def test_every_detector_trains_with_and_without_lpr():
   for kind in detectors.KINDS:
-    cfg = detectors.DetectorConfig(kind=kind, hidden=(8,), latent=3, mem_size=4, steps=60,
-                                   batch=16, lr=1e-2)
-    use = sub if kind == "ae" else sets
-    stacked = detectors.pad_stack(use, [s.y_train for s in use])
-    out = detectors.fit(cfg, stacked, [0, 0, 1, 1], [0, 0, 0, 0], [0, 3, 0, 3], 0)
-    assert out["scores"].shape == (4, 30) and out["losses"].shape == (4, 60)
+    out = _shared_fits(kind, "both")
+    assert out["scores"].shape == (6, 45) and out["losses"].shape == (6, SMALL["steps"])
     assert np.all(np.isfinite(out["losses"])) and np.all(np.isfinite(out["auroc"]))
     # The LPR run differs from the full-precision run with the same seed.
     assert not np.allclose(out["scores"][0], out["scores"][1])
@@ -234,25 +254,19 @@ def _narrow_and_wide():
 
 @pytest.mark.parametrize("kind", ["ae", "dae", "memae"])  # the issue's two; MemAE: issue 50
 def test_dataset_results_do_not_depend_on_what_shares_the_run(kind):
-  """Issue 15: a dataset run alone equals the same dataset padded beside a wider one."""
-  narrow, wide = _narrow_and_wide()
-  cfg = detectors.DetectorConfig(kind=kind, hidden=(8,), latent=3, mem_size=4, steps=30,
-                                 batch=16, lr=1e-2)
-  alone = detectors.fit(cfg, detectors.pad_stack([narrow]), [0, 0], [0, 1], [0, 2], 0)
-  # The narrow set second in the stack, zero-padded to 11 features and 45 rows; a third
-  # set with the same numbers under another name draws the same randomness (issue 50:
-  # the seed is the study's seed, not a function of the dataset's name), and another
-  # seed draws different randomness.
-  renamed = data_lib.ADData("6_other", narrow.x_train, narrow.y_train, narrow.x_test,
-                            narrow.y_test)
-  both = detectors.fit(cfg, detectors.pad_stack([wide, narrow, renamed]),
-                       [0, 1, 1, 2, 2], [0, 0, 1, 0, 5], [0, 0, 2, 0, 0], 0)
-  np.testing.assert_array_equal(np.asarray(both["auroc"])[1:3], np.asarray(alone["auroc"]))
-  np.testing.assert_allclose(np.asarray(both["scores"])[1:3, :25],
+  """Issue 15: a dataset run alone equals the same dataset padded beside a wider one.
+
+  The narrow set second in the stack, zero-padded to 11 features and 45 rows; a third
+  set with the same numbers under another name draws the same randomness (issue 50: the
+  seed is the study's seed, not a function of the dataset's name), and another seed
+  draws different randomness."""
+  alone, both = _shared_fits(kind, "alone"), _shared_fits(kind, "both")
+  np.testing.assert_array_equal(np.asarray(both["auroc"])[2:4], np.asarray(alone["auroc"]))
+  np.testing.assert_allclose(np.asarray(both["scores"])[2:4, :25],
                              np.asarray(alone["scores"]), rtol=1e-5)
-  np.testing.assert_allclose(np.asarray(both["scores"])[3, :25],
+  np.testing.assert_allclose(np.asarray(both["scores"])[4, :25],
                              np.asarray(alone["scores"])[0], rtol=1e-5)
-  assert not np.allclose(np.asarray(both["scores"])[4, :25],
+  assert not np.allclose(np.asarray(both["scores"])[5, :25],
                          np.asarray(alone["scores"])[0], rtol=1e-3)
 
 
@@ -589,8 +603,11 @@ def test_selection_grid_tie_rule_and_pca_validation_auroc():
   assert (row["arch"], row["code"]) == selection._pick(cands, vals)
   assert selection._pick([("linear", 1), ("deep", 1)], [90.0, 90.0]) == ("linear", 1)
   assert selection._pick([("deep", 8), ("wide", 8)], [90.0, 90.0]) == ("deep", 8)
-  assert selection.ARCHS == ("linear", "deep", "wide")  # smallest first: the tie order
+  assert selection._pick([("wide", 8), ("wider", 8)], [90.0, 90.0]) == ("wide", 8)
+  # smallest first: the tie order
+  assert selection.ARCHS == ("linear", "deep", "wide", "wider")
   assert selection.arch_config(cfg, "wide").hidden == (16,)  # every hidden layer x 2
+  assert selection.arch_config(cfg, "wider").hidden == (32,)  # x 4
   assert selection.arch_config(cfg, "deep") == cfg
 
 
@@ -658,3 +675,54 @@ def test_auroc_standard_error_against_null_variance_and_simulation():
   res = {"pca_recon": {"s": [0.9]}, "ae": {"s": [0.6, 0.6]}, "vae": {"s": [0.88]}}
   rows = report.versus_linear(res, ["s"], {"s": (30, 300)}, ["ae", "vae"])
   assert rows[0]["ae"].endswith("(below)") and rows[0]["vae"].endswith("(within noise)")
+
+
+def test_best_ae_claim_requires_a_lift_from_lpr_beyond_noise():
+  """Issue 50: "LPR lifts the best AE above the best non-AE" is "yes" only when the best
+  AE with LPR beats both the best non-AE and the best AE without LPR by > 2 paired s.e.
+  (over sets). The old check (AE+LPR mean > best non-AE mean) said "yes" on case 1,
+  where LPR lowered the best AE and the margin over HBOS was 0.08 points."""
+  from jaxpapers.papers.lpr import report
+
+  def rows(ae, lpr, hbos):
+    out = [{"dataset": f"s{i}", "ae": a, "ae+lpr": b, "hbos": h}
+           for i, (a, b, h) in enumerate(zip(ae, lpr, hbos))]
+    return out + [{"dataset": "**average**",
+                   **{c: float(np.mean([r[c] for r in out])) for c in ("ae", "ae+lpr", "hbos")}}]
+
+  def holds(r):
+    (claim,) = [c for c in report.claims(r, ["ae"], ["hbos"], ["clustered"])
+                if c["claim"].startswith("best unsup. AE")]
+    return claim["holds"]
+
+  # 1: LPR lowers the AE (86.38 -> 86.06), which was already above HBOS (85.98).
+  r1 = rows([90.0, 82.76], [89.5, 82.62], [88.0, 83.96])
+  assert r1[-1]["ae+lpr"] > r1[-1]["hbos"]  # what the old check compared: it said "yes"
+  assert holds(r1) == "no"
+  # 2: a clear lift by LPR from below the best non-AE to above it, on every set.
+  assert holds(rows([70.0, 72.0, 71.0], [80.0, 83.0, 81.0], [75.0, 76.0, 74.0])) == "yes"
+  # 3: above both on the mean, but the per-set LPR gains (+6, -4, +1) are noise.
+  assert holds(rows([70.0, 80.0, 75.0], [76.0, 76.0, 76.0], [74.0, 74.0, 74.0])
+               ).startswith("not significant")
+  # 4: LPR lifts the AE beyond noise, yet it stays below the best non-AE.
+  assert holds(rows([70.0, 72.0, 71.0], [74.0, 76.0, 75.0], [80.0, 81.0, 79.0])) == "no"
+
+
+def test_paired_bootstrap_auroc_and_pairing():
+  """paired_bootstrap: rank AUROCs equal scikit-learn's with ties; the bootstrap is
+  paired (the same resampled rows for every column), so identical with/without-LPR
+  scores give a gain of exactly 0 with s.e. 0, and PCA minus itself is 0 too."""
+  from jaxpapers.papers.lpr import paired_bootstrap as pb
+  rng = np.random.default_rng(11)
+  y = np.r_[np.ones(8), np.zeros(40)].astype(int)
+  s = np.round(rng.normal(size=(3, 48)) + y, 1)  # rounding makes ties
+  np.testing.assert_allclose(pb.auroc_rows(s, y), [metrics.roc_auc_score(y, r) for r in s])
+  pca = rng.normal(size=48) + y
+  same = np.repeat(s[:, None], 2, axis=1)  # [seeds, off/on, rows]
+  as_pca = np.broadcast_to(pca, (3, 2, 48))
+  out = pb.per_set({"ae": same, "vae": as_pca}, pca, y, ["ae", "vae"], 50, rng)
+  for key in ("diff", "boot_se", "seed_sd", "se"):
+    assert out["ae"]["lpr_gain"][key] == 0.0 and out["vae"]["minus_pca"][key] == 0.0
+  want = np.mean([metrics.roc_auc_score(y, r) for r in s]) - metrics.roc_auc_score(y, pca)
+  np.testing.assert_allclose(out["ae"]["minus_pca"]["diff"], 100 * want)
+  assert out["ae"]["minus_pca"]["boot_se"] > 0

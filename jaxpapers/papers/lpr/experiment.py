@@ -162,7 +162,9 @@ def compare(config, workdir, writer=None, data=None, stop_after: int | None = No
         f"{workdir}/code_selection.json" if workdir else None, names,
         lambda: selection.select(detector_config(config, "ae"), data, seeds, keeps,
                                  config.seed, config.train.xla_opt_level,
-                                 tuple(config.model.select_archs)))
+                                 tuple(config.model.select_archs),
+                                 f"{workdir}/code_selection_partial.json" if workdir
+                                 else None))
     for r in selection.table(sel):
       print("selection (validation split of the training rows):", r, flush=True)
   units = [("deep", i, k) for i, k in enumerate(kinds)] + [
@@ -179,13 +181,16 @@ def compare(config, workdir, writer=None, data=None, stop_after: int | None = No
     if group == "deep":
       cfg = detector_config(config, name, groups=groups)
       if sel is not None and name in detectors.AE_KINDS:
-        auc, losses = _per_set_architectures(cfg, sel, data, config, seeds, bits_grid)
+        auc, losses, scores = _per_set_architectures(cfg, sel, data, config, seeds,
+                                                     bits_grid)
       else:
         stacked = detectors.pad_stack(data, visible_labels(name, data, config))
-        auc, losses, _ = run_grid(cfg, stacked, len(data), seeds, bits_grid,
-                                  config.train.xla_opt_level)
+        auc, losses, scores = run_grid(cfg, stacked, len(data), seeds, bits_grid,
+                                       config.train.xla_opt_level)
       metrics_lib.check_finite(step, {"loss": losses[..., -1], "auroc": auc})
       state["deep"][i] = auc
+      if workdir and metrics_lib.is_writer():
+        save_scores(f"{workdir}/scores/{name}.npz", data, scores)
       if writer is not None:
         # Training curves averaged over datasets and seeds, a few points per run.
         for t in np.linspace(0, losses.shape[-1] - 1, 5).astype(int):
@@ -230,6 +235,7 @@ def _per_set_architectures(cfg, sel, data, config, seeds, bits_grid):
   set's numbers do not depend on which sets share its program: padding invariance)."""
   auc = np.zeros((len(data), len(seeds), len(bits_grid)), np.float32)
   losses = np.zeros(auc.shape + (config.optim.steps,), np.float32)
+  scores = np.zeros(auc.shape + (max(len(d.y_test) for d in data),), np.float32)
   for arch in selection.ARCHS:
     idx = [j for j, r in enumerate(sel) if r["arch"] == arch]
     if not idx:
@@ -237,9 +243,22 @@ def _per_set_architectures(cfg, sel, data, config, seeds, bits_grid):
     sub = [data[j] for j in idx]
     stacked = detectors.pad_stack(sub, visible_labels(cfg.kind, sub, config),
                                   [sel[j]["code"] for j in idx])
-    auc[idx], losses[idx], _ = run_grid(selection.arch_config(cfg, arch), stacked, len(sub),
-                                        seeds, bits_grid, config.train.xla_opt_level)
-  return auc, losses
+    auc[idx], losses[idx], sc = run_grid(selection.arch_config(cfg, arch), stacked,
+                                         len(sub), seeds, bits_grid,
+                                         config.train.xla_opt_level)
+    scores[idx, ..., :sc.shape[-1]] = sc
+  return auc, losses, scores
+
+
+def save_scores(path: str, data: list, scores) -> None:
+  """Test scores [seeds, bits] x test rows of one deep detector, one array per set
+  (padded rows cut), for paired tests over test rows (`paired_bootstrap.py`)."""
+  os.makedirs(os.path.dirname(path), exist_ok=True)
+  arrays = {d.name: np.asarray(scores[j, ..., :len(d.y_test)], np.float32)
+            for j, d in enumerate(data)}
+  with open(path + ".tmp", "wb") as f:
+    np.savez_compressed(f, **arrays)
+  os.replace(path + ".tmp", path)  # atomic: a killed run never leaves half a file
 
 
 def column_masks(data: list, workdir: str | None = None) -> list:

@@ -6,8 +6,9 @@ table (breastw), while PCA keeps 1 of 9 directions. So the bottleneck, the one
 hyper-parameter that scales with the input width, is chosen per set, for the AE and for
 PCA's k alike, and with it the AE's capacity (`ARCHS`: the linear AE d -> code -> d, the
 smallest member of the family, which PCA's optimum belongs to, the study's deep AE, or
-the same depth twice as wide, added when sets chose the deep AE at the top of the
-capacity axis), by one rule that never sees a test row:
+the same depth twice as wide (added when sets chose the deep AE at the top of the
+capacity axis) or four times as wide (added when sets chose the twice-wide AE at the top),
+by one rule that never sees a test row:
 
   * each set's TRAINING split is split again, stratified 70/30 (data seed), as in
     `ae_tuning.validation_split`;
@@ -17,8 +18,8 @@ capacity axis), by one rule that never sees a test row:
   * the AE (no LPR) is trained on the 70% with each code, for every study seed, and
     scored by AUROC on the 30% with the labels of those training rows; PCA the same;
   * the (capacity, code) pair (PCA: k) with the best validation AUROC, averaged over
-    seeds, is chosen; ties go to the smaller model (linear before deep before wide, then
-    the smaller code or k).
+    seeds, is chosen; ties go to the smaller model (linear, deep, wide, wider, then the
+    smaller code or k).
 
 The AE's choice is used by the whole AE family (VAE, DAE, MemAE), with and without LPR.
 All (set, code, seed) validation runs are one vmapped program: each (set, code) pair is
@@ -41,19 +42,21 @@ from jaxpapers.papers.lpr import detectors
 
 # Capacities searched: the linear AE (no hidden layer, linear code), the deep AE of the
 # study's config (`model.hidden`, ReLU code) and the same depth with every hidden layer
-# twice as wide (64-32 -> 128-64); listed smallest first (the tie rule).
-ARCHS = ("linear", "deep", "wide")
+# twice (64-32 -> 128-64, wide) and four times (256-128, wider) as wide; listed smallest
+# first (the tie rule).
+ARCHS = ("linear", "deep", "wide", "wider")
+WIDTH_FACTOR = {"wide": 2, "wider": 4}
 
 
 def arch_config(cfg: detectors.DetectorConfig, arch: str) -> detectors.DetectorConfig:
   """The detector config of a capacity: `cfg` itself (deep), its linear AE, or its
-  hidden layers doubled in width (wide)."""
+  hidden layers 2x (wide) or 4x (wider) as wide."""
   if arch == "deep":
     return cfg
   if arch == "linear":
     return dataclasses.replace(cfg, hidden=(), code_relu=False)
-  if arch == "wide":
-    return dataclasses.replace(cfg, hidden=tuple(2 * h for h in cfg.hidden))
+  if arch in WIDTH_FACTOR:
+    return dataclasses.replace(cfg, hidden=tuple(WIDTH_FACTOR[arch] * h for h in cfg.hidden))
   raise ValueError(f"unknown capacity {arch!r}; expected one of {ARCHS}")
 
 
@@ -80,8 +83,11 @@ def _pick(grid, vals) -> int:
 
 
 def select(cfg: detectors.DetectorConfig, data: list, seeds, keeps=None, seed: int = 0,
-           opt_level: int = -1, archs=ARCHS) -> list:
+           opt_level: int = -1, archs=ARCHS, partial: str | None = None) -> list:
   """Per set: the AE's code size and PCA's k by the validation rule (module docstring).
+
+  `partial`: a file keeping each finished capacity's validation AUROCs, so a killed
+  selection resumes after the last finished capacity (a study split into jobs).
 
   `cfg` is the plain AE of the study (its `latent` caps the grid; no LPR in the rule).
   `keeps`: the classical detectors' column masks (PCA sees the same columns as in the
@@ -100,9 +106,22 @@ def select(cfg: detectors.DetectorConfig, data: list, seeds, keeps=None, seed: i
   ds, sd = [a.ravel() for a in np.meshgrid(np.arange(len(entries)), np.asarray(seeds),
                                            indexing="ij")]
   auc = {}
+  key = json.dumps([[d.name for d in data], [int(s) for s in seeds], entries,
+                    dataclasses.asdict(cfg)], default=str)
+  if partial and os.path.exists(partial):
+    with open(partial) as f:
+      saved = json.load(f)
+    if saved.get("key") == key:
+      auc = {a: np.asarray(v) for a, v in saved["auc"].items() if a in archs}
   for arch in archs:
+    if arch in auc:
+      continue
     out = detectors.fit(arch_config(cfg, arch), stacked, ds, sd, np.zeros(len(ds)), opt_level)
     auc[arch] = 100 * np.asarray(out["auroc"]).reshape(len(entries), len(seeds)).mean(1)
+    if partial:
+      with open(partial + ".tmp", "w") as f:
+        json.dump({"key": key, "auc": {a: v.tolist() for a, v in auc.items()}}, f)
+      os.replace(partial + ".tmp", partial)
   rows = []
   for j, d in enumerate(data):
     ae_val = {a: [float(auc[a][e]) for e, (jj, _) in enumerate(entries) if jj == j]
