@@ -10,6 +10,7 @@ runs the universality sweeps. Everything the study and the notebook need is here
 """
 from __future__ import annotations
 
+import functools
 import time
 import zlib
 
@@ -307,10 +308,15 @@ def path_on(problem, params, spec: methods.PathSpec, steps: int | None = None, r
   """
   s, sqrt_w, u0 = geometry(problem)
   u0 = u0 if ref is None else jnp.asarray(ref, jnp.float32)
-  n = steps or spec.steps
-  f = lambda p: methods.path_endpoint(p, s, sqrt_w, u0, spec, rank=rank,  # noqa: E731
-                                      max_steps=n)
-  return np.asarray(jax.jit(jax.vmap(f))(params))
+  return np.asarray(_endpoint_program(spec, steps or spec.steps, rank)(params, s, sqrt_w, u0))
+
+
+@functools.lru_cache(maxsize=None)
+def _endpoint_program(spec: methods.PathSpec, n: int, rank):
+  """jit(vmap over seeds) of the endpoint, compiled once per (spec, steps, rank, shapes)."""
+  f = lambda p, s, sqrt_w, u0: methods.path_endpoint(  # noqa: E731
+      p, s, sqrt_w, u0, spec, rank=rank, max_steps=n)
+  return jax.jit(jax.vmap(f, in_axes=(0, None, None, None)))
 
 
 def interpolate(coarse, fine, u_w: np.ndarray) -> np.ndarray:

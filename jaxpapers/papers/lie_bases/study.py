@@ -15,6 +15,7 @@ diagnostic of the 4x-grid failure. Writes lie_bases_study.{md,json,png}.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import os
 import time
@@ -93,19 +94,26 @@ def gram_error(coarse, fine, params, spec) -> float:
   the learned a, b integrated by the training rule vs the 4x rule, relative Frobenius
   error averaged over the integration midpoints and seeds. Large = the generator lives
   on frequencies the training quadrature does not resolve."""
-  errs = []
-  for prob_params in [jax.tree.map(lambda x: x[i], params)
-                      for i in range(jax.tree.leaves(params)[0].shape[0])]:
-    for n in range(spec.steps):
-      t = (n + 0.5) / spec.steps
-      gs = []
-      for prob in (coarse, fine):
-        s, sqrt_w, _ = E.geometry(prob)
-        a, b = generator.ab(prob_params, s, t, spec.features)
-        z = np.asarray(sqrt_w[:, None] * jnp.concatenate([a, b], -1), np.float64)
-        gs.append(z.T @ z)
-      errs.append(np.linalg.norm(gs[0] - gs[1]) / np.linalg.norm(gs[1]))
+  zs = []
+  for prob in (coarse, fine):
+    s, sqrt_w, _ = E.geometry(prob)
+    zs.append(np.asarray(_core_factors(spec.features, spec.steps)(params, s, sqrt_w),
+                         np.float64))  # (seeds, steps, N, 2r)
+  gs = [np.einsum("...ni,...nj->...ij", z, z) for z in zs]
+  errs = np.linalg.norm(gs[0] - gs[1], axis=(-2, -1)) / np.linalg.norm(gs[1], axis=(-2, -1))
   return float(np.mean(errs))
+
+
+@functools.lru_cache(maxsize=None)
+def _core_factors(features: int, steps: int):
+  """jit: Z = W^1/2 [a, b] at every integration midpoint, for every seed's parameters."""
+  def one(p, s, sqrt_w, t):
+    a, b = generator.ab(p, s, t, features)
+    return sqrt_w[:, None] * jnp.concatenate([a, b], -1)
+  ts = (np.arange(steps) + 0.5) / steps
+  per_seed = lambda p, s, sqrt_w: jax.vmap(one, (None, None, None, 0))(  # noqa: E731
+      p, s, sqrt_w, jnp.asarray(ts, jnp.float32))
+  return jax.jit(jax.vmap(per_seed, (0, None, None)))
 
 
 def study_target(config, name, table: Table, store: dict):
