@@ -23,7 +23,8 @@ k = 1, both chosen by the validation rule of `jaxpapers/papers/lpr/ae_tuning.py`
 (training rows only; see the README). `code_frac=0.25,latent=32` gives the AE family a
 code of round(0.25 d) units per set instead (searched in the tuning's third round, not
 chosen); `pca_frac` the same for pca_recon's k. `code_select=true,latent=64` (the issue-50 third pass's
-table) chooses each set's AE capacity (linear, deep 64-32 or wide 128-64) and code, and pca_recon's k, by a
+table) chooses each set's AE capacity (linear, deep 64-32, wide 128-64, and while a set's pick is the
+largest capacity searched, wider 256-128, x8 512-256, x16 1024-512) and code, and pca_recon's k, by a
 validation rule on training rows (jaxpapers/papers/lpr/selection.py). Columns constant or collinear on the training rows
 are dropped for the classical detectors, with a line in the run log. Expected results and runtimes: the README's tables (the
 main table took 10-20 min on the heavily shared 2-core CPU; smoke ~30 s wall).
@@ -60,7 +61,8 @@ def get_config(arg=None):
       xla_opt_level=-1, bit_grid=(1, 2, 3, 4, 6, 8), other_grid=(3, 4, 6, 8),
       ablation_kinds=("ae",), layer_rules=("none", "all", "encoder", "decoder", "each"),
       pca_k=1, pca_frac=0.0, code_frac=0.0, code_select=False,
-      select_archs=("linear", "deep", "wide", "wider"), plan_sets=14, plan_train=2800, plan_test=1200, plan_dim=64,
+      select_archs=("linear", "deep", "wide"), select_extend=True,
+      plan_sets=14, plan_train=2800, plan_test=1200, plan_dim=64,
       parts=("main", "bits", "layers"))
   config = ml_collections.ConfigDict()
   config.experiment = "jaxpapers.papers.lpr.experiment"
@@ -93,9 +95,12 @@ def get_config(arg=None):
       # of jaxpapers/papers/lpr/selection.py (training rows only; grid 1, 2, 4, .. < d and
       # d - 1, at most `latent`, so use latent=64 for the full range on these sets).
       code_select=arg.code_select,
-      # capacities the rule chooses among: the linear AE (d -> code -> d), the deep AE
-      # (`hidden`), the wide one (`hidden` x 2) and/or the wider one (`hidden` x 4)
+      # capacities every set searches: the linear AE (d -> code -> d), the deep AE
+      # (`hidden`), the wide one (`hidden` x 2), wider (x 4), x8, x16
       select_archs=arg.select_archs,
+      # a set whose pick is its largest capacity searched also searches the next rung
+      # (wider, x8, x16) until the pick is inside (selection.py); false: no rung added
+      select_extend=arg.select_extend,
       mem_size=50,                # MemAE memory items
       noise_std=0.2,              # DAE corruption (standardized units)
       kl_weight=1.0,              # VAE beta

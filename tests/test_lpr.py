@@ -573,7 +573,7 @@ def test_per_set_code_equals_an_ae_built_with_that_code():
                                np.asarray(alone["scores"])[0], rtol=1e-5)
 
 
-def test_selection_grid_tie_rule_and_pca_validation_auroc():
+def test_selection_grid_tie_rule_and_pca_validation_auroc(tmp_path):
   from jaxpapers.papers.lpr import selection
   assert selection.code_grid(9, 64) == [1, 2, 4, 8]
   assert selection.code_grid(36, 64) == [1, 2, 4, 8, 16, 32, 35]
@@ -588,7 +588,8 @@ def test_selection_grid_tie_rule_and_pca_validation_auroc():
   x[:12] += 3.0 * rng.normal(size=(12, 6))
   ds = data_lib.split("toy", x, y, 0.3, 0)
   cfg = detectors.DetectorConfig(kind="ae", hidden=(8,), latent=8, steps=5, batch=16)
-  (row,) = selection.select(cfg, [ds], [0, 1], opt_level=0)
+  archs = ("linear", "deep")
+  (row,) = selection.select(cfg, [ds], [0, 1], opt_level=0, archs=archs)
   v = selection.validation_split(ds, 0)
   assert row["val_rows"] == len(v.y_test) and len(v.y_test) + len(v.y_train) == len(ds.y_train)
   for k, got in zip(row["pca_grid"], row["pca_val"]):  # NumPy PCA on the fit rows
@@ -598,17 +599,78 @@ def test_selection_grid_tie_rule_and_pca_validation_auroc():
     want = metrics.roc_auc_score(v.y_test, np.sum((z - z @ top @ top.T) ** 2, 1))
     np.testing.assert_allclose(got, 100 * want, rtol=1e-9)
   assert row["pca_k"] == selection._pick(row["pca_grid"], row["pca_val"])
-  cands = [(a, c) for a in selection.ARCHS for c in row["code_grid"]]
-  vals = [v for a in selection.ARCHS for v in row["ae_val"][a]]
+  cands = [(a, c) for a in archs for c in row["code_grid"]]
+  vals = [v for a in archs for v in row["ae_val"][a]]
   assert (row["arch"], row["code"]) == selection._pick(cands, vals)
+  # Killed after its first capacity (real training), the selection resumes from the
+  # partial file: only the capacity left is trained, and the rows are the uninterrupted ones.
+  calls, part = [], str(tmp_path / "partial.json")
+
+  def killed_after_one(c, *a):
+    if calls:
+      raise KeyboardInterrupt
+    calls.append(c.hidden)
+    return detectors.fit(c, *a)
+
+  with pytest.raises(KeyboardInterrupt):
+    selection.select(cfg, [ds], [0, 1], opt_level=0, archs=archs, partial=part,
+                     fit=killed_after_one)
+  resumed = []
+  (again,) = selection.select(cfg, [ds], [0, 1], opt_level=0, archs=archs, partial=part,
+                              fit=lambda c, *a: resumed.append(c.hidden) or detectors.fit(c, *a))
+  assert calls == [()] and resumed == [(8,)] and again == row
   assert selection._pick([("linear", 1), ("deep", 1)], [90.0, 90.0]) == ("linear", 1)
   assert selection._pick([("deep", 8), ("wide", 8)], [90.0, 90.0]) == ("deep", 8)
-  assert selection._pick([("wide", 8), ("wider", 8)], [90.0, 90.0]) == ("wide", 8)
+  assert selection._pick([("wider", 8), ("x8", 8)], [90.0, 90.0]) == ("wider", 8)
   # smallest first: the tie order
-  assert selection.ARCHS == ("linear", "deep", "wide", "wider")
+  assert selection.ARCHS == ("linear", "deep", "wide", "wider", "x8", "x16")
   assert selection.arch_config(cfg, "wide").hidden == (16,)  # every hidden layer x 2
   assert selection.arch_config(cfg, "wider").hidden == (32,)  # x 4
+  assert selection.arch_config(cfg, "x16").hidden == (128,)  # x 16
   assert selection.arch_config(cfg, "deep") == cfg
+
+
+def test_selection_extends_capacity_until_the_pick_is_inside_and_resumes(tmp_path):
+  """`extend`: a set whose pick is its largest capacity searched searches the next rung,
+  only that set; killed after a rung, the selection resumes to the same rows. Planted
+  validation AUROCs per (set width d, capacity) stand in for training (no JAX)."""
+  from jaxpapers.papers.lpr import selection
+  plan = {3: [50, 60, 70, 80, 75, 0],  # peaks at wider: searched up to x8, inside
+          4: [50, 70, 60, 90, 90, 90],  # peaks at deep: wider and up never searched
+          5: [50, 60, 70, 80, 85, 90]}  # rises to the ladder's end: on the edge
+  width = {(): 0, (8,): 1, (16,): 2, (32,): 3, (64,): 4, (128,): 5}
+  rng = np.random.default_rng(3)
+  sets = [data_lib.split(f"d{d}", rng.normal(size=(60, d)), np.r_[np.ones(8), np.zeros(52)]
+                         .astype(np.int32), 0.3, 0) for d in plan]
+  cfg = detectors.DetectorConfig(kind="ae", hidden=(8,), latent=8)
+  log = []
+
+  def planted(c, stacked, ds, sd, bits, opt_level, die_at=None):
+    if len(log) == die_at:
+      raise KeyboardInterrupt
+    dims = stacked["fmask"].sum(1).astype(int)
+    log.append((c.hidden, sorted(set(dims.tolist()))))
+    return {"auroc": np.array([plan[dims[i]][width[c.hidden]] / 100
+                               + 1e-3 * stacked["code_n"][i] for i in ds])}
+
+  args = dict(archs=("linear", "deep", "wide"), extend=True)
+  rows = selection.select(cfg, sets, [0, 1], fit=planted, **args)
+  assert log == [((), [3, 4, 5]), ((8,), [3, 4, 5]), ((16,), [3, 4, 5]),
+                 ((32,), [3, 5]), ((64,), [3, 5]), ((128,), [5])]
+  assert [(r["arch"], r["capacity_edge"]) for r in rows] == [
+      ("wider", False), ("deep", False), ("x16", True)]
+  assert list(rows[1]["ae_val"]) == ["linear", "deep", "wide"]
+  assert rows[0]["code"] == rows[0]["code_grid"][-1]  # the planted code term
+  part = str(tmp_path / "partial.json")
+  log.clear()
+  with pytest.raises(KeyboardInterrupt):
+    selection.select(cfg, sets, [0, 1], partial=part,
+                     fit=lambda *a: planted(*a, die_at=4), **args)
+  log.clear()
+  assert selection.select(cfg, sets, [0, 1], partial=part, fit=planted, **args) == rows
+  assert log == [((64,), [3, 5]), ((128,), [5])]  # from the rung the kill interrupted
+  table = selection.table(rows)
+  assert table[1]["x8 AE code: val. AUROC"] == "-" != table[0]["x8 AE code: val. AUROC"]
 
 
 def test_linear_ae_converges_to_pca_reconstruction():

@@ -164,9 +164,13 @@ def compare(config, workdir, writer=None, data=None, stop_after: int | None = No
                                  config.seed, config.train.xla_opt_level,
                                  tuple(config.model.select_archs),
                                  f"{workdir}/code_selection_partial.json" if workdir
-                                 else None))
+                                 else None, config.model.select_extend))
     for r in selection.table(sel):
       print("selection (validation split of the training rows):", r, flush=True)
+    for r in sel:
+      if r.get("capacity_edge"):
+        print(f"selection: {r['dataset']} picks {r['arch']}, the largest capacity searched "
+              "(an edge of its grid: extend selection.ARCHS)", flush=True)
   units = [("deep", i, k) for i, k in enumerate(kinds)] + [
       ("classical", i, c) for i, c in enumerate(classical_names)]
   for u, (group, i, name) in enumerate(units):

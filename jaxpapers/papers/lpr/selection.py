@@ -4,11 +4,10 @@ Issue 50: the plain AE must match its linear special case, PCA reconstruction er
 on every set. A single code size cannot: a 16-unit code is no bottleneck on a 9-feature
 table (breastw), while PCA keeps 1 of 9 directions. So the bottleneck, the one
 hyper-parameter that scales with the input width, is chosen per set, for the AE and for
-PCA's k alike, and with it the AE's capacity (`ARCHS`: the linear AE d -> code -> d, the
-smallest member of the family, which PCA's optimum belongs to, the study's deep AE, or
-the same depth twice as wide (added when sets chose the deep AE at the top of the
-capacity axis) or four times as wide (added when sets chose the twice-wide AE at the top),
-by one rule that never sees a test row:
+PCA's k alike, and with it the AE's capacity (`ARCHS`, a ladder: the linear AE
+d -> code -> d, the smallest member of the family, which PCA's optimum belongs to, the
+study's deep AE, then the same depth 2x (wide), 4x (wider), 8x and 16x as wide), by one
+rule that never sees a test row:
 
   * each set's TRAINING split is split again, stratified 70/30 (data seed), as in
     `ae_tuning.validation_split`;
@@ -18,8 +17,14 @@ by one rule that never sees a test row:
   * the AE (no LPR) is trained on the 70% with each code, for every study seed, and
     scored by AUROC on the 30% with the labels of those training rows; PCA the same;
   * the (capacity, code) pair (PCA: k) with the best validation AUROC, averaged over
-    seeds, is chosen; ties go to the smaller model (linear, deep, wide, wider, then the
-    smaller code or k).
+    seeds, is chosen; ties go to the smaller model (linear, deep, wide, wider, x8, x16,
+    then the smaller code or k);
+  * capacities: every set searches `archs` (the study: linear, deep, wide); with
+    `extend`, a set whose pick is at the largest capacity it searched also searches the
+    next rung of the ladder, until its pick is below the top (DONE.md: extend the grid
+    until the choice is inside it). A set whose pick is below its top is not searched
+    further up: the rule assumes the validation AUROC does not rise again past a
+    capacity that lost to a smaller one.
 
 The AE's choice is used by the whole AE family (VAE, DAE, MemAE), with and without LPR.
 All (set, code, seed) validation runs are one vmapped program: each (set, code) pair is
@@ -28,6 +33,7 @@ a stacked "dataset" with its own `code_n`.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import os
 
@@ -44,8 +50,8 @@ from jaxpapers.papers.lpr import detectors
 # study's config (`model.hidden`, ReLU code) and the same depth with every hidden layer
 # twice (64-32 -> 128-64, wide) and four times (256-128, wider) as wide; listed smallest
 # first (the tie rule).
-ARCHS = ("linear", "deep", "wide", "wider")
-WIDTH_FACTOR = {"wide": 2, "wider": 4}
+ARCHS = ("linear", "deep", "wide", "wider", "x8", "x16")
+WIDTH_FACTOR = {"wide": 2, "wider": 4, "x8": 8, "x16": 16}
 
 
 def arch_config(cfg: detectors.DetectorConfig, arch: str) -> detectors.DetectorConfig:
@@ -82,18 +88,34 @@ def _pick(grid, vals) -> int:
   return next(g for g, v in zip(grid, vals) if v >= best - 1e-9)
 
 
+def _rungs(archs, extend: bool) -> list:
+  """The capacities searched for every set (`archs`, smallest first), then, with
+  `extend`, the larger rungs of `ARCHS` that a set searches only while its pick sits
+  at the top of what it has searched."""
+  top = ARCHS.index(archs[-1])
+  return list(archs) + (list(ARCHS[top + 1:]) if extend else [])
+
+
 def select(cfg: detectors.DetectorConfig, data: list, seeds, keeps=None, seed: int = 0,
-           opt_level: int = -1, archs=ARCHS, partial: str | None = None) -> list:
+           opt_level: int = -1, archs=ARCHS, partial: str | None = None,
+           extend: bool = False, fit=None) -> list:
   """Per set: the AE's code size and PCA's k by the validation rule (module docstring).
 
-  `partial`: a file keeping each finished capacity's validation AUROCs, so a killed
-  selection resumes after the last finished capacity (a study split into jobs).
+  `archs`: the capacities searched for every set. `extend`: DONE.md's "extend the grid
+  until the choice is inside it", as a rule: a set whose (capacity, code) pick is at the
+  largest capacity it has searched also searches the next rung of `ARCHS` (x 2 wider),
+  and so on, until its pick is below the top or the ladder ends (`capacity_edge`).
+  `partial`: a file keeping the validation AUROCs of every finished (capacity, set,
+  code), written after each capacity, so a killed selection resumes after the last
+  finished capacity (a study split into jobs); stale or foreign entries are keyed out.
+  `fit`: `detectors.fit` (a test can wrap it).
 
   `cfg` is the plain AE of the study (its `latent` caps the grid; no LPR in the rule).
   `keeps`: the classical detectors' column masks (PCA sees the same columns as in the
   study). Returns one dict per set with the grids, validation AUROCs (%) and choices.
   """
   assert cfg.kind == "ae", cfg.kind
+  fit = fit or detectors.fit
   bad = [a for a in archs if a not in ARCHS]
   if bad or not archs:
     raise ValueError(f"model.select_archs: unknown {bad}; expected some of {ARCHS}")
@@ -101,33 +123,53 @@ def select(cfg: detectors.DetectorConfig, data: list, seeds, keeps=None, seed: i
   vals = [validation_split(d, seed) for d in data]
   grids = [code_grid(d.x_train.shape[1], cfg.latent) for d in data]
   entries = [(j, c) for j, g in enumerate(grids) for c in g]
-  stacked = detectors.pad_stack([vals[j] for j, _ in entries],
-                                code_n=[c for _, c in entries])
-  ds, sd = [a.ravel() for a in np.meshgrid(np.arange(len(entries)), np.asarray(seeds),
-                                           indexing="ij")]
+  # One AUROC per (capacity, set, code): a set's validation runs do not depend on which
+  # sets share the program (padding invariance, tests), so any saved entry is reusable.
+  key = json.dumps([[int(s) for s in seeds], dataclasses.asdict(cfg)], default=str)
+  # Entries are keyed by set name, a digest of its validation rows and the code size.
+  digest = [hashlib.sha1(b"".join(np.ascontiguousarray(a).tobytes() for a in (
+      v.x_train, v.y_train, v.x_test, v.y_test))).hexdigest()[:12] for v in vals]
+  names = [f"{d.name}/{h}" for d, h in zip(data, digest)]
+  ekey = [f"{names[j]}/{c}" for j, c in entries]
   auc = {}
-  key = json.dumps([[d.name for d in data], [int(s) for s in seeds], entries,
-                    dataclasses.asdict(cfg)], default=str)
   if partial and os.path.exists(partial):
     with open(partial) as f:
       saved = json.load(f)
     if saved.get("key") == key:
-      auc = {a: np.asarray(v) for a, v in saved["auc"].items() if a in archs}
-  for arch in archs:
-    if arch in auc:
-      continue
-    out = detectors.fit(arch_config(cfg, arch), stacked, ds, sd, np.zeros(len(ds)), opt_level)
-    auc[arch] = 100 * np.asarray(out["auroc"]).reshape(len(entries), len(seeds)).mean(1)
-    if partial:
-      with open(partial + ".tmp", "w") as f:
-        json.dump({"key": key, "auc": {a: v.tolist() for a, v in auc.items()}}, f)
-      os.replace(partial + ".tmp", partial)
+      auc = saved["auc"]
+  searched = [[] for _ in data]
+
+  def pick(j):
+    cands = [(a, c) for a in searched[j] for c in grids[j]]
+    return _pick(cands, [auc[a][f"{names[j]}/{c}"] for a, c in cands])
+
+  for arch in _rungs(archs, extend):
+    if arch in archs:
+      active = list(range(len(data)))
+    else:  # an extension rung: the sets whose pick is the previous (top) rung
+      active = [j for j in range(len(data)) if pick(j)[0] == searched[j][-1]]
+    if not active:
+      break
+    todo = [e for e, (j, _) in enumerate(entries)
+            if j in active and ekey[e] not in auc.get(arch, {})]
+    if todo:
+      stacked = detectors.pad_stack([vals[entries[e][0]] for e in todo],
+                                    code_n=[entries[e][1] for e in todo])
+      ds, sd = [a.ravel() for a in np.meshgrid(np.arange(len(todo)), np.asarray(seeds),
+                                               indexing="ij")]
+      out = fit(arch_config(cfg, arch), stacked, ds, sd, np.zeros(len(ds)), opt_level)
+      got = 100 * np.asarray(out["auroc"]).reshape(len(todo), len(seeds)).mean(1)
+      auc.setdefault(arch, {}).update({ekey[e]: float(v) for e, v in zip(todo, got)})
+      if partial:
+        with open(partial + ".tmp", "w") as f:
+          json.dump({"key": key, "auc": auc}, f)
+        os.replace(partial + ".tmp", partial)  # atomic: a kill never leaves half a file
+    for j in active:
+      searched[j].append(arch)
   rows = []
   for j, d in enumerate(data):
-    ae_val = {a: [float(auc[a][e]) for e, (jj, _) in enumerate(entries) if jj == j]
-              for a in archs}
-    cands = [(a, c) for a in archs for c in grids[j]]
-    arch, code = _pick(cands, [v for a in archs for v in ae_val[a]])
+    ae_val = {a: [auc[a][f"{names[j]}/{c}"] for c in grids[j]] for a in searched[j]}
+    arch, code = pick(j)
     keep = None if keeps is None else keeps[j]
     # PCA's grid: the same sizes on the (kept) columns it is fit on.
     n_cols = int(d.x_train.shape[1] if keep is None else np.sum(keep))
@@ -136,25 +178,31 @@ def select(cfg: detectors.DetectorConfig, data: list, seeds, keeps=None, seed: i
     pca_val = [100 * float(metrics.roc_auc_score(
         v.y_test, classical.score("pca_recon", v.x_train, v.x_test, 0,
                                   None if keep is None else keep, k))) for k in pgrid]
+    # On an edge: the pick is the largest capacity searched and no larger one was tried.
+    edge = arch == searched[j][-1] and (not extend or arch == ARCHS[-1])
     rows.append({"dataset": d.name, "d": int(d.x_train.shape[1]),
                  "val_anomalies": int(v.y_test.sum()), "val_rows": int(len(v.y_test)),
                  "code_grid": grids[j], "ae_val": ae_val, "arch": arch, "code": code,
+                 "capacity_edge": bool(edge and len(searched[j]) > 1),
                  "pca_grid": pgrid, "pca_val": pca_val, "pca_k": _pick(pgrid, pca_val)})
   return rows
 
 
 def table(rows: list) -> list:
-  """Markdown rows: each set's grid with its validation AUROCs; the choice in brackets."""
+  """Markdown rows: each set's grid with its validation AUROCs; the choice in brackets;
+  '-' where a set did not search a capacity (its pick was below it)."""
   def fmt(grid, vals, pick):
     return " ".join(f"[{g}: {v:.1f}]" if g == pick else f"{g}: {v:.1f}"
                     for g, v in zip(grid, vals))
+  archs = [a for a in ARCHS if any(a in r["ae_val"] for r in rows)]
   out = []
   for r in rows:
     row = {"dataset": r["dataset"], "d": r["d"],
            "val anomalies / rows": f"{r['val_anomalies']} / {r['val_rows']}"}
-    for a, vals in r["ae_val"].items():
-      row[f"{a} AE code: val. AUROC"] = fmt(r["code_grid"], vals,
-                                            r["code"] if a == r["arch"] else None)
+    for a in archs:
+      row[f"{a} AE code: val. AUROC"] = (
+          fmt(r["code_grid"], r["ae_val"][a], r["code"] if a == r["arch"] else None)
+          if a in r["ae_val"] else "-")
     row["PCA k: val. AUROC"] = fmt(r["pca_grid"], r["pca_val"], r["pca_k"])
     out.append(row)
   return out

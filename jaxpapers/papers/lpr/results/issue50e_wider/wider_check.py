@@ -31,8 +31,9 @@ for r in rows:
   o = old[r["dataset"]]
   assert o["code_grid"] == r["code_grid"], r["dataset"]
   vals = {**o["ae_val"], "wider": r["ae_val"]["wider"]}
-  cands = [(a, c) for a in selection.ARCHS for c in o["code_grid"]]
-  arch, code = selection._pick(cands, [v for a in selection.ARCHS for v in vals[a]])
+  searched = [a for a in selection.ARCHS if a in vals]
+  cands = [(a, c) for a in searched for c in o["code_grid"]]
+  arch, code = selection._pick(cands, [v for a in searched for v in vals[a]])
   out[r["dataset"]] = {"code_grid": o["code_grid"], "ae_val": vals,
                        "fourth_pass_pick": [o["arch"], o["code"]], "pick": [arch, code],
                        "best_wide": max(o["ae_val"]["wide"]),
