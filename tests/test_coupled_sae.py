@@ -538,3 +538,14 @@ def test_sweep_union_selects_over_both_grids_and_flags_the_union_edge():
   bad = dict(b, grid=[m(1e-4, 8.0, 0.125)] + b["grid"][1:])
   with pytest.raises(ValueError, match="differs between runs"):
     sweep_union.union([a, bad])
+  # A pick check (an outward rerun that only agrees to rounding): the base pick stays and
+  # is judged against both grids; a moved pick or a check without the pick is refused.
+  chk = dict(cell, grid=[m(1e-3, 8.0, 0.1301), m(1e-3, 32.0, 0.129), m(1e-2, 8.0, 0.12)],
+             coupled_lr=1e-3, coupled_beta=8.0)
+  (kept,) = sweep_union.check([only_a], [chk])
+  assert not kept["edge_coupled"] and kept["checked_by"] == 1 and kept["pct_dense_coupled"] == 13.0
+  assert sweep_union.check([only_a], [dict(chk, grid=chk["grid"][:2])])[0]["edge_coupled"]
+  with pytest.raises(ValueError, match="moved"):
+    sweep_union.check([only_a], [dict(chk, coupled_beta=32.0)])
+  with pytest.raises(ValueError, match="lacks the base pick"):
+    sweep_union.check([only_a], [dict(chk, grid=chk["grid"][1:])])

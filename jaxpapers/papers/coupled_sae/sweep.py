@@ -265,6 +265,10 @@ def main(argv=None):
   done = {key(r) for r in rows}
   # Stamped when the sweep starts ("-dirty": the paper's code has uncommitted changes).
   commit = os.environ.get("JAXPAPERS_COMMIT") or study_lib.git_commit(paths=experiment.PATHS)
+  # XLA sizes its CPU thread pool by the CPUs this process may run on, and a pool of
+  # another size rounds matmuls differently (TopK amplifies it): rows reproduce bit for
+  # bit only at the same count (README, "Reruns and CPU threads").
+  cpus = len(os.sched_getaffinity(0))
   feats = data_lib.features_for(base, os.path.join(a.workdir, "cache"))
   for g, d, k, seed in itertools.product(gens, dense, planted, seeds):
     if (g, d, k, seed) in done:
@@ -274,7 +278,7 @@ def main(argv=None):
     t0 = time.time()
     row = run_cell(cfg, feats, seed)
     row.update(generator=g, dense_frac=d, n_planted=k, seed=seed,
-               seconds=time.time() - t0, overrides=a.config, commit=commit)
+               seconds=time.time() - t0, overrides=a.config, commit=commit, cpus=cpus)
     rows.append(row)
     with open(path, "a") as f:
       f.write(json.dumps(experiment._jsonable(row)) + "\n")  # pylint: disable=protected-access

@@ -44,12 +44,38 @@ def union(rows) -> list:
   return out
 
 
+def check(rows, checks) -> list:
+  """Rows with the edge flag judged over each row's grid plus its checks' grids (see the
+  module doc); `checked_by` counts the checks of a row."""
+  key = lambda r: (r["generator"], r["dense_frac"], r["n_planted"], r["seed"])  # noqa: E731
+  pk = lambda lr, beta: (round(lr, 7), beta)  # noqa: E731
+  out = {key(r): dict(r) for r in rows}
+  for c in checks:
+    if key(c) not in out:
+      raise ValueError(f"check {key(c)}: no base row of this (cell, seed)")
+    r = out[key(c)]
+    base, got = pk(r["coupled_lr"], r["coupled_beta"]), pk(c["coupled_lr"], c["coupled_beta"])
+    if base not in {pk(m["lr"], m["beta"]) for m in c["grid"]}:
+      raise ValueError(f"check {key(c)}: its grid lacks the base pick {base}")
+    if got != base:
+      raise ValueError(f"check {key(c)}: the pick moved from {base} to {got}; "
+                       "rerun the cell with one grid")
+    keys = {pk(m["lr"], m["beta"]) for m in r["grid"]} | {pk(m["lr"], m["beta"])
+                                                          for m in c["grid"]}
+    lrs, betas = sorted({k[0] for k in keys}), sorted({k[1] for k in keys})
+    r["edge_coupled"] = not (lrs[0] < base[0] < lrs[-1] and betas[0] < base[1] < betas[-1])
+    r["checked_by"] = r.get("checked_by", 0) + 1
+  return [out[k] for k in sorted(out)]
+
+
 def main(argv=None):
   ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   ap.add_argument("--out", required=True, help="writes OUT_rows.jsonl and OUT.md")
   ap.add_argument("--full", default="",
                   help="rows (jsonl) of cells run at full size: the prediction calls must "
                        "survive the measured full-minus-reduced gap range (else 'undecided')")
+  ap.add_argument("--checks", default="",
+                  help="comma-separated rows files (jsonl) of outward-grid pick checks")
   ap.add_argument("rows", nargs="+", help="sweep rows files (jsonl)")
   a = ap.parse_args(argv)
   read = lambda path: [json.loads(line) for line in open(path) if line.strip()]  # noqa: E731
@@ -57,6 +83,9 @@ def main(argv=None):
   for path in a.rows:
     rows += read(path)
   got = union(rows)
+  checks = [r for path in a.checks.split(",") if path for r in read(path)]
+  if checks:
+    got = check(got, checks)
   with open(a.out + "_rows.jsonl", "w") as f:
     for r in got:
       f.write(json.dumps(r) + "\n")
