@@ -268,7 +268,7 @@ def main(argv=None):
   # XLA sizes its CPU thread pool by the CPUs this process may run on, and a pool of
   # another size rounds matmuls differently (TopK amplifies it): rows reproduce bit for
   # bit only at the same count (README, "Reruns and CPU threads").
-  cpus = len(os.sched_getaffinity(0))
+  cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
   feats = data_lib.features_for(base, os.path.join(a.workdir, "cache"))
   for g, d, k, seed in itertools.product(gens, dense, planted, seeds):
     if (g, d, k, seed) in done:
