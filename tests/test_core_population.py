@@ -47,6 +47,23 @@ def test_grid_and_member_checks():
     population.population_task(lambda s, h: None, [{"seed": 0, "lr": 1.0}, {"seed": 1}])
 
 
+def test_stack_puts_members_on_a_leading_axis_with_their_dtypes():
+  import jax.numpy as jnp
+  trees = [{"w": np.full((2, 3), i, np.float32), "h": jnp.full(4, i, jnp.bfloat16),
+            "lr": 0.1 * i, "on": i % 2 == 0, "key": jax.random.PRNGKey(i)} for i in range(3)]
+  out = population.stack(trees)
+  np.testing.assert_array_equal(out["w"], np.stack([t["w"] for t in trees]))
+  np.testing.assert_array_equal(out["key"], np.stack([np.asarray(t["key"]) for t in trees]))
+  np.testing.assert_allclose(out["lr"], [0.0, 0.1, 0.2], rtol=1e-7)
+  assert out["h"].dtype == jnp.bfloat16 and out["on"].dtype == jnp.bool_
+  # a Python float stays weakly typed, as an eager jnp.stack leaves it: a stacked LR must not
+  # promote the float32/bf16 arithmetic it enters
+  assert out["lr"].weak_type and not out["w"].weak_type
+  for i in range(3):  # member i reads back bit for bit (the float32 LR checked above)
+    for k in ("w", "h", "on", "key"):
+      np.testing.assert_array_equal(np.asarray(out[k])[i], np.asarray(trees[i][k]))
+
+
 def test_member_equals_its_run_alone_and_a_diverging_member_is_frozen(setup, tmp_path):
   config, data, lm_model = setup
   members = [{"seed": 0, "lr": 1e-2}, {"seed": 1, "lr": 3e-3}, {"seed": 0, "lr": 1e9}]

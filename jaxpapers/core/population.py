@@ -167,6 +167,14 @@ def unstack(metrics: dict, n_members: int) -> list[dict]:
   return out
 
 
+@jax.jit
+def stack(trees):
+  """Trees of one structure stacked leaf by leaf along a new leading (member) axis, as ONE
+  program: an eager jnp.stack per leaf compiles a stack, a copy and a slice per leaf
+  shape. Python scalars keep the weak type an eager jnp.stack gives them."""
+  return jax.tree.map(lambda *x: jnp.stack(x), *trees)
+
+
 def member(state, i: int):
   """Member i's own state (as its run alone would hold it)."""
   return jax.tree.map(lambda x: x[i], state["members"])

@@ -27,6 +27,7 @@ from jax.sharding import NamedSharding, PartitionSpec as P
 from jaxpapers.core import accumulate
 from jaxpapers.core import checkpoint as checkpoint_lib
 from jaxpapers.core import mesh as mesh_lib
+from jaxpapers.core import population
 from jaxpapers.core import sharding
 from jaxpapers.papers.lgs import flows
 from jaxpapers.papers.lgs import models
@@ -269,8 +270,7 @@ def fit(spec: Spec, members, data, res_std, *, chunk: int = 50, ckpt_dir: str | 
   return state["members"], curve
 
 
-def stack(trees):
-  return jax.tree.map(lambda *x: jnp.stack(x), *trees)
+stack = population.stack  # the members' states, stacked along the member axis
 
 
 # ------------------------------------------------------------------ rollouts

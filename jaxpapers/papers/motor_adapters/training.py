@@ -28,6 +28,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
+from jaxpapers.core import population
 from jaxpapers.core import sharding
 from jaxpapers.papers.motor_adapters import model as model_lib
 from jaxpapers.papers.motor_adapters import rollout as rollout_lib
@@ -177,14 +178,7 @@ def init_lanes(lanes, env, hp, n_tasks: int):
             "lr": jnp.float32(lr), "seed": jnp.int32(seed),
             "kid": jnp.int32(model_lib.kind_id(kind)), "moves": jnp.int32(0),
             "last_move": jnp.int32(-1)}
-  return _stack_lanes([one(*lane) for lane in lanes])
-
-
-@jax.jit
-def _stack_lanes(states):
-  """The lanes' states stacked leaf by leaf, as ONE program (an eager jnp.stack per leaf
-  compiled a stack, a copy and a slice per leaf shape: the same copies, ~40 compiles)."""
-  return jax.tree.map(lambda *x: jnp.stack(x), *states)
+  return population.stack([one(*lane) for lane in lanes])
 
 
 def _step_key(seed, kid, stage: str, step):
@@ -273,7 +267,7 @@ def init_policy_lanes(lanes, feat_dim: int, hidden: int, n_opt: int, clip: float
     pp = model_lib.policy_init(lane_key(seed, "policy", kind), feat_dim, hidden, n_opt)
     return {"params": pp, "opt": _adam(clip).init(pp), "lr": jnp.float32(lr),
             "seed": jnp.int32(seed), "kid": jnp.int32(model_lib.kind_id(kind))}
-  return _stack_lanes([one(*lane) for lane in lanes])
+  return population.stack([one(*lane) for lane in lanes])
 
 
 def policy_lane(env, hp, length):

@@ -25,6 +25,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from jaxpapers.core import population
 from jaxpapers.core import sharding
 from jaxpapers.papers.neural_observer import baselines
 from jaxpapers.papers.neural_observer import lmi
@@ -232,7 +233,7 @@ class Trainer:
         states.append((trainable, self.opt_init(trainable, lr)))
         keys.append(jax.random.fold_in(jax.random.PRNGKey(seed), 7))
         trains.append(prob.data["train"])
-    stack = lambda xs: jax.tree.map(lambda *a: jnp.stack(a), *xs)  # noqa: E731
+    stack = population.stack
     w = cfg.w_hinge if w_hinge is None else w_hinge
     (trainable, _), aux = self._stage1_spread_fn(stack(states), stack(keys),
                                                 jnp.float32(w), stack(trains))

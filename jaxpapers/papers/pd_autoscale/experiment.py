@@ -20,6 +20,7 @@ import numpy as np
 
 from jaxpapers.core import checkpoint as checkpoint_lib
 from jaxpapers.core import metrics as metrics_lib
+from jaxpapers.core import population
 from jaxpapers.core import sharding
 from jaxpapers.core import study as study_lib
 from jaxpapers.core import validate as validate_lib
@@ -199,20 +200,13 @@ def val_score(spec, summaries, families):
   return float(ok), -float(np.mean([s["gpus"] for s in summaries]))
 
 
-@jax.jit
-def _stack_members(states):
-  """The members' states stacked leaf by leaf as ONE program (the same copies as an eager
-  jnp.stack per leaf, which compiled one program per leaf shape)."""
-  return jax.tree.map(lambda *x: jnp.stack(x), *states)
-
-
 def train_policy(config, workdir, members, tag="rl", log=print):
   """Trains the members (vmapped); returns dict(best=params [M], scores, history)."""
   spec, ps, pp = setup(config)
   E = epochs_of(config, spec)
   M = len(members)
   keys = [jax.random.PRNGKey(config.seed * 1000 + s) for _, _, s, _ in members]
-  ts = _stack_members([ppo.init_member(k, lr, fl, ps, pp)
+  ts = population.stack([ppo.init_member(k, lr, fl, ps, pp)
                        for k, (_, fl, _, lr) in zip(keys, members)])
   iteration = _iteration(spec, ps, pp, E)
   greedy = policy.controller(spec, ps, greedy=True)
@@ -372,7 +366,7 @@ def plan(config):
   E = epochs_of(config, spec)
   M = config.rl.seeds
   N = n_max(config) + spec.window
-  ts = jax.eval_shape(lambda: jax.tree.map(lambda *x: jnp.stack(x), *[
+  ts = jax.eval_shape(lambda: population.stack([
       ppo.init_member(jax.random.PRNGKey(i), config.rl.lr, policy.flags(), ps, pp)
       for i in range(M)]))
   f32 = lambda *s: jax.ShapeDtypeStruct(s, jnp.float32)

@@ -15,6 +15,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxpapers.core import metrics as metrics_lib
+from jaxpapers.core import population
 from jaxpapers.core import sharding
 from jaxpapers.core import study as study_lib
 from jaxpapers.papers.stgib import data as data_lib
@@ -267,8 +268,8 @@ def plan(config):
   spec = spec_of(config, fake)
   t = config.train
   M = t.seeds
-  members = jax.eval_shape(lambda: jax.tree.map(
-      lambda *x: jnp.stack(x), *[train_lib.member_init(spec, s, t.steps) for s in range(M)]))
+  members = jax.eval_shape(lambda: population.stack(
+      [train_lib.member_init(spec, s, t.steps) for s in range(M)]))
   T = d.plan_steps
   f32 = lambda *s: jax.ShapeDtypeStruct(s, jnp.float32)
   one = _plan_one(spec, t.batch, t.steps)

@@ -18,6 +18,7 @@ import optax
 
 from jaxpapers.core import checkpoint as checkpoint_lib
 from jaxpapers.core import metrics as metrics_lib
+from jaxpapers.core import population
 from jaxpapers.core import sharding
 from jaxpapers.papers.stgib import model as model_lib
 
@@ -123,8 +124,7 @@ def train_members(spec, cfg, w, seeds, lrs, workdir, tag, log=print, halt_after=
   M = len(seeds) * len(lrs)
   seed_of = [s for _ in lrs for s in seeds]
   lr_of = jnp.asarray([lr for lr in lrs for _ in seeds], jnp.float32)
-  members = jax.tree.map(lambda *x: jnp.stack(x),
-                         *[member_init(spec, 1000 * s + 17, t.steps) for s in seed_of])
+  members = population.stack([member_init(spec, 1000 * s + 17, t.steps) for s in seed_of])
   r_final = float(model_lib.gsat_r(t.steps, t.steps, spec.final_r))
   chunk = make_chunk(spec, t.batch, t.eval_every, t.steps, w.mean, w.std)
   evaluate = make_eval(spec, w.mean, w.std, r_final)

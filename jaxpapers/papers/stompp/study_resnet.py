@@ -35,6 +35,7 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
 from jaxpapers.core import config as config_lib
+from jaxpapers.core import population
 from jaxpapers.core import sharding
 from jaxpapers.core import study as study_lib
 from jaxpapers.data import sources
@@ -64,10 +65,6 @@ ABLATION = ["late_window", "early_window"]
 PAPER_CLAIMS = """Paper's claims (binary ResNet-18/34/50 and MobileNetV2 on CIFAR/ImageNet): StoMPP
 (STE-free) beats vanilla STE with gains that grow with depth; STE on frozen entries adds
 more; forward order beats reverse, which collapses to near chance."""
-
-
-def _stack(trees):
-  return jax.tree.map(lambda *x: jnp.stack(x), *trees)
 
 
 def rows_for(arch_index: int, lrs, seeds, variants=(), ablation=()):
@@ -129,9 +126,9 @@ def build_arch(config, arch: str, width: int, rows, data, num_classes,
   optimizer = train_lib.make_optimizer(cfg)
   seeds = sorted({r[2] for r in rows})
   seed_of_row = np.asarray([seeds.index(r[2]) for r in rows], np.int32)
-  var = _stack([train_lib.variant(*VARIANTS[v][1:5], lr=lr,
-                                  refresh_frac=cfg.binarize.refresh_frac,
-                                  binary_acts=VARIANTS[v][5]) for v, lr, _ in rows])
+  var = population.stack([train_lib.variant(*VARIANTS[v][1:5], lr=lr,
+                                           refresh_frac=cfg.binarize.refresh_frac,
+                                           binary_acts=VARIANTS[v][5]) for v, lr, _ in rows])
   keys = jax.vmap(jax.random.PRNGKey)(jnp.asarray([r[2] for r in rows]))
   init_keys, step_keys = jax.vmap(jax.random.split, out_axes=1)(keys)
   groups = [[i] for i in range(len(rows))] if sequential else [list(range(len(rows)))]
