@@ -234,10 +234,12 @@ def run_path(config, args, table) -> bool:
     gaps = np.minimum.accumulate(curves[:, :, :step] - opt[:, None, None], -1)
     table.raws[-1]["per_seed_train_gap"] = gaps[:, best, -1].tolist()
     # every lane of the group: lr, mean final training gap, its last-chunk fall, mean val
+    # and per-seed val (whether two lanes' validation losses differ beyond the seeds' noise)
     falls = E.flat(curves[..., :step], opt, chunk)
     table.raws[-1]["lanes"] = [
         {"lr": args.lrs[i % nl], "train_gap": float(gaps[:, i, -1].mean()),
-         "gap_fall": float(falls[i]), "val": float(vals[:, i].mean())} for i in idx]
+         "gap_fall": float(falls[i]), "val": float(vals[:, i].mean()),
+         "per_seed_val": vals[:, i].tolist()} for i in idx]
   return True
 
 
