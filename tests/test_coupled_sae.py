@@ -549,3 +549,14 @@ def test_sweep_union_selects_over_both_grids_and_flags_the_union_edge():
     sweep_union.check([only_a], [dict(chk, coupled_beta=32.0)])
   with pytest.raises(ValueError, match="lacks the base pick"):
     sweep_union.check([only_a], [dict(chk, grid=chk["grid"][1:])])
+  # PCA k: a check of k below the base grid's bottom pick (the shared k equal) makes it
+  # interior if the pick stays; a moved pick or an unequal shared k is refused.
+  g = lambda *kv: [{"k": k, "val_r": v} for k, v in kv]  # noqa: E731
+  base = dict(only_a, pca_k=10, pca_grid=g((10, 0.2), (20, 0.19)), edge_pca_k=True)
+  low = dict(chk, pca_k=10, pca_grid=g((5, 0.18), (10, 0.2)))
+  assert not sweep_union.check([base], [low])[0]["edge_pca_k"]
+  assert sweep_union.check([base], [dict(low, pca_grid=g((10, 0.2)))])[0]["edge_pca_k"]
+  with pytest.raises(ValueError, match="PCA k pick moved"):
+    sweep_union.check([base], [dict(low, pca_k=5, pca_grid=g((5, 0.21), (10, 0.2)))])
+  with pytest.raises(ValueError, match="differs from the base row"):
+    sweep_union.check([base], [dict(low, pca_grid=g((5, 0.18), (10, 0.201)))])

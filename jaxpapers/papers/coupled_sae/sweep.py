@@ -58,10 +58,13 @@ def row_of(config, out) -> dict:
   return row
 
 
-def run_cell(config, feats, seed: int) -> dict:
+def run_cell(config, feats, seed: int, ckpt_dir: str | None = None, log=None) -> dict:
+  """One (cell, seed) row. With `ckpt_dir` both grids are checkpointed every
+  `train.ckpt_every` steps and a killed run resumes there (`methods.train_grid`)."""
   sfeats = data_lib.for_seed(feats, config, seed)
   resp = data_lib.responses_for(sfeats, config, seed)
-  fit = methods.fit_all(config, sfeats, resp, seed, log=lambda *_: None)
+  fit = methods.fit_all(config, sfeats, resp, seed, ckpt_dir=ckpt_dir,
+                        log=log or (lambda *_: None))
   out, _ = experiment.summarize(config, sfeats, resp, fit, seed)
   return row_of(config, out)
 
@@ -232,6 +235,9 @@ def main(argv=None):
                   help="comma-separated study workdirs whose seeds are rows of their cell")
   ap.add_argument("--from_rows", default="",
                   help="comma-separated path:generator:dense:planted of study rows files")
+  ap.add_argument("--ckpt", action="store_true",
+                  help="checkpoint each run's grids under WORKDIR/ckpt (a killed run resumes; "
+                       "for runs longer than one job)")
   a = ap.parse_args(argv)
   floats = lambda s: [float(x) for x in s.split(",") if x]  # noqa: E731
   gens = [g for g in a.generators.split(",") if g]
@@ -276,7 +282,9 @@ def main(argv=None):
     cfg = config_lib.override(base, {"sim.generator": g, "sim.dense_frac": d,
                                      "sim.n_planted": k})
     t0 = time.time()
-    row = run_cell(cfg, feats, seed)
+    ckpt = os.path.join(a.workdir, "ckpt", f"{g}_{d:g}_{k}_{seed}") if a.ckpt else None
+    log = lambda *m: print(time.strftime("%H:%M:%S"), *m, flush=True)  # noqa: E731
+    row = run_cell(cfg, feats, seed, ckpt_dir=ckpt, log=log)
     row.update(generator=g, dense_frac=d, n_planted=k, seed=seed,
                seconds=time.time() - t0, overrides=a.config, commit=commit, cpus=cpus)
     rows.append(row)

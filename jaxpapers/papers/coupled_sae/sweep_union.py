@@ -45,8 +45,9 @@ def union(rows) -> list:
 
 
 def check(rows, checks) -> list:
-  """Rows with the edge flag judged over each row's grid plus its checks' grids (see the
-  module doc); `checked_by` counts the checks of a row."""
+  """Rows with the edge flags (coupled (lr, beta), and PCA k where a check reran the
+  base k) judged over each row's grid plus its checks' grids (see the module doc);
+  `checked_by` counts the checks of a row."""
   key = lambda r: (r["generator"], r["dense_frac"], r["n_planted"], r["seed"])  # noqa: E731
   pk = lambda lr, beta: (round(lr, 7), beta)  # noqa: E731
   out = {key(r): dict(r) for r in rows}
@@ -64,6 +65,18 @@ def check(rows, checks) -> list:
                                                           for m in c["grid"]}
     lrs, betas = sorted({k[0] for k in keys}), sorted({k[1] for k in keys})
     r["edge_coupled"] = not (lrs[0] < base[0] < lrs[-1] and betas[0] < base[1] < betas[-1])
+    # PCA k likewise, where the check's k grid holds the base pick: PCA -> ridge is a
+    # host-side fit, so the shared k must be equal, and it must be picked again.
+    ck = {g["k"]: g for g in c.get("pca_grid", [])}
+    if "pca_k" in r and r["pca_k"] in ck:
+      own = {g["k"]: g for g in r.get("pca_grid", [])}
+      if r["pca_k"] in own and own[r["pca_k"]]["val_r"] != ck[r["pca_k"]]["val_r"]:
+        raise ValueError(f"check {key(c)}: PCA k={r['pca_k']} differs from the base row")
+      if c["pca_k"] != r["pca_k"]:
+        raise ValueError(f"check {key(c)}: the PCA k pick moved from {r['pca_k']} to "
+                         f"{c['pca_k']}; rerun the cell with one k grid")
+      ks = sorted(set(own) | set(ck))
+      r["edge_pca_k"] = not ks[0] < r["pca_k"] < ks[-1]
     r["checked_by"] = r.get("checked_by", 0) + 1
   return [out[k] for k in sorted(out)]
 
