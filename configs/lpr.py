@@ -25,7 +25,10 @@ code of round(0.25 d) units per set instead (searched in the tuning's third roun
 chosen); `pca_frac` the same for pca_recon's k. `code_select=true,latent=64` (the issue-50 third pass's
 table) chooses each set's AE capacity (linear, deep 64-32, wide 128-64, and while a set's pick is the
 largest capacity searched, wider 256-128, x8 512-256, x16 1024-512) and code, and pca_recon's k, by a
-validation rule on training rows (jaxpapers/papers/lpr/selection.py). Columns constant or collinear on the training rows
+validation rule on training rows (jaxpapers/papers/lpr/selection.py); `select_steps=1600` (the issue-50
+eighth pass's table) then chooses each set's Adam steps (100 .. 6400) and learning rate (1e-4 .. 3e-2) by the
+same rule at that pick, and the AE family trains each set at its own. `mean_dist` is the trivial detector
+(squared distance to the training mean). Columns constant or collinear on the training rows
 are dropped for the classical detectors, with a line in the run log. Expected results and runtimes: the README's tables (the
 main table took 10-20 min on the heavily shared 2-core CPU; smoke ~30 s wall).
 """
@@ -38,7 +41,7 @@ ALL_SETS = ("wbc", "wine", "optdigits", "breastw", "pima", "ionosphere", "glass"
             "clustered")
 KINDS = ("ae", "vae", "dae", "memae", "deepsvdd", "deepsad", "devnet", "mlp")
 CLASSICAL = ("iforest", "lof", "ocsvm", "knn", "ecod", "copod", "hbos", "pca", "cblof",
-             "loda", "pca_recon")
+             "loda", "pca_recon", "mean_dist")
 # What `:smoke` changes; every entry is an arg, so `:smoke,steps=50` runs 50 steps.
 SMOKE = dict(datasets=("wine",), kinds=("ae",), hidden=(16,), steps=5, seeds=1,
              xla_opt_level=0, classical=("iforest",), bit_grid=(4,), other_grid=(4,),
@@ -61,7 +64,8 @@ def get_config(arg=None):
       xla_opt_level=-1, bit_grid=(1, 2, 3, 4, 6, 8), other_grid=(3, 4, 6, 8),
       ablation_kinds=("ae",), layer_rules=("none", "all", "encoder", "decoder", "each"),
       pca_k=1, pca_frac=0.0, code_frac=0.0, code_select=False,
-      select_archs=("linear", "deep", "wide"), select_extend=True,
+      select_archs=("linear", "deep", "wide"), select_extend=True, select_steps=0,
+      select_lrs=(3e-4, 1e-3, 3e-3),
       plan_sets=14, plan_train=2800, plan_test=1200, plan_dim=64,
       parts=("main", "bits", "layers"))
   config = ml_collections.ConfigDict()
@@ -101,6 +105,13 @@ def get_config(arg=None):
       # a set whose pick is its largest capacity searched also searches the next rung
       # (wider, x8, x16) until the pick is inside (selection.py); false: no rung added
       select_extend=arg.select_extend,
+      # > 0 (with code_select): each set's Adam steps and learning rate by the same rule
+      # at its (capacity, code) pick, snapshots 100, 200, 400, .. up to this many steps
+      # and rates select_lrs, both extended while a pick is on an edge (selection.py,
+      # ladders selection.STEPS up to 6400 and selection.LRS 1e-4 .. 3e-2); the AE
+      # family then trains each set at its pick. 0: optim.steps and optim.lr for all.
+      select_steps=arg.select_steps,
+      select_lrs=arg.select_lrs,
       mem_size=50,                # MemAE memory items
       noise_std=0.2,              # DAE corruption (standardized units)
       kl_weight=1.0,              # VAE beta

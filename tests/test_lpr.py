@@ -477,6 +477,11 @@ def test_pca_recon_equals_numpy_eigendecomposition():
   np.testing.assert_array_equal(classical.score("pca_recon", x_tr, x_te, pca_k=16),
                                 classical.score("pca_recon", x_tr, x_te, pca_k=5))
   assert np.all(classical.score("pca_recon", x_tr, x_te, pca_k=16) > 1e-6)
+  # The trivial detector: squared distance to the training mean (PCA with k = 0), by hand.
+  want = [sum((x_te[i, j] - x_tr[:, j].sum() / 80) ** 2 for j in range(6)) for i in range(3)]
+  np.testing.assert_allclose(classical.score("mean_dist", x_tr, x_te)[:3], want, rtol=1e-9)
+  np.testing.assert_allclose(classical.score("mean_dist", x_tr, x_te),
+                             classical.pca_recon(x_tr, x_te, 0), rtol=1e-9)
 
 
 def test_real_table_command_runs_on_odds_and_adbench_files(tmp_path):
@@ -559,18 +564,28 @@ def test_relative_code_equals_an_ae_built_with_that_code():
 
 
 def test_per_set_code_equals_an_ae_built_with_that_code():
-  """pad_stack(code_n=): each dataset its own code in one program = separately built AEs."""
+  """pad_stack(code_n=, lr=): each dataset its own code and learning rate in one program
+  = separately built AEs at that rate; eval_steps' snapshot = a run of that many steps."""
   rng = np.random.default_rng(8)
   sets = [data_lib.split(f"s{i}", rng.normal(size=(40, d)), np.r_[np.ones(4), np.zeros(36)]
                          .astype(np.int32), 0.5, 0) for i, d in enumerate((12, 7))]
-  common = dict(kind="ae", hidden=(8,), steps=10, batch=16, lr=1e-2)
-  both = detectors.fit(detectors.DetectorConfig(latent=16, **common),
-                       detectors.pad_stack(sets, code_n=[3, 5]), [0, 1], [0, 0], [0, 2], 0)
-  for i, c in enumerate((3, 5)):
-    alone = detectors.fit(detectors.DetectorConfig(latent=c, **common),
-                          detectors.pad_stack([sets[i]]), [0], [0], [2 * i], 0)
-    np.testing.assert_allclose(np.asarray(both["scores"])[i, :20],
-                               np.asarray(alone["scores"])[0], rtol=1e-5)
+  common = dict(kind="ae", hidden=(8,), batch=16)
+  both = detectors.fit(detectors.DetectorConfig(latent=16, steps=20, eval_steps=(10,),
+                                                **common),
+                       detectors.pad_stack(sets, code_n=[3, 5], lr=[1e-2, 3e-3]),
+                       [0, 1], [0, 0], [0, 2], 0)
+  # Set 0: the whole 20-step run at rate 1e-2; set 1: its 10-step snapshot at 3e-3.
+  alone = detectors.fit(detectors.DetectorConfig(latent=3, lr=1e-2, steps=20, **common),
+                        detectors.pad_stack([sets[0]]), [0], [0], [0], 0)
+  np.testing.assert_allclose(np.asarray(both["scores"])[0, :20],
+                             np.asarray(alone["scores"])[0], rtol=1e-5)
+  short = detectors.fit(detectors.DetectorConfig(latent=5, lr=3e-3, steps=10, **common),
+                        detectors.pad_stack([sets[1]]), [0], [0], [2], 0)
+  np.testing.assert_allclose(np.asarray(both["losses"])[1, :10],
+                             np.asarray(short["losses"])[0], rtol=1e-5)
+  want = metrics.roc_auc_score(sets[1].y_test, np.asarray(short["scores"])[0])
+  np.testing.assert_allclose(np.asarray(both["auroc_at"])[1, 0], want, rtol=1e-6)
+  assert np.asarray(both["auroc_at"]).shape == (2, 1)
 
 
 def test_selection_grid_tie_rule_and_pca_validation_auroc(tmp_path):
@@ -788,3 +803,65 @@ def test_paired_bootstrap_auroc_and_pairing():
   want = np.mean([metrics.roc_auc_score(y, r) for r in s]) - metrics.roc_auc_score(y, pca)
   np.testing.assert_allclose(out["ae"]["minus_pca"]["diff"], 100 * want)
   assert out["ae"]["minus_pca"]["boot_se"] > 0
+
+
+def test_selection_chooses_steps_and_lr_extends_edges_and_resumes(tmp_path):
+  """The training-length stage (`max_steps`): per set, (steps, lr) by the validation
+  rule at its (capacity, code) pick; a pick at the largest rate adds the next one, a
+  pick at the longest run retrains every rate at 2x the steps, until inside or the
+  ladder's end; killed after a program, it resumes to the same rows. Planted validation
+  AUROCs per (set width d, lr, steps) stand in for training (no JAX)."""
+  from jaxpapers.papers.lpr import selection
+  lrs = {1e-4: 0, 3e-4: 1, 1e-3: 2, 3e-3: 3, 1e-2: 4, 3e-2: 5}
+  peak = {3: (2, 800),     # lr 1e-3, 800 steps: inside both grids at once
+          4: (2, 10 ** 6),  # rises with steps at every rate: 1600 -> 3200 -> 6400, edge
+          5: (5, 200)}     # best at 3e-2 (1e-2, 3e-2 added in turn), 200 steps: edge
+  rng = np.random.default_rng(4)
+  sets = [data_lib.split(f"d{d}", rng.normal(size=(60, d)), np.r_[np.ones(8), np.zeros(52)]
+                         .astype(np.int32), 0.3, 0) for d in peak]
+  log = []
+
+  def planted(c, stacked, ds, sd, bits, opt_level, die_at=None):
+    if len(log) == die_at:
+      raise KeyboardInterrupt
+    dims = stacked["fmask"].sum(1).astype(int)
+    if not c.eval_steps:  # the capacity stage: linear, code 1 wins everywhere
+      return {"auroc": np.array([0.9 - 0.01 * stacked["code_n"][i] - 0.1 * len(c.hidden)
+                                 for i in ds])}
+    log.append((c.steps, sorted({(int(d), float(r)) for d, r in
+                                 zip(dims, np.round(stacked["lr"].astype(float), 6))})))
+    snaps = np.array(c.eval_steps + (c.steps,))
+
+    def val(i):
+      best_lr, best_steps = peak[dims[i]]
+      r = lrs[round(float(stacked["lr"][i]), 6)]
+      return 0.8 - 0.01 * abs(r - best_lr) - 0.01 * np.abs(np.log2(snaps / best_steps))
+    at = np.array([val(i) for i in ds])
+    return {"auroc_at": at[:, :-1], "auroc": at[:, -1],
+            "losses": np.tile(1.0 / np.arange(1, c.steps + 1), (len(ds), 1))}
+
+  cfg = detectors.DetectorConfig(kind="ae", hidden=(8,), latent=8)
+  args = dict(archs=("linear", "deep"), max_steps=1600, lrs=(3e-4, 1e-3, 3e-3))
+  rows = selection.select(cfg, sets, [0, 1], fit=planted, **args)
+  assert [(r["arch"], r["code"], r["steps"], r["lr"]) for r in rows] == [
+      ("linear", 1, 800, 1e-3), ("linear", 1, 6400, 1e-3), ("linear", 1, 200, 3e-2)]
+  assert [(r["steps_edge"], r["lr_edge"]) for r in rows] == [
+      (False, False), (True, False), (False, True)]
+  assert rows[0]["steps_grid"] == [100, 200, 400, 800, 1600]
+  assert rows[1]["steps_grid"][-1] == 6400 and rows[2]["lr_grid"] == [3e-4, 1e-3, 3e-3, 1e-2, 3e-2]
+  assert rows[0]["train_val"]["0.001"][3] == max(rows[0]["train_val"]["0.001"])
+  assert log == [(1600, [(3, 3e-4), (3, 1e-3), (3, 3e-3), (4, 3e-4), (4, 1e-3),
+                         (4, 3e-3), (5, 3e-4), (5, 1e-3), (5, 3e-3)]),
+                 (1600, [(5, 1e-2)]), (3200, [(4, 3e-4), (4, 1e-3), (4, 3e-3)]),
+                 (1600, [(5, 3e-2)]), (6400, [(4, 3e-4), (4, 1e-3), (4, 3e-3)])]
+  table = selection.training_table(rows)
+  assert table[0]["chosen"] == "800 steps, lr 0.001" and "[" in table[0]["lr 0.001: val. AUROC per steps"]
+  assert table[1]["train loss at pick / 2x pick"].endswith("(top: edge)")
+  part = str(tmp_path / "partial.json")
+  log.clear()
+  with pytest.raises(KeyboardInterrupt):
+    selection.select(cfg, sets, [0, 1], partial=part, fit=lambda *a: planted(*a, die_at=2),
+                     **args)
+  log.clear()
+  assert selection.select(cfg, sets, [0, 1], partial=part, fit=planted, **args) == rows
+  assert [s for s, _ in log] == [3200, 1600, 6400]  # from the program the kill stopped

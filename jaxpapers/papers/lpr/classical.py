@@ -7,7 +7,9 @@ from PyOD (3.6.7): ECOD, COPOD, HBOS, PCA (sum of weighted projections on the mi
 components), CBLOF and LODA; `available()` drops the PyOD ones if PyOD is absent; and
 PCA reconstruction error (`pca_recon`: squared residual of the test row after projecting
 onto the top-k principal directions of the training rows), the linear autoencoder with a
-k-dimensional code that a deep AE must at least match. All are fit on the (unlabeled,
+k-dimensional code that a deep AE must at least match; and the task's trivial detector
+(`mean_dist`: squared distance of the test row to the mean of the training rows, i.e.
+PCA reconstruction with k = 0). All are fit on the (unlabeled,
 contaminated) training split and score the test split; higher = more anomalous. Columns
 that are constant or collinear on the training rows are dropped first
 (`datasets.independent_columns`).
@@ -20,7 +22,7 @@ from sklearn import ensemble, neighbors, svm
 from jaxpapers.papers.lpr import datasets as data_lib
 
 NAMES = ("iforest", "lof", "ocsvm", "knn", "ecod", "copod", "hbos", "pca", "cblof", "loda",
-         "pca_recon")
+         "pca_recon", "mean_dist")
 PYOD = ("ecod", "copod", "hbos", "pca", "cblof", "loda")
 
 
@@ -56,6 +58,8 @@ def score(name: str, x_tr: np.ndarray, x_te: np.ndarray, seed: int = 0,
     if pca_frac > 0:  # k relative to the (kept) width: round(frac * d), at least 1
       pca_k = max(1, int(np.floor(pca_frac * x_tr.shape[1] + 0.5)))
     return pca_recon(np.asarray(x_tr, np.float64), np.asarray(x_te, np.float64), pca_k)
+  if name == "mean_dist":  # the trivial detector: sum_j (x_j - mean_j)^2
+    return np.sum(np.square(np.asarray(x_te, np.float64) - np.mean(x_tr, 0, np.float64)), 1)
   if name == "iforest":  # random: seeded by `seed`
     m = ensemble.IsolationForest(n_estimators=100, random_state=seed).fit(x_tr)
     return -m.score_samples(x_te)

@@ -61,10 +61,17 @@ class DetectorConfig:
   # latent) units of the `latent`-wide code per dataset (0: all `latent` units).
   code_frac: float = 0.0
   spec: quantize.LPRSpec = quantize.LPRSpec()
+  # Steps after which the model also scores the test rows (`fit`'s `auroc_at`), e.g.
+  # (100, 200, 400): one run of `steps` gives the AUROC of every shorter training (the
+  # per-set steps choice of `selection.py`); () = only the final model.
+  eval_steps: tuple = ()
 
   def __post_init__(self):
     if self.kind not in KINDS:
       raise ValueError(f"unknown detector kind {self.kind!r}; expected one of {KINDS}")
+    if list(self.eval_steps) != sorted(set(self.eval_steps)) or any(
+        not 0 < s <= self.steps for s in self.eval_steps):
+      raise ValueError(f"eval_steps {self.eval_steps} must increase within 1..steps={self.steps}")
 
 
 def auroc(scores: jax.Array, labels: jax.Array, mask: jax.Array | None = None) -> jax.Array:
@@ -273,7 +280,11 @@ def optimizer(cfg: DetectorConfig):
 
 
 def train_step(det: Detector, run_rng, aux, bits, data, carry, t):
-  """Step t of one run: an i.i.d. minibatch from fold_in(run_rng, t), one AdamW update."""
+  """Step t of one run: an i.i.d. minibatch from fold_in(run_rng, t), one AdamW update.
+
+  A dataset's own learning rate (`pad_stack(..., lr=)`, the per-set choice of
+  `selection.py`) replaces `cfg.lr`: AdamW at rate 1 times the rate, the same update
+  -lr * (adam + weight_decay * w) as optax.adamw(lr)."""
   cfg = det.cfg
   params, opt_state = carry
   rng_t = jax.random.fold_in(run_rng, t)
@@ -281,7 +292,12 @@ def train_step(det: Detector, run_rng, aux, bits, data, carry, t):
   loss, grads = jax.value_and_grad(det.loss)(
       params, aux, data["x_train"][idx], data["y_train"][idx], data["fmask"],
       jax.random.fold_in(rng_t, 1), bits, data.get("code_n"))
-  updates, opt_state = optimizer(cfg).update(grads, opt_state, params)
+  if "lr" not in data:
+    updates, opt_state = optimizer(cfg).update(grads, opt_state, params)
+  else:
+    updates, opt_state = optax.adamw(1.0, weight_decay=cfg.weight_decay).update(
+        grads, opt_state, params)
+    updates = jax.tree.map(lambda u: u * data["lr"], updates)
   return (optax.apply_updates(params, updates), opt_state), loss
 
 
@@ -301,19 +317,33 @@ def train_one(det: Detector, rng, bits, data):
   detector may see), n_train (real rows), fmask [D], x_test [M, D], y_test [M], tmask [M].
   """
   run_rng, aux, carry = init_run(det, rng, bits, data)
-  (params, _), losses = jax.lax.scan(
-      lambda c, t: train_step(det, run_rng, aux, bits, data, c, t), carry,
-      jnp.arange(det.cfg.steps))
-  scores = det.score(params, aux, data["x_test"], data["fmask"], bits, data.get("code_n"))
-  return {"scores": scores, "auroc": auroc(scores, data["y_test"], data["tmask"]),
-          "losses": losses}
+  step = lambda c, t: train_step(det, run_rng, aux, bits, data, c, t)
+  score = lambda params: det.score(params, aux, data["x_test"], data["fmask"], bits,
+                                   data.get("code_n"))
+  if not det.cfg.eval_steps:
+    (params, _), losses = jax.lax.scan(step, carry, jnp.arange(det.cfg.steps))
+    scores = score(params)
+    return {"scores": scores, "auroc": auroc(scores, data["y_test"], data["tmask"]),
+            "losses": losses}
+  # The same steps cut into segments at `eval_steps`, the model scored after each.
+  segments, at, start = [], [], 0
+  for stop in tuple(det.cfg.eval_steps) + (det.cfg.steps,):
+    if stop > start:
+      carry, seg = jax.lax.scan(step, carry, jnp.arange(start, stop))
+      segments.append(seg)
+      start = stop
+    scores = score(carry[0])
+    at.append(auroc(scores, data["y_test"], data["tmask"]))
+  return {"scores": scores, "auroc": at[-1], "losses": jnp.concatenate(segments),
+          "auroc_at": jnp.stack(at[:-1])}
 
 
-def pad_stack(datasets, y_visible=None, code_n=None):
+def pad_stack(datasets, y_visible=None, code_n=None, lr=None):
   """Zero-pads a list of ADData to common shapes and stacks them (numpy, host side).
 
   `code_n` (one int per dataset) gives each dataset its own code size in the AE family
-  (a mask on a `latent`-wide code); None keeps `DetectorConfig.code_frac`/`latent`."""
+  (a mask on a `latent`-wide code); None keeps `DetectorConfig.code_frac`/`latent`.
+  `lr` (one float per dataset) gives each its own learning rate; None: `cfg.lr`."""
   dim = max(d.x_train.shape[1] for d in datasets)
   n = max(d.x_train.shape[0] for d in datasets)
   m = max(d.x_test.shape[0] for d in datasets)
@@ -325,6 +355,8 @@ def pad_stack(datasets, y_visible=None, code_n=None):
     return out
 
   extra = {} if code_n is None else {"code_n": np.asarray(code_n, np.float32)}
+  if lr is not None:
+    extra["lr"] = np.asarray(lr, np.float32)
   return {
       **extra,
       "x_train": np.stack([pad(d.x_train, n, dim) for d in datasets]),
@@ -392,7 +424,7 @@ def _own_shapes(stacked, j: int):
         "fmask": (slice(j, j + 1), slice(0, d)),
         "x_test": (slice(j, j + 1), slice(0, m), slice(0, d)),
         "y_test": (slice(j, j + 1), slice(0, m)), "tmask": (slice(j, j + 1), slice(0, m)),
-        "code_n": (slice(j, j + 1),)}
+        "code_n": (slice(j, j + 1),), "lr": (slice(j, j + 1),)}
   return {k: np.asarray(v)[sl[k]] for k, v in stacked.items()}
 
 
@@ -400,7 +432,8 @@ def fit(cfg: DetectorConfig, stacked, ds_idx, seeds, bits, opt_level: int = -1):
   """Trains one run per (ds_idx[i], seeds[i], bits[i]) in a single vmapped program.
 
   `stacked` comes from `pad_stack`; `bits[i] <= 0` means no LPR. Returns per-run test
-  scores [R, M] (padded rows are meaningless), AUROC [R] and training losses [R, steps].
+  scores [R, M] (padded rows are meaningless), AUROC [R], training losses [R, steps] and,
+  with `cfg.eval_steps`, `auroc_at` [R, len(eval_steps)] (the AUROC after those steps).
   The runs are split over every device (one device: the plain `jax.vmap`), the
   datasets replicated; kinds in `OWN_PROGRAM_KINDS` run one run per program call, on
   its dataset unpadded. `opt_level` >= 0 sets XLA's backend optimization level (-1:

@@ -11,6 +11,7 @@ program with and without the LPR transform.
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import time
@@ -57,6 +58,11 @@ def validate(config) -> None:
   if bad or not config.model.select_archs:
     raise ValueError(f"config field model.select_archs: unknown {bad}; expected some of "
                      f"{selection.ARCHS}")
+  steps, lrs = config.model.select_steps, tuple(config.model.select_lrs)
+  if steps and (steps not in selection.STEPS or not lrs
+                or any(r not in selection.LRS for r in lrs)):
+    raise ValueError(f"config fields model.select_steps={steps} / select_lrs={lrs}: "
+                     f"expected steps in {selection.STEPS} and rates in {selection.LRS}")
   if config.lpr.mode not in quantize.MODES:
     raise ValueError(f"config field lpr.mode={config.lpr.mode!r}: expected one of "
                      f"{quantize.MODES}")
@@ -164,13 +170,21 @@ def compare(config, workdir, writer=None, data=None, stop_after: int | None = No
                                  config.seed, config.train.xla_opt_level,
                                  tuple(config.model.select_archs),
                                  f"{workdir}/code_selection_partial.json" if workdir
-                                 else None, config.model.select_extend))
+                                 else None, config.model.select_extend,
+                                 max_steps=config.model.select_steps,
+                                 lrs=tuple(config.model.select_lrs)))
     for r in selection.table(sel):
       print("selection (validation split of the training rows):", r, flush=True)
     for r in sel:
       if r.get("capacity_edge"):
         print(f"selection: {r['dataset']} picks {r['arch']}, the largest capacity searched "
               "(an edge of its grid: extend selection.ARCHS)", flush=True)
+      for edge, what in (("lr_edge", "learning rate"), ("steps_edge", "steps")):
+        if r.get(edge):
+          print(f"selection: {r['dataset']}'s {what} pick is the end of its ladder "
+                "(selection.LRS / selection.STEPS)", flush=True)
+    for r in selection.training_table(sel):
+      print("selection, training length:", r, flush=True)
   units = [("deep", i, k) for i, k in enumerate(kinds)] + [
       ("classical", i, c) for i, c in enumerate(classical_names)]
   for u, (group, i, name) in enumerate(units):
@@ -198,8 +212,11 @@ def compare(config, workdir, writer=None, data=None, stop_after: int | None = No
       if writer is not None:
         # Training curves averaged over datasets and seeds, a few points per run.
         for t in np.linspace(0, losses.shape[-1] - 1, 5).astype(int):
-          writer.write(step + int(t), {f"{name}/loss": float(losses[..., 0, t].mean()),
-                                       f"{name}+lpr/loss": float(losses[..., 1, t].mean())})
+          # (a per-set steps choice trains past optim.steps: its points are squeezed
+          # into this unit's optim.steps logged steps)
+          at = step + int(t * config.optim.steps // losses.shape[-1])
+          writer.write(at, {f"{name}/loss": float(losses[..., 0, t].mean()),
+                            f"{name}+lpr/loss": float(losses[..., 1, t].mean())})
         writer.write(step, {f"{name}/auroc": float(auc[..., 0].mean()),
                             f"{name}+lpr/auroc": float(auc[..., 1].mean()),
                             f"{name}/seconds": time.perf_counter() - t0}, split="eval")
@@ -235,22 +252,29 @@ def compare(config, workdir, writer=None, data=None, stop_after: int | None = No
 
 def _per_set_architectures(cfg, sel, data, config, seeds, bits_grid):
   """AUROC [sets, seeds, bits] and losses of an AE-family detector with each set's own
-  capacity and code from `selection.select`: one program per capacity over its sets (a
-  set's numbers do not depend on which sets share its program: padding invariance)."""
+  capacity and code from `selection.select`, and, where the selection chose them, its
+  own steps and learning rate: one program per (capacity, steps) over its sets (a set's
+  numbers do not depend on which sets share its program: padding invariance). Losses
+  are padded to the longest training with each run's last loss."""
+  steps = [int(r.get("steps", config.optim.steps)) for r in sel]
   auc = np.zeros((len(data), len(seeds), len(bits_grid)), np.float32)
-  losses = np.zeros(auc.shape + (config.optim.steps,), np.float32)
+  losses = np.zeros(auc.shape + (max(steps),), np.float32)
   scores = np.zeros(auc.shape + (max(len(d.y_test) for d in data),), np.float32)
   for arch in selection.ARCHS:
-    idx = [j for j, r in enumerate(sel) if r["arch"] == arch]
-    if not idx:
-      continue
-    sub = [data[j] for j in idx]
-    stacked = detectors.pad_stack(sub, visible_labels(cfg.kind, sub, config),
-                                  [sel[j]["code"] for j in idx])
-    auc[idx], losses[idx], sc = run_grid(selection.arch_config(cfg, arch), stacked,
-                                         len(sub), seeds, bits_grid,
-                                         config.train.xla_opt_level)
-    scores[idx, ..., :sc.shape[-1]] = sc
+    for n_steps in sorted(set(steps)):
+      idx = [j for j, r in enumerate(sel) if r["arch"] == arch and steps[j] == n_steps]
+      if not idx:
+        continue
+      sub = [data[j] for j in idx]
+      lr = [sel[j]["lr"] for j in idx] if "lr" in sel[idx[0]] else None
+      stacked = detectors.pad_stack(sub, visible_labels(cfg.kind, sub, config),
+                                    [sel[j]["code"] for j in idx], lr)
+      run_cfg = dataclasses.replace(selection.arch_config(cfg, arch), steps=n_steps)
+      auc[idx], loss, sc = run_grid(run_cfg, stacked, len(sub), seeds, bits_grid,
+                                    config.train.xla_opt_level)
+      losses[idx] = np.concatenate(
+          [loss, np.repeat(loss[..., -1:], max(steps) - n_steps, -1)], -1)
+      scores[idx, ..., :sc.shape[-1]] = sc
   return auc, losses, scores
 
 
@@ -292,8 +316,12 @@ def _roc(y, s):
 
 
 def _header(config, title, wall, commit):
+  steps = (f"{config.optim.steps} Adam steps" if not (
+      config.model.code_select and config.model.select_steps) else
+      "AE family: per-set Adam steps and learning rate (validation rule), others "
+      f"{config.optim.steps} Adam steps")
   return (f"### {title}\n\nAUROC (%) on the test split, mean over {config.train.seeds} seeds "
-          f"(deep models; IForest, CBLOF too), {config.optim.steps} Adam steps, LPR = "
+          f"(deep models; IForest, CBLOF too), {steps}, LPR = "
           f"{config.lpr.mode} {_lpr_text(config)}, {config.data.scaling} scaling. "
           f"Commit `{commit}` (stamped at the start), {wall:.0f} s wall on a shared 2-core CPU.")
 
@@ -333,6 +361,15 @@ def _main_tables(config, workdir, writer, data=None, stop_after=None) -> str | N
         workdir, "code_selection_table", sel_rows, list(sel_rows[0]),
         "### Per-set bottleneck by the validation rule (training rows only): validation "
         "AUROC (%) per AE code size (no LPR, mean over seeds) and per PCA k; [chosen]")
+    with open(f"{workdir}/code_selection.json") as f:
+      train_rows = selection.training_table(json.load(f))
+    if train_rows:
+      md += "\n" + study_lib.write_table(
+          workdir, "training_selection_table", train_rows, list(train_rows[0]),
+          "### Per-set Adam steps and learning rate by the same rule, at the set's "
+          "(capacity, code) pick: validation AUROC (%) after each snapshot, mean over "
+          "seeds; [chosen]; the chosen rate's training loss (mean of the 50 minibatch "
+          "losses before the snapshot) at the pick and at twice as many steps")
   if config.model.kinds:
     md += "\n" + study_lib.write_table(
         workdir, "paired_gains", report.paired_gains(results, names, config.model.kinds),

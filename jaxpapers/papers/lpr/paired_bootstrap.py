@@ -18,7 +18,9 @@ the differences are paired):
     sqrt(boot_se^2 + sd^2 / n_seeds) (test rows and training randomness);
   * AE family minus PCA reconstruction (no LPR): the review's test of issue 50, mean over
     seeds of AUROC(detector, s) - AUROC(PCA), bootstrap s.e. and 95% interval, combined
-    s.e. as above.
+    s.e. as above;
+  * AE family minus the trivial detector (`mean_dist`, squared distance to the training
+    mean; "minus_trivial"), the same way.
 
 Each detector's mean over sets comes with the s.e. of that mean from the per-set
 combined s.e.s (sets fixed: sqrt(sum se^2) / n_sets) and the number of sets whose
@@ -56,10 +58,13 @@ def _summary(point: float, seed_vals: np.ndarray, boots: np.ndarray) -> dict:
 
 
 def per_set(scores: dict, pca: np.ndarray, y: np.ndarray, kinds, boots: int,
-            rng: np.random.Generator) -> dict:
-  """scores[kind]: [seeds, 2 (off, on), M]; pca: [M]; y: [M] -> per-kind summaries."""
+            rng: np.random.Generator, trivial: np.ndarray | None = None) -> dict:
+  """scores[kind]: [seeds, 2 (off, on), M]; pca, trivial: [M]; y: [M] -> per-kind
+  summaries (the resamples do not depend on `trivial`)."""
   n_seeds = scores[kinds[0]].shape[0]
-  allrows = np.concatenate([scores[k].reshape(-1, len(y)) for k in kinds] + [pca[None]])
+  refs = [pca[None]] + ([] if trivial is None else [trivial[None]])
+  allrows = np.concatenate([scores[k].reshape(-1, len(y)) for k in kinds] + refs)
+  ip = 2 * n_seeds * len(kinds)  # PCA's column; the trivial detector's next
   pos, neg = np.flatnonzero(y == 1), np.flatnonzero(y == 0)
   idx = [np.arange(len(y))] + [
       np.r_[rng.choice(pos, len(pos)), rng.choice(neg, len(neg))] for _ in range(boots)]
@@ -68,12 +73,19 @@ def per_set(scores: dict, pca: np.ndarray, y: np.ndarray, kinds, boots: int,
   for j, k in enumerate(kinds):
     a = auc[:, 2 * n_seeds * j:2 * n_seeds * (j + 1)].reshape(-1, n_seeds, 2)
     gain = a[..., 1] - a[..., 0]  # [1 + boots, seeds]
-    vs_pca = a[..., 0] - auc[:, -1:]
+    vs_pca = a[..., 0] - auc[:, ip:ip + 1]
     out[k] = {"auroc_off": 100 * float(a[0, :, 0].mean()),
               "auroc_on": 100 * float(a[0, :, 1].mean()),
               "lpr_gain": _summary(gain[0].mean(), gain[0], gain[1:].mean(-1)),
               "minus_pca": _summary(vs_pca[0].mean(), vs_pca[0], vs_pca[1:].mean(-1))}
-  out["pca_recon"] = 100 * float(auc[0, -1])
+    if trivial is not None:
+      vs = a[..., 0] - auc[:, ip + 1:ip + 2]
+      out[k]["minus_trivial"] = _summary(vs[0].mean(), vs[0], vs[1:].mean(-1))
+  out["pca_recon"] = 100 * float(auc[0, ip])
+  if trivial is not None:
+    out["mean_dist"] = 100 * float(auc[0, ip + 1])
+    vs = auc[:, ip:ip + 1] - auc[:, ip + 1:ip + 2]  # PCA - trivial (no seeds)
+    out["pca_minus_trivial"] = _summary(vs[0].mean(), vs[0], vs[1:].mean(-1))
   out["n_anomalies"] = int(y.sum())
   return out
 
@@ -92,7 +104,11 @@ def markdown(res: dict) -> str:
   kinds = list(res["over_sets"])
   out = []
   for key, title in (("lpr_gain", "LPR - no LPR"),
-                     ("minus_pca", "AE family (no LPR) - PCA reconstruction")):
+                     ("minus_pca", "AE family (no LPR) - PCA reconstruction"),
+                     ("minus_trivial", "AE family (no LPR) - trivial detector (squared "
+                                       "distance to the training mean)")):
+    if key not in res["over_sets"][kinds[0]]:
+      continue
     out += [f"{title}, AUROC points: mean over {res['seeds']} seeds +- combined s.e. "
             f"(test-row bootstrap, {res['boots']} paired resamples, and seed s.d. / "
             "sqrt(seeds)); [95% interval over test rows]; * beyond 2 s.e.", "",
@@ -162,8 +178,10 @@ def main(workdir: str, config_arg: str, out_path: str, boots: int = 1000) -> dic
     k = sel[d.name]["pca_k"] if sel else config.classical.pca_k
     pca = classical.score("pca_recon", d.x_train, d.x_test, 0, keep, k,
                           0.0 if sel else config.classical.pca_frac)
+    trivial = classical.score("mean_dist", d.x_train, d.x_test, 0, keep)
     rows[d.name] = per_set({kk: npz[kk][d.name] for kk in kinds}, np.asarray(pca),
-                           np.asarray(d.y_test).astype(int), kinds, boots, rng)
+                           np.asarray(d.y_test).astype(int), kinds, boots, rng,
+                           np.asarray(trivial))
     if sel:
       rows[d.name]["arch"], rows[d.name]["code"] = sel[d.name]["arch"], sel[d.name]["code"]
     rows[d.name]["pca_k"] = k
@@ -175,14 +193,20 @@ def main(workdir: str, config_arg: str, out_path: str, boots: int = 1000) -> dic
     study = json.load(f)["auroc"]
   gap = max(abs(rows[n][k][f"auroc_{s}"] - float(np.mean(study[k + t][n])))
             for n in rows for k in kinds for s, t in (("off", ""), ("on", "+lpr")))
-  if "pca_recon" in study:
-    gap = max([gap] + [abs(rows[n]["pca_recon"] - float(np.mean(study["pca_recon"][n])))
-                       for n in rows])
+  for ref in ("pca_recon", "mean_dist"):
+    if ref in study:
+      gap = max([gap] + [abs(rows[n][ref] - float(np.mean(study[ref][n]))) for n in rows])
   print(f"largest |AUROC here (saved scores, PCA) - study's AUROC|: {gap:.2e} points", flush=True)
   res = {"workdir": workdir, "config": config_arg, "max_auroc_gap_vs_study": gap, "boots": boots, "seeds": int(npz[kinds[0]][data[0].name].shape[0]),
          "per_set": rows,
-         "over_sets": {k: {"lpr_gain": _over_sets(rows, k, "lpr_gain"),
-                           "minus_pca": _over_sets(rows, k, "minus_pca")} for k in kinds}}
+         "over_sets": {k: {key: _over_sets(rows, k, key)
+                           for key in ("lpr_gain", "minus_pca", "minus_trivial")}
+                       for k in kinds}}
+  d = np.array([r["pca_minus_trivial"]["diff"] for r in rows.values()])
+  se = np.array([r["pca_minus_trivial"]["se"] for r in rows.values()])
+  res["pca_minus_trivial_over_sets"] = {
+      "mean": float(d.mean()), "se": float(np.sqrt((se ** 2).sum()) / len(d)),
+      "sets_above_2se": int((d > 2 * se).sum()), "sets_below_2se": int((d < -2 * se).sum())}
   with open(out_path, "w") as f:
     json.dump(res, f, indent=1)
   md = markdown(res)

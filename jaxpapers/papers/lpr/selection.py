@@ -26,6 +26,10 @@ rule that never sees a test row:
     further up: the rule assumes the validation AUROC does not rise again past a
     capacity that lost to a smaller one.
 
+Then (`max_steps` > 0, `select_training`) each set's Adam steps and learning rate by the
+same rule at its (capacity, code) pick: snapshots 100, 200, 400, ... of one run per rate,
+both grids extended while the pick is on their edge.
+
 The AE's choice is used by the whole AE family (VAE, DAE, MemAE), with and without LPR.
 All (set, code, seed) validation runs are one vmapped program: each (set, code) pair is
 a stacked "dataset" with its own `code_n`.
@@ -98,7 +102,8 @@ def _rungs(archs, extend: bool) -> list:
 
 def select(cfg: detectors.DetectorConfig, data: list, seeds, keeps=None, seed: int = 0,
            opt_level: int = -1, archs=ARCHS, partial: str | None = None,
-           extend: bool = False, fit=None) -> list:
+           extend: bool = False, fit=None, max_steps: int = 0,
+           lrs=(3e-4, 1e-3, 3e-3)) -> list:
   """Per set: the AE's code size and PCA's k by the validation rule (module docstring).
 
   `archs`: the capacities searched for every set. `extend`: DONE.md's "extend the grid
@@ -108,7 +113,9 @@ def select(cfg: detectors.DetectorConfig, data: list, seeds, keeps=None, seed: i
   `partial`: a file keeping the validation AUROCs of every finished (capacity, set,
   code), written after each capacity, so a killed selection resumes after the last
   finished capacity (a study split into jobs); stale or foreign entries are keyed out.
-  `fit`: `detectors.fit` (a test can wrap it).
+  `fit`: `detectors.fit` (a test can wrap it). `max_steps` > 0: then each set's
+  training length and learning rate by the same rule at its (capacity, code) pick
+  (`select_training`, starting from snapshots up to `max_steps` and the rates `lrs`).
 
   `cfg` is the plain AE of the study (its `latent` caps the grid; no LPR in the rule).
   `keeps`: the classical detectors' column masks (PCA sees the same columns as in the
@@ -125,19 +132,29 @@ def select(cfg: detectors.DetectorConfig, data: list, seeds, keeps=None, seed: i
   entries = [(j, c) for j, g in enumerate(grids) for c in g]
   # One AUROC per (capacity, set, code): a set's validation runs do not depend on which
   # sets share the program (padding invariance, tests), so any saved entry is reusable.
-  key = json.dumps([[int(s) for s in seeds], dataclasses.asdict(cfg)], default=str)
+  # (`eval_steps`, added with the training-length stage, is left out of the key while
+  # unset, so partial files of earlier selections stay valid.)
+  fields = {k: v for k, v in dataclasses.asdict(cfg).items() if k != "eval_steps" or v}
+  key = json.dumps([[int(s) for s in seeds], fields], default=str)
   # Entries are keyed by set name, a digest of its validation rows and the code size.
   digest = [hashlib.sha1(b"".join(np.ascontiguousarray(a).tobytes() for a in (
       v.x_train, v.y_train, v.x_test, v.y_test))).hexdigest()[:12] for v in vals]
   names = [f"{d.name}/{h}" for d, h in zip(data, digest)]
   ekey = [f"{names[j]}/{c}" for j, c in entries]
   auc = {}
+  train = {}  # the training-length stage's runs (select_training)
   if partial and os.path.exists(partial):
     with open(partial) as f:
       saved = json.load(f)
     if saved.get("key") == key:
-      auc = saved["auc"]
+      auc, train = saved["auc"], saved.get("train", {})
   searched = [[] for _ in data]
+
+  def save():
+    if partial:
+      with open(partial + ".tmp", "w") as f:
+        json.dump({"key": key, "auc": auc, "train": train}, f)
+      os.replace(partial + ".tmp", partial)  # atomic: a kill never leaves half a file
 
   def pick(j):
     cands = [(a, c) for a in searched[j] for c in grids[j]]
@@ -160,16 +177,16 @@ def select(cfg: detectors.DetectorConfig, data: list, seeds, keeps=None, seed: i
       out = fit(arch_config(cfg, arch), stacked, ds, sd, np.zeros(len(ds)), opt_level)
       got = 100 * np.asarray(out["auroc"]).reshape(len(todo), len(seeds)).mean(1)
       auc.setdefault(arch, {}).update({ekey[e]: float(v) for e, v in zip(todo, got)})
-      if partial:
-        with open(partial + ".tmp", "w") as f:
-          json.dump({"key": key, "auc": auc}, f)
-        os.replace(partial + ".tmp", partial)  # atomic: a kill never leaves half a file
+      save()
     for j in active:
       searched[j].append(arch)
+  picks = [pick(j) for j in range(len(data))]
+  trained = (select_training(cfg, vals, names, picks, seeds, max_steps, lrs, train, save,
+                             fit, opt_level) if max_steps else [{}] * len(data))
   rows = []
   for j, d in enumerate(data):
     ae_val = {a: [auc[a][f"{names[j]}/{c}"] for c in grids[j]] for a in searched[j]}
-    arch, code = pick(j)
+    arch, code = picks[j]
     keep = None if keeps is None else keeps[j]
     # PCA's grid: the same sizes on the (kept) columns it is fit on.
     n_cols = int(d.x_train.shape[1] if keep is None else np.sum(keep))
@@ -184,7 +201,101 @@ def select(cfg: detectors.DetectorConfig, data: list, seeds, keeps=None, seed: i
                  "val_anomalies": int(v.y_test.sum()), "val_rows": int(len(v.y_test)),
                  "code_grid": grids[j], "ae_val": ae_val, "arch": arch, "code": code,
                  "capacity_edge": bool(edge and len(searched[j]) > 1),
-                 "pca_grid": pgrid, "pca_val": pca_val, "pca_k": _pick(pgrid, pca_val)})
+                 "pca_grid": pgrid, "pca_val": pca_val, "pca_k": _pick(pgrid, pca_val),
+                 **trained[j]})
+  return rows
+
+
+# The training-length stage: snapshots every doubling from 100 steps, up to STEPS[-1];
+# learning rates a ladder of x ~3 steps, every set starting from `lrs`.
+STEPS = (100, 200, 400, 800, 1600, 3200, 6400)
+LRS = (1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2)
+
+
+def select_training(cfg, vals, names, picks, seeds, max_steps: int, lrs, train: dict,
+                    save, fit, opt_level: int = -1) -> list:
+  """Per set: Adam steps and learning rate by the validation rule, at its (capacity,
+  code) pick.
+
+  The same rule as the capacity and code: the plain AE (no LPR) trained on the set's
+  70% for every study seed, scored by AUROC on its 30%; the (steps, lr) pair with the
+  best mean wins, ties to fewer steps, then the smaller rate. One run of S steps
+  scores its model after every snapshot of `STEPS` up to S (`DetectorConfig.eval_steps`),
+  so the grid's steps cost one training. Grids are extended while a pick is on their
+  edge (DONE.md): a pick at the largest rate searched adds the next rate of `LRS` (the
+  smallest: the previous one), a pick at S = the longest run retrains every rate of
+  the set for 2S steps; until the pick is inside or the ladders end (`lr_edge`,
+  `steps_edge`: a pick at 6400 steps, or at the first snapshot, 100 steps, below which
+  nothing is searched). `train` keeps every finished (set, capacity, code, lr, S) run (`save`
+  writes it after each program: the selection resumes). Returns one dict per set:
+  `steps`, `lr`, the grids and validation AUROCs (`train_val`: {lr: [per snapshot]}),
+  the training loss per snapshot (`train_loss`: mean over seeds of the minibatch loss
+  over the 50 steps before it) and the edge flags.
+  """
+  bad = [r for r in lrs if r not in LRS]
+  if bad or not lrs or max_steps not in STEPS:
+    raise ValueError(f"model.select_lrs {tuple(lrs)} must be in {LRS} and "
+                     f"model.select_steps={max_steps} in {STEPS}")
+  lr_sets = [sorted(lrs) for _ in vals]
+  top = [max_steps for _ in vals]
+
+  def tkey(j, lr, steps):
+    arch, code = picks[j]
+    return f"{names[j]}/{arch}/{code}/{lr:g}/{steps}"
+
+  def choose(j):
+    snaps = [s for s in STEPS if s <= top[j]]
+    cands = [(s, r) for s in snaps for r in lr_sets[j]]  # the tie order: fewer steps
+    return _pick(cands, [train[tkey(j, r, top[j])]["val"][snaps.index(s)] for s, r in cands])
+
+  while True:
+    todo = [(j, r) for j in range(len(vals)) for r in lr_sets[j]
+            if tkey(j, r, top[j]) not in train]
+    for arch, steps in sorted({(picks[j][0], top[j]) for j, _ in todo},
+                              key=lambda a: (ARCHS.index(a[0]), a[1])):
+      group = [(j, r) for j, r in todo if (picks[j][0], top[j]) == (arch, steps)]
+      snaps = tuple(s for s in STEPS if s < steps)
+      stacked = detectors.pad_stack([vals[j] for j, _ in group],
+                                    code_n=[picks[j][1] for j, _ in group],
+                                    lr=[r for _, r in group])
+      ds, sd = [a.ravel() for a in np.meshgrid(np.arange(len(group)), np.asarray(seeds),
+                                               indexing="ij")]
+      run_cfg = dataclasses.replace(arch_config(cfg, arch), steps=steps, eval_steps=snaps)
+      out = fit(run_cfg, stacked, ds, sd, np.zeros(len(ds)), opt_level)
+      val = np.concatenate([np.asarray(out["auroc_at"]).reshape(len(ds), -1),
+                            np.asarray(out["auroc"]).reshape(len(ds), 1)], 1)
+      val = 100 * val.reshape(len(group), len(seeds), -1).mean(1)
+      losses = np.asarray(out["losses"]).reshape(len(group), len(seeds), steps).mean(1)
+      win = [losses[:, max(0, s - 50):s].mean(1) for s in snaps + (steps,)]
+      for g, (j, r) in enumerate(group):
+        train[tkey(j, r, steps)] = {"val": [float(v) for v in val[g]],
+                                    "loss": [float(w[g]) for w in win]}
+      save()
+    moved = False
+    for j in range(len(vals)):
+      s, r = choose(j)
+      i = LRS.index(r)
+      if r == lr_sets[j][-1] and i + 1 < len(LRS):
+        lr_sets[j].append(LRS[i + 1])
+      elif r == lr_sets[j][0] and i > 0:
+        lr_sets[j].insert(0, LRS[i - 1])
+      elif s == top[j] and top[j] < STEPS[-1]:
+        top[j] *= 2
+      else:
+        continue
+      moved = True
+    if not moved:
+      break
+  rows = []
+  for j in range(len(vals)):
+    s, r = choose(j)
+    snaps = [t for t in STEPS if t <= top[j]]
+    rows.append({"steps": s, "lr": r, "steps_grid": snaps, "lr_grid": list(lr_sets[j]),
+                 "train_val": {f"{q:g}": train[tkey(j, q, top[j])]["val"]
+                               for q in lr_sets[j]},
+                 "train_loss": {f"{q:g}": train[tkey(j, q, top[j])]["loss"]
+                                for q in lr_sets[j]},
+                 "lr_edge": r in (LRS[0], LRS[-1]), "steps_edge": s in (STEPS[0], STEPS[-1])})
   return rows
 
 
@@ -204,6 +315,38 @@ def table(rows: list) -> list:
           fmt(r["code_grid"], r["ae_val"][a], r["code"] if a == r["arch"] else None)
           if a in r["ae_val"] else "-")
     row["PCA k: val. AUROC"] = fmt(r["pca_grid"], r["pca_val"], r["pca_k"])
+    out.append(row)
+  return out
+
+
+def training_table(rows: list) -> list:
+  """Markdown rows of the training-length stage (rows without it are skipped): per
+  learning rate searched, the validation AUROC after each snapshot, [chosen]; at the
+  chosen rate, the validation AUROC's change over the next doubling and to the best
+  longer run (<= 0 by the rule: the curve does not rise past the pick), and the
+  training loss at the pick and at twice its steps."""
+  out = []
+  for r in rows:
+    if "steps" not in r:
+      continue
+    row = {"dataset": r["dataset"], "pick": f"{r['arch']} {r['code']}",
+           "steps": " ".join(map(str, r["steps_grid"]))}
+    for q in LRS:
+      vals = r["train_val"].get(f"{q:g}")
+      row[f"lr {q:g}: val. AUROC per steps"] = "-" if vals is None else " ".join(
+          f"[{v:.1f}]" if (s, q) == (r["steps"], r["lr"]) else f"{v:.1f}"
+          for s, v in zip(r["steps_grid"], vals))
+    loss = r["train_loss"][f"{r['lr']:g}"]
+    val = r["train_val"][f"{r['lr']:g}"]
+    i = r["steps_grid"].index(r["steps"])
+    row["chosen"] = f"{r['steps']} steps, lr {r['lr']:g}"
+    # The validation curve past the pick: the next doubling and the best longer run.
+    row["val. 2x pick - pick; best longer - pick"] = (
+        f"{val[i + 1] - val[i]:+.2f}; {max(val[i + 1:]) - val[i]:+.2f}"
+        if i + 1 < len(val) else "- (top: edge)")
+    row["train loss at pick / 2x pick"] = (
+        f"{loss[i]:.4g} / {loss[i + 1]:.4g} ({100 * (1 - loss[i + 1] / loss[i]):+.0f}% fall)"
+        if i + 1 < len(loss) else f"{loss[i]:.4g} / - (top: edge)")
     out.append(row)
   return out
 
