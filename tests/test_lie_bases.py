@@ -12,7 +12,8 @@ import scipy.linalg
 import scipy.stats
 
 from jaxpapers.papers.lie_bases import data as data_lib
-from jaxpapers.papers.lie_bases import experiment, generator, lowrank, methods, quadrature
+from jaxpapers.papers.lie_bases import controls, experiment, generator, lowrank, methods
+from jaxpapers.papers.lie_bases import quadrature
 from jaxpapers.papers.lie_bases import targets
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -267,7 +268,7 @@ def test_stiefel_cayley_finds_the_eigenvectors_of_a_small_operator():
   np.testing.assert_allclose(np.abs(np.sum(x * q[:, :3], 0)), 1.0, atol=1e-3)
 
 
-def test_exact_dmd_recovers_modes():
+def test_exact_dmd_and_pod_of_the_snapshots():
   cfg = _target_cfg()
   p = targets.make_problem("schrodinger", cfg, 32)
   d = targets.sample_data(p, cfg, seed=0)["train"]
@@ -275,6 +276,31 @@ def test_exact_dmd_recovers_modes():
   # Rank-m DMD is not exact here (modes beyond m carry a little energy), but close.
   assert targets.metrics(p, u)["purity"] > 0.99
   assert targets.metrics(p, p.ref_w)["purity"] < 0.5
+  # POD (eigh of the real second moment) = the leading left singular vectors of the real
+  # and imaginary snapshots side by side (an independent NumPy route), orthonormal, and no
+  # m-dimensional basis (DMD, the modes) captures more snapshot energy.
+  pod = controls.pod_basis(p, d)
+  snaps = np.concatenate([x.reshape(-1, p.grid.size) for x in d.astype(np.float64)]).T
+  svd = np.linalg.svd(snaps, full_matrices=False)[0][:, :p.m]
+  np.testing.assert_allclose(pod @ pod.T, svd @ svd.T, atol=1e-8)
+  np.testing.assert_allclose(pod.T @ pod, np.eye(p.m), atol=1e-12)
+  captured = lambda b: np.sum((snaps.T @ np.linalg.qr(b)[0]) ** 2)  # noqa: E731  (span's)
+  assert captured(pod) >= max(captured(u), captured(p.truth_w[:, :p.m])) - 1e-9
+
+
+def test_riemannian_gd_armijo_finds_the_eigenvectors_of_a_small_operator():
+  rng = np.random.default_rng(1)
+  q = np.linalg.qr(rng.normal(size=(10, 10)))[0]
+  h = (q * np.arange(1.0, 11.0)) @ q.T
+  coef = targets.brockett_weights(3).astype(np.float64)
+  f = lambda x: np.sum(coef * np.sum(x * (h @ x), 0)) / coef.sum()  # noqa: E731
+  vg = lambda x: (f(x), 2 * h @ x * coef[None, :] / coef.sum())  # noqa: E731
+  x, losses, _, gnorm = controls.rgd_armijo(vg, f, np.linalg.qr(rng.normal(size=(10, 3)))[0],
+                                            1000)
+  assert np.all(np.diff(losses) <= 0)  # Armijo: every accepted step decreases f
+  np.testing.assert_allclose(x.T @ x, np.eye(3), atol=1e-12)
+  np.testing.assert_allclose(np.abs(np.sum(x * q[:, :3], 0)), 1.0, atol=1e-8)
+  assert gnorm < 1e-6
 
 
 # --- data loader, training, resume and bad input --------------------------------------
