@@ -134,3 +134,27 @@ def test_mqar_config_errors_name_the_problem():
                             ("mqar.kv", (2, 16), "4 \\* max kv")):
     with pytest.raises(ValueError, match=match):
       experiment.validate(config_lib.override(base, {key: value}))
+
+
+def test_cached_rows_are_refused_for_a_changed_config(tmp_path):
+  """A study's cached population rows belong to the config that trained them: a changed
+  model field in the same workdir is refused naming it, a study-group change is not."""
+  import ml_collections
+  from jaxpapers.core import metrics as metrics_lib
+  from jaxpapers.core import workdir as workdir_lib
+  from jaxpapers.papers.llops import study
+  cfg = ml_collections.ConfigDict({"model": {"d": 32}, "study": {"seeds": 3}})
+  calls = []
+
+  def train():  # what loop.train leaves behind: config.json, then the rows
+    calls.append(1)
+    metrics_lib.write_config(str(tmp_path), cfg)
+    return [{"val": 1.5}]
+
+  assert study._cached(str(tmp_path), train, cfg) == [{"val": 1.5}]
+  other_study = ml_collections.ConfigDict({"model": {"d": 32}, "study": {"seeds": 5}})
+  assert study._cached(str(tmp_path), train, other_study) == [{"val": 1.5}]
+  assert len(calls) == 1
+  wider = ml_collections.ConfigDict({"model": {"d": 64}, "study": {"seeds": 3}})
+  with pytest.raises(workdir_lib.ResumeError, match="model.d: 32 -> 64"):
+    study._cached(str(tmp_path), train, wider)

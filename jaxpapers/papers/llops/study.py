@@ -18,6 +18,7 @@ from jaxpapers.core import config as config_lib
 from jaxpapers.core import loop
 from jaxpapers.core import population
 from jaxpapers.core import study as study_lib
+from jaxpapers.core import workdir as workdir_lib
 from jaxpapers.data import text as text_lib
 from jaxpapers.nn import lm
 from jaxpapers.nn import lm_experiment
@@ -81,10 +82,16 @@ def _member_dir(workdir, pop):
   return os.path.join(workdir, f"s{seeds}_lr{lrs}")
 
 
-def _cached(wd, fn):
-  """fn() -> rows, stored as wd/rows.json once done (a resumed study skips the run)."""
+def _cached(wd, fn, config):
+  """fn() -> rows, stored as wd/rows.json once done (a resumed study skips the run).
+
+  Stored rows are reused only for the computation that made them: the population's
+  config is checked against wd/config.json (written by the training loop) first, so a
+  changed model/data/optimizer field in the same workdir is refused naming the field,
+  as a resumed training run would be, instead of silently returning the old rows."""
   path = os.path.join(wd, "rows.json")
   if os.path.exists(path):
+    workdir_lib.check_resume(wd, config.to_dict())
     with open(path) as f:
       return json.load(f)
   rows = fn()
@@ -102,7 +109,7 @@ def _population_rows(config, wd, make_task, pop, row):
     st = jax.device_get(st)
     return [row(m, bool(st["diverged"][i]), population.member(st, i)["params"], _curve(wd, i))
             for i, m in enumerate(pop)]
-  return _cached(wd, train)
+  return _cached(wd, train, config)
 
 
 def lm_part(config, workdir: str):
