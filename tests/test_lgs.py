@@ -219,6 +219,17 @@ def test_every_model_kind_trains_and_rolls_out_finite():
                              vae=(vae["params"], np.ones(1, np.float32)) if latent else None)
     assert pred.shape == (1, n, S, R, R, pdes.C), kind
     assert np.all(np.isfinite(pred)), kind
+    if kind == "lgs":
+      # Rollout noise is keyed by the member's own seed, not its position: the same
+      # member (seed 0) as the 2nd of two members gives its rollout alone; the other
+      # member (the same weights under seed 5) draws other noise.
+      twice = lambda t: jax.tree.map(lambda a: jnp.concatenate([a, a]), t)
+      pred2 = E.rollout_members(config, kind, twice(out["params"]), np.concatenate([ctx, ctx]),
+                                mask, np.ones(2), S, vae=(twice(vae["params"]),
+                                                          np.ones(2, np.float32)),
+                                member_seeds=[5, 0])
+      np.testing.assert_allclose(pred2[1], pred[0], rtol=1e-5, atol=1e-6)
+      assert np.abs(pred2[0] - pred[0]).max() > 1e-3
 
 
 # The three trainer tests below share one spec, one data set and one set of members, so

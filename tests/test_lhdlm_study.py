@@ -132,19 +132,23 @@ def test_mc_tail_stats_on_hand_draws():
 
 def test_loop_key_terms_reproduce_the_loops_estimate():
   """mc_tail's decomposition of the loop's fixed-key held-out estimate adds up to what
-  nn.lm's eval_step reports (so its largest term is a term of that very estimate)."""
+  nn.lm's eval_step reports (so its largest term is a term of that very estimate), each
+  eval batch with its own keys; one key for every batch (the old loop) is another draw."""
   from jaxpapers.papers.lhdlm import mc_tail
   # the loop pads a short last batch to eval.batch_size rows (which moves the
-  # low-discrepancy times); the study's 64 windows fill two batches of 32, as here 8 fill 1
+  # low-discrepancy times); the study's 64 windows fill two batches of 32, as here 8 fill 2
   config = config_lib.override(config_lib.load("configs/lhdlm.py:smoke=true,samples=2"),
-                               {"eval.batch_size": 8})
+                               {"eval.batch_size": 4})
   data, _ = data_lib.load(config)
   mdl = model_lib.build(config, data.vocab_size, data.train)
   task = model_lib.make_task(config, data, mdl)
   state = task.init(jax.random.PRNGKey(0))
   ev = loop_eval(task, state)
   w = text_lib.eval_windows(data.val, config.data.seq_len, config.eval.max_windows)
-  assert len(w) == config.eval.batch_size
+  assert len(w) == 2 * config.eval.batch_size
   got = mc_tail.loop_key_terms(mdl, state["params"], w, 2, config.eval.batch_size)
   np.testing.assert_allclose(got["loop_estimate"], ev["bpb"], rtol=1e-4)
   assert got["loop_estimate_without_max"] < got["loop_estimate"]
+  shared = mc_tail.loop_key_terms(mdl, state["params"], w, 2, config.eval.batch_size,
+                                  shared_key=True)
+  assert abs(shared["loop_estimate"] - ev["bpb"]) > 1e-3

@@ -180,10 +180,15 @@ def make_task(config, data: text_lib.TokenData, model: LMModel, *, seed: int | N
     def nats(key):
       return jnp.sum(objective(apply, state["params"], batch["tokens"],
                                key).astype(jnp.float32), axis=-1)
-    if eval_samples == 1:  # the original single fixed key
-      nats_KxB = nats(jax.random.PRNGKey(0))[None]
+    # Each held-out batch draws its own noise: fold_in(PRNGKey(0), the batch's index in
+    # eval_batches), the same at every evaluation (so the held-out curve compares like with
+    # like), and ignored by a deterministic objective. One key for every batch would give
+    # every batch the same draws (e.g. the same diffusion times), one atypical draw for all.
+    key = jax.random.fold_in(jax.random.PRNGKey(0), batch["batch_index"][0])
+    if eval_samples == 1:
+      nats_KxB = nats(key)[None]
     else:
-      nats_KxB = jax.lax.map(nats, jax.random.split(jax.random.PRNGKey(0), eval_samples))
+      nats_KxB = jax.lax.map(nats, jax.random.split(key, eval_samples))
     m = batch["mask"].astype(jnp.float32)
     nats_B = jnp.mean(nats_KxB, axis=0)
     out = {"count": jnp.sum(m), "loss": jnp.sum(m * nats_B) / T,
@@ -206,7 +211,9 @@ def make_task(config, data: text_lib.TokenData, model: LMModel, *, seed: int | N
       mask = np.zeros(bs, np.int32)
       mask[:len(chunk)] = 1
       chunk = np.concatenate([chunk, np.zeros((bs - len(chunk), T + 1), np.int32)])
-      yield {"tokens": chunk[rows], "mask": mask[rows]}
+      # the batch's index, on every row (the loop shards each leaf over the batch axis)
+      index = np.full(bs, i // bs, np.int32)
+      yield {"tokens": chunk[rows], "mask": mask[rows], "batch_index": index[rows]}
 
   return loop.Task(init=init, train_step=train_step, eval_step=eval_step,
                    train_batch=train_batch, eval_batches=eval_batches,

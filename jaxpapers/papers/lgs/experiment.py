@@ -206,12 +206,22 @@ def train_dynamics(config, workdir, kind, data_x, mask, res, seeds, lrs, tag, lo
 _ROLLOUTS = {}
 
 
+def rollout_keys(member_seeds, seed=0):
+  """One rollout-noise key per member, from the member's own training seed:
+  fold_in(PRNGKey(seed), member_seed). A member's sampled rollout then depends on which
+  model it is, not on its position among the members rolled out together."""
+  base = jax.random.PRNGKey(seed)
+  return jax.vmap(lambda s: jax.random.fold_in(base, s))(jnp.asarray(member_seeds, jnp.uint32))
+
+
 def rollout_members(config, kind, params, ctx, mask, res, steps, vae=None, sigma_inf=None,
-                    seed=0, spec_=None):
+                    seed=0, spec_=None, member_seeds=None):
   """Predictions [M, B, steps, H, W, C] for stacked member params (spread over devices).
 
   ctx: [M, B, K, ...] per member (latent members each see their own VAE's latents);
-  vae: (vae params stacked [M], z_std [M]) for latent kinds.
+  vae: (vae params stacked [M], z_std [M]) for latent kinds; member_seeds: each member's
+  training seed (default 0..M-1), which keys its rollout noise (`rollout_keys`): members
+  sharing a seed (the same seed at other learning rates) share their noise draws.
   """
   sp = spec_ or spec(config, kind)
   vsp = spec(config, "vae")
@@ -228,7 +238,10 @@ def rollout_members(config, kind, params, ctx, mask, res, steps, vae=None, sigma
   else:
     vp, zs = vae
   sig = jnp.full((M,), sp.sigma_inf if sigma_inf is None else sigma_inf, jnp.float32)
-  rngs = jax.random.split(jax.random.PRNGKey(seed), M)
+  member_seeds = list(range(M)) if member_seeds is None else list(member_seeds)
+  if len(member_seeds) != M:
+    raise ValueError(f"member_seeds has {len(member_seeds)} entries for {M} members")
+  rngs = rollout_keys(member_seeds, seed)
   return np.asarray(_ROLLOUTS[key](params, jnp.asarray(ctx), jnp.asarray(mask),
                                    jnp.asarray(res, jnp.float32), vp, jnp.asarray(zs), rngs,
                                    sig))
@@ -264,7 +277,7 @@ def train_and_evaluate(config, workdir):
   params = out["params"]
   ctx = lat["test"][:, :, :K]
   pred = rollout_members(config, "lgs", params, ctx, data["test"]["mask"], res, S,
-                         vae=(vae["params"], z_std))
+                         vae=(vae["params"], z_std), member_seeds=seeds)
   err = errors(pred, data["test"], mean, std, K)
   final = {}
   rows = []

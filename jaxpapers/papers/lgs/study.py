@@ -161,7 +161,8 @@ def _run(config, workdir, commit, cell, log, t_start):
     state, curve, _ = train(kind)
     idx = [s for _ in lrs for s in seeds]
     pred = E.rollout_members(config, kind, state["params"], ctx_of(kind, "val", idx),
-                             masks["val"], res_of(kind, idx), VS, vae=vae_of(kind, idx))
+                             masks["val"], res_of(kind, idx), VS, vae=vae_of(kind, idx),
+                             member_seeds=idx)
     val = E.errors(pred, data["val"], mean, std, K).mean(axis=(1, 2)).reshape(len(lrs), n_s)
     best = int(np.argmin(val.mean(axis=1)))
     edge = len(lrs) > 1 and best in (0, len(lrs) - 1)
@@ -174,7 +175,7 @@ def _run(config, workdir, commit, cell, log, t_start):
     def test_rollout(sig=None):
       p = E.rollout_members(config, kind, _pick(state["params"], keep),
                             ctx_of(kind, "test", seeds), masks["test"], res_of(kind, seeds),
-                            S, vae=vae_of(kind, seeds), sigma_inf=sig)
+                            S, vae=vae_of(kind, seeds), sigma_inf=sig, member_seeds=seeds)
       return E.errors(p, data["test"], mean, std, K)
     err = test_rollout()
     out = dict(selection=sel, curve=curve, errors=_round(err))
@@ -245,7 +246,8 @@ def finetune(config, workdir, vae, trained, chosen, seeds, log):
   out = {}
 
   def one_step(kind, params, ctx, res, vae_):
-    pred = E.rollout_members(config, kind, params, ctx, mk["ft_test"], res, 1, vae=vae_)
+    pred = E.rollout_members(config, kind, params, ctx, mk["ft_test"], res, 1, vae=vae_,
+                             member_seeds=seeds)
     return E.errors(pred, ft["ft_test"], mean, std, K)[:, :, 0].mean(axis=1)
 
   def members(kind, params, lr):
