@@ -24,13 +24,30 @@ a held-out sample of domain D-2); never target labels (except the oracle's own).
   python launch/plan.py --config=configs/flowgda.py:paper --devices=8 --platform=h100
 
 Expected: the tables in jaxpapers/papers/flowgda/README.md (the main study about 8 min,
-the rotating-MNIST study about 10 min of one core). `:smoke` runs every method once at
+the rotating-MNIST study, per-method grids, about 14 min of one core). `:smoke` runs every method once at
 the smallest shapes, mostly XLA compilation.
 """
 import ml_collections
 
 from jaxpapers.core import config as config_lib
 
+
+# Per-method grids of the rot_mnist study (`grids=`): METHOD:LR+LR[:WD+WD];... Grown
+# in two rounds from (3e-4, 1e-3, 3e-3) x (1e-3, 1e-2, 1e-1) past every edge pick (README
+# "Rotating MNIST"): the fresh-student methods' weight decay runs from 0 (no L2, the
+# closed end of that axis) to 1; the head-only methods (GOAT, GGF, FlowGDA) go down to
+# lr 1e-5, where the head barely moves from the source head.
+_WD6 = "0+1e-4+1e-3+1e-2+1e-1+1"
+_HEAD = "1e-5+3e-5+1e-4+3e-4+1e-3+3e-3+1e-2+3e-2"
+_ROT_GRIDS = ";".join([
+    "source_only:1e-3+3e-3+1e-2+3e-2", "oracle:1e-3+3e-3+1e-2+3e-2",
+    # the first round's grid: the second round's 30 lanes (lr from 1e-4, wd from 0) ran
+    # past the 570 s a heavy job may take on one shared core (measured), so it stays
+    "gst_fresh:3e-4+1e-3+3e-3+1e-2:1e-4+1e-3+1e-2+1e-1+1",
+    f"gst_linear:3e-4+1e-3+3e-3+1e-2+3e-2+1e-1:{_WD6}",
+    "dann:3e-4+1e-3+3e-3+1e-2+3e-2+1e-1",
+    f"goat_fresh:1e-3+3e-3+1e-2+3e-2+1e-1+3e-1:{_WD6}",
+    f"goat:{_HEAD}", f"ggf:{_HEAD}", f"flowgda:{_HEAD}"])
 
 # The studies (`study=NAME`); a study's values are defaults, explicit args override them.
 STUDIES = {
@@ -41,9 +58,14 @@ STUDIES = {
     "rot_mnist": dict(benchmark="rot_mnist", benchmarks="rot_mnist", encoder="cnn",
                       n=500, n_inter=4, hidden=(64,), sensitivity="", source_steps=200,
                       retrain_steps=100, goat_retrain_steps=100, rv_steps=50, batch=32,
-                      methods="source_only+oracle+gst_fresh+gst_linear+goat+goat_fresh+"
-                              "ggf+flowgda",
-                      variants="flowgda+no_anchor+anchor_flow"),
+                      methods="source_only+oracle+gst_fresh+gst_linear+dann+goat+"
+                              "goat_fresh+ggf+flowgda",
+                      variants="flowgda+no_anchor+anchor_flow",
+                      # The first run's picks sat on the edges of (3e-4, 1e-3, 3e-3) x
+                      # (1e-3, 1e-2, 1e-1); each grid is extended past every edge pick.
+                      lr_grid=(1e-4, 3e-4, 1e-3, 3e-3, 1e-2),
+                      wd_grid=(0.0, 1e-4, 1e-3, 1e-2, 1e-1, 1.0),  # + source_reg=true
+                      grids=_ROT_GRIDS),
 }
 VARIANTS = "flowgda+no_cons+no_anchor+no_sem+no_stage2+no_ot+anchor_flow"
 
@@ -59,6 +81,32 @@ def _study_of(arg):
   return "main"
 
 
+def _parse_grids(text):
+  """'METHOD:LR+LR[:WD+WD];...' -> {method: {"lr": (...), "wd": (...)}}."""
+  out = {}
+  for item in (text or "").split(";"):
+    if not item.strip():
+      continue
+    name, *parts = item.strip().split(":")
+    if name not in _METHODS or not 1 <= len(parts) <= 2:
+      raise ValueError(f"config arg 'grids': {item!r} is not METHOD:LR+LR[:WD+WD] with a "
+                       f"known method ({', '.join(_METHODS)})")
+    try:
+      vals = [tuple(float(v) for v in p.split("+") if v) for p in parts]
+    except ValueError:
+      raise ValueError(f"config arg 'grids': {item!r} has a value that is not a "
+                       "number") from None
+    if not all(vals) or min(vals[0]) <= 0 or min(min(v) for v in vals) < 0:
+      raise ValueError(f"config arg 'grids': {item!r} needs positive learning rates "
+                       "and weight decays >= 0")
+    out[name] = dict(zip(("lr", "wd"), vals))
+  return out
+
+
+_METHODS = ("source_only", "oracle", "target_st", "gst", "gst_fresh", "gst_linear", "dann",
+            "goat", "goat_fresh", "ggf", "flowgda")
+
+
 def get_config(arg=None):
   study = _study_of(arg)
   defaults = dict(
@@ -67,6 +115,7 @@ def get_config(arg=None):
       head_hidden=32, flow_hidden=(64, 64), flow_steps=500, source_steps=400,
       steps_per_round=60, batch=128, flow_batch=64, retrain_steps=400,
       goat_retrain_steps=100, rv_steps=200, source_reg=False,
+      lr_grid=(3e-4, 1e-3, 3e-3), wd_grid=(1e-3, 1e-2, 1e-1), grids="",
       benchmarks="moons+digits+fashion_mnist+gauss+tabular", sensitivity="1+2+4",
       methods="source_only+oracle+target_st+gst+gst_fresh+gst_linear+dann+goat+goat_fresh+"
               "ggf+flowgda", variants=VARIANTS, stop_after="")
@@ -79,7 +128,8 @@ def get_config(arg=None):
                            steps_per_round=4, batch=16, flow_batch=8,
                            retrain_steps=10, goat_retrain_steps=10, rv_steps=5,
                            benchmarks="moons", sensitivity="1", hidden=(16,),
-                           flow_hidden=(8,), variants="flowgda"),
+                           flow_hidden=(8,), variants="flowgda", lr_grid=(1e-3, 3e-3),
+                           wd_grid=(1e-2,), grids=""),
       # `:paper` (README "Scale"): the prior work's protocol (Kumar et al.'s rotating
       # MNIST: 2000 images per intermediate domain, 42000 intermediate images = 21
       # domains), 28 x 28 inputs (Fashion-MNIST here), GOAT's 1024-unit head, the usual
@@ -114,8 +164,10 @@ def get_config(arg=None):
   # recipe: L2 weight decay from adapt.wd_grid and early stopping on 20% of the source
   # rows, (lr, wd) chosen on the held-out source split. Off: plain Adam, lr grid only.
   config.source.regularised = arg.source_reg
-  grid = (1e-3, 3e-3) if arg.smoke else (3e-4, 1e-3, 3e-3)
-  config.source.lr_grid = grid  # selected on the held-out source split
+  grid = tuple(arg.lr_grid)
+  grids = _parse_grids(arg.grids)
+  # selected on the held-out source split (x adapt.wd_grid when regularised)
+  config.source.lr_grid = grids.get("source_only", {}).get("lr", grid)
 
   config.adapt = ml_collections.ConfigDict()
   config.adapt.lr_grid = grid  # every adaptation method's learning rates
@@ -134,7 +186,10 @@ def get_config(arg=None):
   # Fresh-student GST / linear GST / GOAT on it (Kumar et al.'s `retrain`): a new network
   # per round, L2 weight decay from wd_grid (tuned with the lr grid by the same rules),
   # early stopping on `holdout` of the round's pseudo-labelled rows every eval_every steps.
-  config.adapt.wd_grid = (1e-2,) if arg.smoke else (1e-3, 1e-2, 1e-1)
+  config.adapt.wd_grid = tuple(arg.wd_grid)
+  # Per-method overrides {method: {"lr": (...), "wd": (...)}} of lr_grid / wd_grid (the
+  # oracle falls back to the source model's grid); `pipeline.grid_of` resolves them.
+  config.adapt.grids = grids
   config.adapt.holdout = 0.2
   config.adapt.eval_every = 10 if arg.smoke else 20
   config.adapt.retrain_steps = arg.retrain_steps  # per round (like the source model's)
@@ -168,9 +223,7 @@ def get_config(arg=None):
   # Testing resume: stop after this phase (e.g. 'gst') as if killed. Kept in the study
   # group, which the workdir's resume check treats as bookkeeping (it changes no number).
   config.study.stop_after = arg.stop_after
-  unknown = set(config.methods) - {"source_only", "oracle", "target_st", "gst",
-                                    "gst_fresh", "gst_linear", "dann", "goat", "goat_fresh",
-                                    "ggf", "flowgda"}
+  unknown = set(config.methods) - set(_METHODS)
   if unknown or "source_only" not in config.methods:
     raise ValueError(f"config arg 'methods': unknown {sorted(unknown)} or no source_only "
                      "(every method starts from the source model)")

@@ -209,6 +209,39 @@ def test_bad_config_and_missing_data(tmp_path):
     experiment.train_and_evaluate(cfg, str(tmp_path / "never"))
 
 
+def test_per_method_grids_and_edge_picks():
+  from jaxpapers.papers.flowgda import pipeline  # pylint: disable=g-import-not-at-top
+  from jaxpapers.papers.flowgda import study  # pylint: disable=g-import-not-at-top
+  cfg = _config("lr_grid=1e-4+1e-3+1e-2,wd_grid=1e-3+1e-2+1e-1,"
+                "grids=source_only:1e-3+3e-2;gst_fresh:3e-4+3e-3:1e-2+1")
+  assert pipeline.grid_of(cfg, "ggf") == ((1e-4, 1e-3, 1e-2), ())
+  assert pipeline.grid_of(cfg, "source_only") == ((1e-3, 3e-2), ())
+  assert pipeline.grid_of(cfg, "oracle") == ((1e-3, 3e-2), ())  # the source recipe
+  assert pipeline.grid_of(cfg, "gst_fresh") == ((3e-4, 3e-3), (1e-2, 1.0))
+  assert pipeline.grid_of(cfg, "gst_linear") == ((1e-4, 1e-3, 1e-2), (1e-3, 1e-2, 1e-1))
+  lr, wd = pipeline.lanes_of(cfg, "gst_fresh")  # lr outer, wd inner
+  np.testing.assert_allclose(lr, [3e-4, 3e-4, 3e-3, 3e-3])
+  np.testing.assert_allclose(wd, [1e-2, 1, 1e-2, 1])
+  reg = _config("source_reg=true,wd_grid=1e-3+1e-1,grids=source_only:1e-3+3e-2")
+  assert pipeline.grid_of(reg, "source_only") == ((1e-3, 3e-2), (1e-3, 1e-1))
+  # picks: seed 0 inside, seed 1 at the lr top under [rv], seed 2 at the wd bottom
+  row = {"method": "gst_linear", "lr": [1e-3, 1e-3, 1e-3], "lr rv": [1e-3, 1e-2, 1e-3],
+         "wd": [1e-2, 1e-2, 1e-3], "wd rv": [1e-2, 1e-2, 1e-2]}
+  assert study._grid_row(cfg, row)["edge picks"] == 2
+  row = {"method": "no_anchor", "lr": [1e-3] * 3, "lr rv": [1e-4, 1e-3, 1e-3],
+         "wd": [0.0] * 3, "wd rv": [0.0] * 3}  # an ablation lane: FlowGDA's grid
+  assert study._grid_row(cfg, row)["edge picks"] == 1
+  # weight decay 0 (no penalty) closes its axis: a pick there is not an edge
+  cfg0 = _config("grids=gst_fresh:1e-4+1e-3+1e-2:0+1e-2+1")
+  row = {"method": "gst_fresh", "lr": [1e-3] * 3, "lr rv": [1e-3] * 3,
+         "wd": [0.0, 0.0, 1e-2], "wd rv": [1.0, 1e-2, 0.0]}
+  assert study._grid_row(cfg0, row)["edge picks"] == 1
+  for bad in ("grids=fancy:1e-3", "grids=gst:x", "grids=gst:0", "grids=gst:1:2:3",
+              "grids=gst_fresh:1e-3:-1"):
+    with pytest.raises(ValueError, match="grids"):
+      _config(bad)
+
+
 def test_flowgda_program_spread_over_devices_equals_one_device():
   # One study cell, FlowGDA with two ablation variants for 3 seeds (on 3 of the 8
   # forced devices) on a tiny 3-domain feature set: sharding.spread over seeds equals

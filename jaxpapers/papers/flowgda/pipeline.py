@@ -175,6 +175,31 @@ def _flowgda_weights(cfg, wanted):
 FIELDS = ("val", "test", "lr", "wd", "rv", "test_rv", "lr_rv", "wd_rv")
 
 
+def grid_of(cfg, method):
+  """(lr grid, weight-decay grid or ()) of a method: `adapt.grids[method]` over the shared
+  `adapt.lr_grid` / `adapt.wd_grid`; the source model's lr grid is `source.lr_grid`, the
+  oracle's (same recipe) falls back to it. Weight decay is tuned for the fresh-student
+  methods and for the regularised source model only."""
+  own = cfg.adapt.grids.get(method) or {}
+  base = cfg.source.lr_grid if method in ("source_only", "oracle") else cfg.adapt.lr_grid
+  if method == "oracle" and not own:
+    own = cfg.adapt.grids.get("source_only") or {}
+  lr = tuple(own.get("lr") or base)
+  tuned_wd = method in FRESH or (method == "source_only" and cfg.source.regularised)
+  wd = tuple(own.get("wd") or cfg.adapt.wd_grid) if tuned_wd else ()
+  return lr, wd
+
+
+def lanes_of(cfg, method):
+  """The (lr, wd) lanes of a method as two float32 arrays: every pair of its two grids
+  (lr outer), or its lr grid with wd None where weight decay is not tuned."""
+  lr, wd = grid_of(cfg, method)
+  if not wd:
+    return jnp.asarray(lr, jnp.float32), None
+  return (jnp.asarray([r for r in lr for _ in wd], jnp.float32),
+          jnp.asarray([w for _ in lr for w in wd], jnp.float32))
+
+
 def run(cfg, name, seeds, n_inter=None, methods=METHODS, variants=tuple(VARIANTS),
         log=print, resume=None, on_phase=None):
   """Returns {method or variant: {field: (S,) for field in FIELDS, "seconds"}}: per rule
@@ -191,10 +216,7 @@ def run(cfg, name, seeds, n_inter=None, methods=METHODS, variants=tuple(VARIANTS
   n_inter = cfg.data.n_inter if n_inter is None else n_inter
   tag = f"{name} D={n_inter + 2}"
   _, a, mask = load(cfg, name, seeds, n_inter)
-  lrs = jnp.asarray(cfg.adapt.lr_grid, jnp.float32)
-  # fresh-student methods: every (lr, weight decay) pair of the two grids
-  f_lrs = jnp.asarray([r for r in cfg.adapt.lr_grid for _ in cfg.adapt.wd_grid], jnp.float32)
-  f_wds = jnp.asarray([w for _ in cfg.adapt.lr_grid for w in cfg.adapt.wd_grid], jnp.float32)
+  lrs = lambda m: lanes_of(cfg, m)[0]  # noqa: E731  (per-method grids: `grid_of`)
   out = dict(resume["out"])
   keys = lambda m: jnp.stack([method_key(s, name, m) for s in seeds])  # noqa: E731
   hp = _hp(cfg)
@@ -209,7 +231,7 @@ def run(cfg, name, seeds, n_inter=None, methods=METHODS, variants=tuple(VARIANTS
   head_preds = _preds(lambda h, z: nets.head_logits(h, z, mask))
   y_val, y_test = np.asarray(a["y_val"])[:, None], np.asarray(a["y_test"])[:, None]
 
-  def record(method, preds, params, inputs, t0, grid=lrs, wds=None, src_score=None):
+  def record(method, preds, params, inputs, t0, grid, wds=None, src_score=None):
     """Scores every (seed, lane) model under both rules and keeps each rule's pick."""
     pv, _, pt, pu = (np.asarray(v) for v in preds(params, *inputs))  # _: source split
     # float32 like the checkpointed fields, so a resumed run reports identical numbers
@@ -229,6 +251,8 @@ def run(cfg, name, seeds, n_inter=None, methods=METHODS, variants=tuple(VARIANTS
                   "lr" + sfx: grid[idx], "wd" + sfx: wds[idx]})
     if src_score is not None:  # the source model's own pick: proxy accuracy reported
       res["val"] = val[rows, src_score.argmax(1)]
+    # every lane's scores (seeds x lanes): how flat a method's curve over its grid is
+    res["lanes"] = {"lr": grid, "wd": wds, "proxy": val, "rv": rscore, "test": test}
     res["seconds"] = time.perf_counter() - t0
     out[method] = res
     log(f"  {tag} {method:12s} target acc proxy {res['test'].mean():.3f} +- "
@@ -256,20 +280,18 @@ def run(cfg, name, seeds, n_inter=None, methods=METHODS, variants=tuple(VARIANTS
                         baselines.train_source, arch=arch, steps=cfg.source.steps,
                         batch=cfg.adapt.batch), (None, None, None, None, 0)),
                         (0, 0, 0, None, None)))
-  grid = jnp.asarray(cfg.source.lr_grid, jnp.float32)
   if src is None or todo("source_only"):
     t0 = time.perf_counter()
+    s_grid, s_wds = lanes_of(cfg, "source_only")
     if cfg.source.regularised:  # the fresh GST's recipe: L2 + early stopping
       reg_hp = dict(hp, retrain_steps=cfg.source.steps)
       f = _program(("source_reg", _static(reg_hp), _static(arch), in_dim),
                    lambda: seeds_program(jax.vmap(functools.partial(
                        _net_fit_fresh, hp=reg_hp, arch=arch, in_dim=in_dim),
                        (None, None, None, None, 0, 0)), (0, 0, 0, None, None, None)))
-      src_all = f(keys("source"), a["x"][:, 0], a["y"][:, 0], mask, f_lrs, f_wds)
-      s_grid, s_wds = f_lrs, f_wds
+      src_all = f(keys("source"), a["x"][:, 0], a["y"][:, 0], mask, s_grid, s_wds)
     else:
-      src_all, _ = src_fn(keys("source"), a["x"][:, 0], a["y"][:, 0], mask, grid)
-      s_grid, s_wds = grid, None
+      src_all, _ = src_fn(keys("source"), a["x"][:, 0], a["y"][:, 0], mask, s_grid)
     sval = np.asarray(vacc(src_all, a["x_src_val"], a["y_src_val"]))
     idx = jnp.asarray(sval.argmax(1))
     # Both rules keep this pick (the only labeled data is the source's).
@@ -283,9 +305,10 @@ def run(cfg, name, seeds, n_inter=None, methods=METHODS, variants=tuple(VARIANTS
     t0 = time.perf_counter()
     n_fit = int(0.8 * a["x"].shape[2])
     x_t, y_t = a["x"][:, -1], a["y"][:, -1]
-    o_all, _ = src_fn(keys("oracle"), x_t[:, :n_fit], y_t[:, :n_fit], mask, grid)
+    o_grid = lrs("oracle")
+    o_all, _ = src_fn(keys("oracle"), x_t[:, :n_fit], y_t[:, :n_fit], mask, o_grid)
     oval = np.asarray(vacc(o_all, x_t[:, n_fit:], y_t[:, n_fit:]))
-    record("oracle", net_preds, o_all, x_in, t0, grid, src_score=oval)
+    record("oracle", net_preds, o_all, x_in, t0, o_grid, src_score=oval)
     _call(on_phase, "oracle", src, out)
 
   # Full-network methods start from the selected source model. Both continued-teacher
@@ -298,8 +321,8 @@ def run(cfg, name, seeds, n_inter=None, methods=METHODS, variants=tuple(VARIANTS
   for m in ("target_st", "gst"):
     if todo(m, m in methods):
       t0 = time.perf_counter()
-      params = st(keys(m), src, seqs[m], mask, lrs)
-      record(m, net_preds, params, x_in, t0)
+      params = st(keys(m), src, seqs[m], mask, lrs(m))
+      record(m, net_preds, params, x_in, t0, lrs(m))
       _call(on_phase, m, src, out)
   fresh = {  # fresh-student methods: (program key, one lane over (lr, weight decay))
       "gst_fresh": (("gst_fresh", hps, _static(arch), in_dim), functools.partial(
@@ -312,6 +335,7 @@ def run(cfg, name, seeds, n_inter=None, methods=METHODS, variants=tuple(VARIANTS
       f = _program(key, lambda lane=lane: seeds_program(
           jax.vmap(lane, (None, None, None, None, None, 0, 0)),
           (0, 0, 0, 0, None, None, None)))
+      f_lrs, f_wds = lanes_of(cfg, m)
       params = f(keys(m), a["x"][:, 0], a["y"][:, 0], a["x"][:, 1:], mask, f_lrs, f_wds)
       record(m, net_preds, params, x_in, t0, f_lrs, f_wds)
       _call(on_phase, m, src, out)
@@ -320,8 +344,8 @@ def run(cfg, name, seeds, n_inter=None, methods=METHODS, variants=tuple(VARIANTS
     f = _program(("dann", hps), lambda: seeds_program(jax.vmap(
         functools.partial(baselines.dann, hp=hp), (None, None, None, None, None, 0)),
         (0, 0, 0, 0, None, None)))
-    params = f(keys("dann"), src, a["x"], a["y"][:, 0], mask, lrs)
-    record("dann", net_preds, params, x_in, t0)
+    params = f(keys("dann"), src, a["x"], a["y"][:, 0], mask, lrs("dann"))
+    record("dann", net_preds, params, x_in, t0, lrs("dann"))
     _call(on_phase, "dann", src, out)
 
   # Feature-space methods: frozen source encoder, adapted head.
@@ -337,14 +361,15 @@ def run(cfg, name, seeds, n_inter=None, methods=METHODS, variants=tuple(VARIANTS
     f = _program(("goat", hps), lambda: seeds_program(jax.vmap(
         functools.partial(baselines.goat, hp=hp), (None, None, None, None, 0)),
         (0, 0, 0, None, None)))
-    heads = f(keys("goat"), src["head"], z, mask, lrs)
-    record("goat", head_preds, heads, z_in, t0)
+    heads = f(keys("goat"), src["head"], z, mask, lrs("goat"))
+    record("goat", head_preds, heads, z_in, t0, lrs("goat"))
     _call(on_phase, "goat", src, out)
   if todo("goat_fresh", "goat_fresh" in methods):
     t0 = time.perf_counter()
     f = _program(("goat_fresh", hps), lambda: seeds_program(jax.vmap(
         functools.partial(baselines.goat_fresh, hp=hp), (None, None, None, None, None, 0, 0)),
         (0, 0, 0, 0, None, None, None)))
+    f_lrs, f_wds = lanes_of(cfg, "goat_fresh")
     heads = f(keys("goat_fresh"), src["head"], z, a["y"][:, 0], mask, f_lrs, f_wds)
     record("goat_fresh", head_preds, heads, z_in, t0, f_lrs, f_wds)
     _call(on_phase, "goat_fresh", src, out)
@@ -353,8 +378,8 @@ def run(cfg, name, seeds, n_inter=None, methods=METHODS, variants=tuple(VARIANTS
     f = _program(("ggf", hps), lambda: seeds_program(jax.vmap(
         functools.partial(baselines.ggf, hp=hp), (None, None, None, None, None, None, 0)),
         (0, 0, 0, 0, 0, None, None)))
-    heads = f(keys("ggf"), src["head"], zn, a["y"][:, 0], (mean, std), mask, lrs)
-    record("ggf", head_preds, heads, z_in, t0)
+    heads = f(keys("ggf"), src["head"], zn, a["y"][:, 0], (mean, std), mask, lrs("ggf"))
+    record("ggf", head_preds, heads, z_in, t0, lrs("ggf"))
     _call(on_phase, "ggf", src, out)
 
   wanted = [v for v in VARIANTS if v in variants] if "flowgda" in methods else []
@@ -370,10 +395,10 @@ def run(cfg, name, seeds, n_inter=None, methods=METHODS, variants=tuple(VARIANTS
     f = _program(("flowgda", _static(fhp), static["n_int"], static["steps_per_int"],
                   static["batch"]), lambda: flowgda_program(**static))
     heads, hist = f(keys("flowgda"), zn, a["y"][:, 0], src["head"], (mean, std), mask,
-                    _flowgda_weights(cfg, wanted), lrs)
+                    _flowgda_weights(cfg, wanted), lrs("flowgda"))
     for i, v in enumerate(wanted):  # rows: seeds x variants
       hv = jax.tree.map(lambda h: h[:, i], heads)  # noqa: B023
-      record(v, head_preds, hv, z_in, t0)
+      record(v, head_preds, hv, z_in, t0, lrs("flowgda"))
       out[v]["flow_loss"] = {k: float(np.asarray(x[:, i]).mean()) for k, x in hist.items()}
     _call(on_phase, "flowgda", src, out)
   return out

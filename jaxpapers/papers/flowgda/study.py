@@ -100,6 +100,53 @@ def _pivot(rows, benches, methods, labels, d, rule):
   return out
 
 
+def _grid_row(config, row):
+  """Adds the method's grids to a result row and whether every pick (per seed, both
+  rules) lies strictly inside them (DONE.md: an edge pick is not a choice)."""
+  m = row["method"] if row["method"] in pipeline.METHODS else "flowgda"
+  lr, wd = pipeline.grid_of(config, m)
+  row["lr grid"], row["wd grid"] = list(lr), list(wd)
+  edges = []
+  for name, grid in (("lr", lr), ("wd", wd)):
+    if len(grid) < 2:
+      continue
+    for key in (name, name + " rv"):
+      lo, hi = min(grid), max(grid)
+      # weight decay 0 (no penalty) is the closed end of its axis, not an edge
+      edges += [v for v in row[key] if (lo > 0 and np.isclose(v, lo, rtol=1e-3)) or
+                np.isclose(v, hi, rtol=1e-3)]
+  row["edge picks"] = len(edges)
+  return row
+
+
+def _lanes(res):
+  """Per-lane mean over seeds of each score (JSON rows): the curve over the grid."""
+  lanes = res.get("lanes")
+  if lanes is None:
+    return {}
+  mean = lambda k: [round(float(v), 4) for v in np.asarray(lanes[k]).mean(0)]  # noqa: E731
+  return {"lane lr": [float(f"{v:.1e}") for v in np.asarray(lanes["lr"])],
+          "lane wd": [float(f"{v:.1e}") for v in np.asarray(lanes["wd"])],
+          "lane proxy": mean("proxy"), "lane rv": mean("rv"), "lane test": mean("test")}
+
+
+def _picks_table(rows, d, labels):
+  out = []
+  for r in rows:
+    if r["D"] != d:
+      continue
+    fmt = lambda v: "/".join(f"{x:.0e}" for x in v)  # noqa: E731
+    out.append({"benchmark": r["benchmark"],
+                "method": labels.get(r["method"], ABLATION_LABELS.get(r["method"],
+                                                                      r["method"])),
+                "lr grid": fmt(r["lr grid"]), "wd grid": fmt(r["wd grid"]) or "-",
+                "lr [proxy]": fmt(r["lr"]), "lr [rv]": fmt(r["lr rv"]),
+                "wd [proxy]": fmt(r["wd"]) if r["wd grid"] else "-",
+                "wd [rv]": fmt(r["wd rv"]) if r["wd grid"] else "-",
+                "edge picks": r["edge picks"]})
+  return out
+
+
 def run_study(config, workdir: str) -> list[dict]:
   metrics_lib.write_config(workdir, config)
   commit = study_lib.git_commit(paths=experiment.PATHS)  # stamped before anything runs
@@ -121,7 +168,9 @@ def run_study(config, workdir: str) -> list[dict]:
     benches.append(bench)
     for r in experiment.RESULTS:
       if r in out:
-        rows.append(experiment.result_row(bench, r, out[r], config.data.n_inter))
+        rows.append(_grid_row(config, experiment.result_row(bench, r, out[r],
+                                                            config.data.n_inter)))
+        rows[-1].update(_lanes(out[r]))
         writer.write(len(rows), {"target_acc": rows[-1]["target acc"],
                                  "std": rows[-1]["std"]}, split=f"study/{bench}/{r}")
   sens_benches = [b for b in config.study.sensitivity_benchmarks if b in benches]
@@ -134,7 +183,7 @@ def run_study(config, workdir: str) -> list[dict]:
                   methods=("source_only",) + tuple(config.study.sensitivity_methods),
                   variants=("flowgda",))
       for r in ("source_only",) + tuple(config.study.sensitivity_methods):
-        rows.append(experiment.result_row(bench, r, out[r], k))
+        rows.append(_grid_row(config, experiment.result_row(bench, r, out[r], k)))
   wall = time.perf_counter() - start
 
   labels = dict(pipeline.LABELS)
@@ -142,8 +191,9 @@ def run_study(config, workdir: str) -> list[dict]:
   head = (f"FlowGDA study (commit {commit}); seeds {seeds}; D = {d_main} domains "
           f"(source, {config.data.n_inter} intermediate, target), {config.data.n} points "
           f"per domain; learning rate per seed and method from {tuple(a.lr_grid)} (x weight "
-          f"decay {tuple(a.wd_grid)} for the fresh-student methods), chosen by each of two "
-          f"rules, named in every table: [proxy] = {pipeline.RULES['proxy']}; [rv] = "
+          f"decay {tuple(a.wd_grid)} for the fresh-student methods; per-method grids in "
+          f"the picks table where they differ), chosen by each of two rules, named in every "
+          f"table: [proxy] = {pipeline.RULES['proxy']}; [rv] = "
           f"{pipeline.RULES['rv']}; the shared source model is chosen on the held-out "
           f"source split; target test accuracy, mean ± std over seeds; encoder "
           f"{_encoder(config)}; wall {wall:.0f} s (this invocation; cells restored from "
@@ -171,6 +221,10 @@ def run_study(config, workdir: str) -> list[dict]:
     if sens:
       md += (f"\n### Sensitivity to the number of intermediate domains, selection "
              f"[{rule}]\n\n" + study_lib.markdown_table(sens))
+  md += ("\n### Picks per seed (both rules) and their grids; 'edge picks' counts the "
+         "picks on a grid's end (seeds x rules x hyper-parameters; weight decay 0 is the "
+         "closed end of its axis, not counted)\n\n"
+         + study_lib.markdown_table(_picks_table(rows, d_main, labels)))
   if "rot_mnist" in benches:
     md += ("\n### Published numbers on rotating MNIST (NOT OURS: the authors' protocol "
            "and sizes, copied for scale)\n\n" + study_lib.markdown_table(
