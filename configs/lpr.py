@@ -65,7 +65,7 @@ def get_config(arg=None):
       ablation_kinds=("ae",), layer_rules=("none", "all", "encoder", "decoder", "each"),
       pca_k=1, pca_frac=0.0, code_frac=0.0, code_select=False,
       select_archs=("linear", "deep", "wide"), select_extend=True, select_steps=0,
-      select_lrs=(3e-4, 1e-3, 3e-3),
+      select_lrs=(3e-4, 1e-3, 3e-3), select_lpr=True,
       plan_sets=14, plan_train=2800, plan_test=1200, plan_dim=64,
       parts=("main", "bits", "layers"))
   config = ml_collections.ConfigDict()
@@ -112,6 +112,10 @@ def get_config(arg=None):
       # family then trains each set at its pick. 0: optim.steps and optim.lr for all.
       select_steps=arg.select_steps,
       select_lrs=arg.select_lrs,
+      # with select_steps > 0 and the AE in `kinds`: the AE with LPR chooses its own steps
+      # and rate by the same rule at the same pick (issue 50, tenth pass); false: it
+      # trains at the plain AE's (the eighth and ninth passes' tables)
+      select_lpr=arg.select_lpr,
       mem_size=50,                # MemAE memory items
       noise_std=0.2,              # DAE corruption (standardized units)
       kl_weight=1.0,              # VAE beta

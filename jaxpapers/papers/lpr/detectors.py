@@ -14,14 +14,16 @@ the same few labeled anomalies (unlabeled rows act as normal); the MLP uses all 
 labels with a class-balanced BCE.
 
 Training: Adam(W) on i.i.d. minibatches, the whole run is one `lax.scan`; `fit` vmaps it
-over (dataset, seed, bits) triples of zero-padded datasets and splits them over the
-devices (`core.sharding.spread`), so "all datasets x 5 seeds x {no LPR, LPR}" (or a
-bit-width sweep) is one compiled program per detector.
+over one dataset's (seed, bits) runs at that dataset's own shapes and splits them over
+the devices (`core.sharding.spread`), so "5 seeds x {no LPR, LPR}" (or a bit-width
+sweep) of a set is one compiled program, and a set's numbers do not depend on which
+other sets the call holds (issue 50, tenth pass).
 """
 from __future__ import annotations
 
 import dataclasses
 import functools
+import hashlib
 import zlib
 
 import jax
@@ -401,17 +403,16 @@ def _compiled(cfg: DetectorConfig, dim: int, opt_level: int):
                          compiler_options={"xla_backend_optimization_level": opt_level})
 
 
-# Kinds whose float32 results depend on the program's shapes beyond float round-off.
-# MemAE (issue 50): XLA compiles its backward differently for 70 runs than for 10 or 20,
-# and for a set zero-padded to a wider one (wbc, 30 features, padded to 64), so the
-# gradients differ in the last bits; 400 steps through the attention's hard threshold
-# grow that into different trainings (optdigits' MemAE AUROC moved by up to 11 points
-# between the study's 7-set program and the set alone, wbc's by 3.4 after the
-# shrinkage fix). The AE, VAE and DAE keep their AUROCs under both (tests: AE, DAE;
-# the issue-50 review: AE, VAE in the study's programs). So each MemAE run is its own
-# program at its dataset's own shapes (not spread over devices): its numbers are a
-# function of (dataset, seed, bits) only.
+# Kinds whose runs go one per program call. MemAE (issue 50): XLA compiles its backward
+# differently for 70 vmapped runs than for 10 or 20, so the gradients differ in the last
+# bits and 400 steps through the attention's hard threshold grow that into different
+# trainings (optdigits' MemAE AUROC moved by up to 11 points between the study's 7-set
+# program and the set alone). So each MemAE run is its own program: its numbers do not
+# depend on how many runs of its set a call asks for.
 OWN_PROGRAM_KINDS = ("memae",)
+# Fields of a `pad_stack` that are per-dataset settings, not data: a set's entries with
+# other codes or rates share one program (they have the same shapes).
+SETTINGS = ("code_n", "lr")
 
 
 def _own_shapes(stacked, j: int):
@@ -428,29 +429,69 @@ def _own_shapes(stacked, j: int):
   return {k: np.asarray(v)[sl[k]] for k, v in stacked.items()}
 
 
+def _digest(own) -> str:
+  """Identity of a dataset's data (not its code or rate): shapes and bytes of its arrays."""
+  h = hashlib.sha1()
+  for k in sorted(own):
+    if k not in SETTINGS:
+      a = np.ascontiguousarray(own[k])
+      h.update(f"{k}{a.shape}{a.dtype}".encode())
+      h.update(a.tobytes())
+  return h.hexdigest()
+
+
+def program_groups(stacked, ds_idx) -> list:
+  """The program calls `fit` makes: [(dataset indices, run indices)], one per distinct
+  dataset (entries of one set with other `code_n`/`lr` are the same dataset), in order
+  of first appearance."""
+  ds_idx = np.asarray(ds_idx)
+  groups = {}
+  for j in dict.fromkeys(int(j) for j in ds_idx):
+    groups.setdefault(_digest(_own_shapes(stacked, j)), []).append(j)
+  return [(js, np.flatnonzero(np.isin(ds_idx, js))) for js in groups.values()]
+
+
 def fit(cfg: DetectorConfig, stacked, ds_idx, seeds, bits, opt_level: int = -1):
-  """Trains one run per (ds_idx[i], seeds[i], bits[i]) in a single vmapped program.
+  """Trains one run per (ds_idx[i], seeds[i], bits[i]); a vmapped program per dataset.
 
   `stacked` comes from `pad_stack`; `bits[i] <= 0` means no LPR. Returns per-run test
   scores [R, M] (padded rows are meaningless), AUROC [R], training losses [R, steps] and,
   with `cfg.eval_steps`, `auroc_at` [R, len(eval_steps)] (the AUROC after those steps).
-  The runs are split over every device (one device: the plain `jax.vmap`), the
-  datasets replicated; kinds in `OWN_PROGRAM_KINDS` run one run per program call, on
-  its dataset unpadded. `opt_level` >= 0 sets XLA's backend optimization level (-1:
-  XLA's default).
+
+  Padding invariance (issue 50, tenth pass): each dataset's runs are one program at the
+  dataset's OWN shapes (rows, test rows, features; no padding), vmapped over that
+  dataset's runs only (its seeds x bits, and in `selection.py` its codes or rates), so a
+  set's numbers are a function of (set, seeds, bits, config) alone, bit for bit, whatever
+  else the stack holds. (Before, every set was zero-padded to the widest in the stack:
+  the same model, but float round-off in the padded reductions differs, and training at
+  lr 1e-2 grew it to 1.9 AUROC points per seed on ionosphere beside 64-wide optdigits.)
+  Within a call the runs are split over every device (one device: the plain `jax.vmap`);
+  kinds in `OWN_PROGRAM_KINDS` go one run per call. `opt_level` >= 0 sets XLA's backend
+  optimization level (-1: XLA's default).
   """
   seeds = np.asarray(seeds)
+  ds_idx = np.asarray(ds_idx)
   rngs = jax.vmap(jax.random.key)(jnp.asarray(seeds))
   bits = jnp.asarray(bits, jnp.float32)
-  if cfg.kind not in OWN_PROGRAM_KINDS:
-    fn = _compiled(cfg, int(stacked["x_train"].shape[-1]), opt_level)
-    return fn(rngs, bits, jnp.asarray(ds_idx, jnp.int32), jax.tree.map(jnp.asarray, stacked))
-  m_all, outs, own = stacked["x_test"].shape[1], [], {}
-  for i, j in enumerate(np.asarray(ds_idx)):
-    if j not in own:
-      own[j] = jax.tree.map(jnp.asarray, _own_shapes(stacked, int(j)))
-    fn = _compiled(cfg, int(own[j]["x_train"].shape[-1]), opt_level)
-    out = fn(rngs[i:i + 1], bits[i:i + 1], jnp.zeros((1,), jnp.int32), own[j])
-    pad = m_all - out["scores"].shape[1]  # test rows back to the stack's padded count
-    outs.append({**out, "scores": jnp.pad(out["scores"], ((0, 0), (0, pad)))})
-  return jax.tree.map(lambda *a: jnp.concatenate(a), *outs)
+  m_all, outs = stacked["x_test"].shape[1], {}
+  for js, runs in program_groups(stacked, ds_idx):
+    parts = [_own_shapes(stacked, j) for j in js]
+    sub = jax.tree.map(lambda *a: jnp.asarray(np.concatenate(a)), *parts)
+    local = np.asarray([js.index(int(j)) for j in ds_idx[runs]], np.int32)
+    fn = _compiled(cfg, int(parts[0]["x_train"].shape[-1]), opt_level)
+    calls = [[r] for r in range(len(runs))] if cfg.kind in OWN_PROGRAM_KINDS else [
+        list(range(len(runs)))]
+    for c in calls:
+      if cfg.kind in OWN_PROGRAM_KINDS:  # a stack of its one dataset, as before
+        data, at = jax.tree.map(lambda a: a[local[c[0]]:local[c[0]] + 1], sub), [0]
+      else:
+        data, at = sub, local[c]
+      out = fn(rngs[runs[c]], bits[runs[c]], jnp.asarray(at, jnp.int32), data)
+      for k, v in out.items():
+        v = np.asarray(v)
+        if k == "scores":  # test rows back to the stack's padded count
+          v = np.pad(v, ((0, 0), (0, m_all - v.shape[1])))
+        if k not in outs:
+          outs[k] = np.zeros((len(ds_idx),) + v.shape[1:], v.dtype)
+        outs[k][runs[c]] = v
+  return outs

@@ -172,7 +172,10 @@ def compare(config, workdir, writer=None, data=None, stop_after: int | None = No
                                  f"{workdir}/code_selection_partial.json" if workdir
                                  else None, config.model.select_extend,
                                  max_steps=config.model.select_steps,
-                                 lrs=tuple(config.model.select_lrs)))
+                                 lrs=tuple(config.model.select_lrs),
+                                 lpr_bits=(float(config.lpr.bits)
+                                           if config.model.select_lpr and "ae" in kinds
+                                           else 0.0)))
     for r in selection.table(sel):
       print("selection (validation split of the training rows):", r, flush=True)
     for r in sel:
@@ -185,6 +188,8 @@ def compare(config, workdir, writer=None, data=None, stop_after: int | None = No
                 "(selection.LRS / selection.STEPS)", flush=True)
     for r in selection.training_table(sel):
       print("selection, training length:", r, flush=True)
+    for r in selection.training_table(sel, lpr=True):
+      print("selection, training length of the AE with LPR:", r, flush=True)
   units = [("deep", i, k) for i, k in enumerate(kinds)] + [
       ("classical", i, c) for i, c in enumerate(classical_names)]
   for u, (group, i, name) in enumerate(units):
@@ -253,28 +258,42 @@ def compare(config, workdir, writer=None, data=None, stop_after: int | None = No
 def _per_set_architectures(cfg, sel, data, config, seeds, bits_grid):
   """AUROC [sets, seeds, bits] and losses of an AE-family detector with each set's own
   capacity and code from `selection.select`, and, where the selection chose them, its
-  own steps and learning rate: one program per (capacity, steps) over its sets (a set's
-  numbers do not depend on which sets share its program: padding invariance). Losses
-  are padded to the longest training with each run's last loss."""
-  steps = [int(r.get("steps", config.optim.steps)) for r in sel]
+  own steps and learning rate: one program per (capacity, steps) and set (a set's
+  numbers do not depend on which sets share the call: `detectors.fit`). The plain AE
+  with LPR trains at its own steps and rate where the selection chose them
+  (`lpr_training`, tenth pass), so its two columns run apart; the other kinds run both
+  columns at the plain AE's pick. Losses are padded to the longest training with each
+  run's last loss."""
+  own = cfg.kind == "ae" and all("lpr_training" in r for r in sel)
+  columns = [[0], [1]] if own else [list(range(len(bits_grid)))]
+
+  def pick(r, col):
+    src = r["lpr_training"] if own and col == [1] else r
+    return int(src.get("steps", config.optim.steps)), src.get("lr")
+
+  steps = {(j, c[0]): pick(r, c)[0] for j, r in enumerate(sel) for c in columns}
   auc = np.zeros((len(data), len(seeds), len(bits_grid)), np.float32)
-  losses = np.zeros(auc.shape + (max(steps),), np.float32)
+  losses = np.zeros(auc.shape + (max(steps.values()),), np.float32)
   scores = np.zeros(auc.shape + (max(len(d.y_test) for d in data),), np.float32)
-  for arch in selection.ARCHS:
-    for n_steps in sorted(set(steps)):
-      idx = [j for j, r in enumerate(sel) if r["arch"] == arch and steps[j] == n_steps]
-      if not idx:
-        continue
-      sub = [data[j] for j in idx]
-      lr = [sel[j]["lr"] for j in idx] if "lr" in sel[idx[0]] else None
-      stacked = detectors.pad_stack(sub, visible_labels(cfg.kind, sub, config),
-                                    [sel[j]["code"] for j in idx], lr)
-      run_cfg = dataclasses.replace(selection.arch_config(cfg, arch), steps=n_steps)
-      auc[idx], loss, sc = run_grid(run_cfg, stacked, len(sub), seeds, bits_grid,
-                                    config.train.xla_opt_level)
-      losses[idx] = np.concatenate(
-          [loss, np.repeat(loss[..., -1:], max(steps) - n_steps, -1)], -1)
-      scores[idx, ..., :sc.shape[-1]] = sc
+  for col in columns:
+    for arch in selection.ARCHS:
+      for n_steps in sorted(set(steps.values())):
+        idx = [j for j, r in enumerate(sel)
+               if r["arch"] == arch and steps[(j, col[0])] == n_steps]
+        if not idx:
+          continue
+        sub = [data[j] for j in idx]
+        lr = [pick(sel[j], col)[1] for j in idx] if "lr" in sel[idx[0]] else None
+        stacked = detectors.pad_stack(sub, visible_labels(cfg.kind, sub, config),
+                                      [sel[j]["code"] for j in idx], lr)
+        run_cfg = dataclasses.replace(selection.arch_config(cfg, arch), steps=n_steps)
+        a, loss, sc = run_grid(run_cfg, stacked, len(sub), seeds,
+                               [bits_grid[c] for c in col], config.train.xla_opt_level)
+        ix = np.ix_(idx, range(len(seeds)), col)
+        auc[ix] = a
+        losses[ix] = np.concatenate(
+            [loss, np.repeat(loss[..., -1:], losses.shape[-1] - n_steps, -1)], -1)
+        scores[ix + (slice(0, sc.shape[-1]),)] = sc
   return auc, losses, scores
 
 
@@ -318,7 +337,9 @@ def _roc(y, s):
 def _header(config, title, wall, commit):
   steps = (f"{config.optim.steps} Adam steps" if not (
       config.model.code_select and config.model.select_steps) else
-      "AE family: per-set Adam steps and learning rate (validation rule), others "
+      "AE family: per-set Adam steps and learning rate (validation rule"
+      + ("; AE+LPR its own" if config.model.select_lpr and "ae" in config.model.kinds
+         else "") + "), others "
       f"{config.optim.steps} Adam steps")
   return (f"### {title}\n\nAUROC (%) on the test split, mean over {config.train.seeds} seeds "
           f"(deep models; IForest, CBLOF too), {steps}, LPR = "
@@ -370,6 +391,14 @@ def _main_tables(config, workdir, writer, data=None, stop_after=None) -> str | N
           "(capacity, code) pick: validation AUROC (%) after each snapshot, mean over "
           "seeds; [chosen]; the chosen rate's training loss (mean of the 50 minibatch "
           "losses before the snapshot) at the pick and at twice as many steps")
+    with open(f"{workdir}/code_selection.json") as f:
+      lpr_rows = selection.training_table(json.load(f), lpr=True)
+    if lpr_rows:
+      md += "\n" + study_lib.write_table(
+          workdir, "training_selection_lpr_table", lpr_rows, list(lpr_rows[0]),
+          "### The AE with LPR: its own Adam steps and learning rate by the same rule at "
+          "the same (capacity, code) pick (validation AUROC (%) of AE+LPR after each "
+          "snapshot, mean over seeds; [chosen])")
   if config.model.kinds:
     md += "\n" + study_lib.write_table(
         workdir, "paired_gains", report.paired_gains(results, names, config.model.kinds),

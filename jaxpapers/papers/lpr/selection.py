@@ -28,11 +28,14 @@ rule that never sees a test row:
 
 Then (`max_steps` > 0, `select_training`) each set's Adam steps and learning rate by the
 same rule at its (capacity, code) pick: snapshots 100, 200, 400, ... of one run per rate,
-both grids extended while the pick is on their edge.
+both grids extended while the pick is on their edge; with `lpr_bits`, the AE with LPR
+chooses its own steps and rate by the same rule at the same (capacity, code) pick.
 
-The AE's choice is used by the whole AE family (VAE, DAE, MemAE), with and without LPR.
-All (set, code, seed) validation runs are one vmapped program: each (set, code) pair is
-a stacked "dataset" with its own `code_n`.
+The AE's choice is used by the whole AE family (VAE, DAE, MemAE), with and without LPR,
+except the steps and rate of the AE with LPR where it chose its own (`lpr_training`).
+Each (set, code) pair is a stacked "dataset" with its own `code_n`; `detectors.fit`
+runs all of one set's entries and seeds as one program at the set's own shapes, so a
+set's validation AUROCs do not depend on which sets share the call.
 """
 from __future__ import annotations
 
@@ -103,7 +106,7 @@ def _rungs(archs, extend: bool) -> list:
 def select(cfg: detectors.DetectorConfig, data: list, seeds, keeps=None, seed: int = 0,
            opt_level: int = -1, archs=ARCHS, partial: str | None = None,
            extend: bool = False, fit=None, max_steps: int = 0,
-           lrs=(3e-4, 1e-3, 3e-3)) -> list:
+           lrs=(3e-4, 1e-3, 3e-3), lpr_bits: float = 0.0) -> list:
   """Per set: the AE's code size and PCA's k by the validation rule (module docstring).
 
   `archs`: the capacities searched for every set. `extend`: DONE.md's "extend the grid
@@ -116,6 +119,10 @@ def select(cfg: detectors.DetectorConfig, data: list, seeds, keeps=None, seed: i
   `fit`: `detectors.fit` (a test can wrap it). `max_steps` > 0: then each set's
   training length and learning rate by the same rule at its (capacity, code) pick
   (`select_training`, starting from snapshots up to `max_steps` and the rates `lrs`).
+  `lpr_bits` > 0 (with `max_steps`): the AE with LPR at that width chooses its own
+  steps and rate by the same rule at the same (capacity, code) pick (`lpr_training` in
+  each row; issue 50, tenth pass: the LPR gain depends on the training length, so
+  AE+LPR must not inherit the plain AE's early-stopped length).
 
   `cfg` is the plain AE of the study (its `latent` caps the grid; no LPR in the rule).
   `keeps`: the classical detectors' column masks (PCA sees the same columns as in the
@@ -183,6 +190,11 @@ def select(cfg: detectors.DetectorConfig, data: list, seeds, keeps=None, seed: i
   picks = [pick(j) for j in range(len(data))]
   trained = (select_training(cfg, vals, names, picks, seeds, max_steps, lrs, train, save,
                              fit, opt_level) if max_steps else [{}] * len(data))
+  if max_steps and lpr_bits > 0:
+    own = select_training(cfg, vals, names, picks, seeds, max_steps, lrs, train, save, fit,
+                          opt_level, bits=lpr_bits)
+    trained = [{**t, "lpr_training": {"bits": float(lpr_bits), **o}}
+               for t, o in zip(trained, own)]
   rows = []
   for j, d in enumerate(data):
     ae_val = {a: [auc[a][f"{names[j]}/{c}"] for c in grids[j]] for a in searched[j]}
@@ -213,7 +225,7 @@ LRS = (1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2)
 
 
 def select_training(cfg, vals, names, picks, seeds, max_steps: int, lrs, train: dict,
-                    save, fit, opt_level: int = -1) -> list:
+                    save, fit, opt_level: int = -1, bits: float = 0.0) -> list:
   """Per set: Adam steps and learning rate by the validation rule, at its (capacity,
   code) pick.
 
@@ -230,7 +242,8 @@ def select_training(cfg, vals, names, picks, seeds, max_steps: int, lrs, train: 
   writes it after each program: the selection resumes). Returns one dict per set:
   `steps`, `lr`, the grids and validation AUROCs (`train_val`: {lr: [per snapshot]}),
   the training loss per snapshot (`train_loss`: mean over seeds of the minibatch loss
-  over the 50 steps before it) and the edge flags.
+  over the 50 steps before it) and the edge flags. `bits` > 0: the same for the AE with
+  LPR at that width (its runs keyed apart from the plain AE's).
   """
   bad = [r for r in lrs if r not in LRS]
   if bad or not lrs or max_steps not in STEPS:
@@ -241,7 +254,7 @@ def select_training(cfg, vals, names, picks, seeds, max_steps: int, lrs, train: 
 
   def tkey(j, lr, steps):
     arch, code = picks[j]
-    return f"{names[j]}/{arch}/{code}/{lr:g}/{steps}"
+    return f"{names[j]}/{arch}/{code}/{lr:g}/{steps}" + (f"/lpr{bits:g}" if bits else "")
 
   def choose(j):
     snaps = [s for s in STEPS if s <= top[j]]
@@ -261,7 +274,7 @@ def select_training(cfg, vals, names, picks, seeds, max_steps: int, lrs, train: 
       ds, sd = [a.ravel() for a in np.meshgrid(np.arange(len(group)), np.asarray(seeds),
                                                indexing="ij")]
       run_cfg = dataclasses.replace(arch_config(cfg, arch), steps=steps, eval_steps=snaps)
-      out = fit(run_cfg, stacked, ds, sd, np.zeros(len(ds)), opt_level)
+      out = fit(run_cfg, stacked, ds, sd, np.full(len(ds), float(bits)), opt_level)
       val = np.concatenate([np.asarray(out["auroc_at"]).reshape(len(ds), -1),
                             np.asarray(out["auroc"]).reshape(len(ds), 1)], 1)
       val = 100 * val.reshape(len(group), len(seeds), -1).mean(1)
@@ -319,14 +332,19 @@ def table(rows: list) -> list:
   return out
 
 
-def training_table(rows: list) -> list:
-  """Markdown rows of the training-length stage (rows without it are skipped): per
+def training_table(rows: list, lpr: bool = False) -> list:
+  """Markdown rows of the training-length stage (rows without it are skipped; `lpr`:
+  the AE with LPR's own stage, `lpr_training`, rows without it skipped): per
   learning rate searched, the validation AUROC after each snapshot, [chosen]; at the
   chosen rate, the validation AUROC's change over the next doubling and to the best
   longer run (<= 0 by the rule: the curve does not rise past the pick), and the
   training loss at the pick and at twice its steps."""
   out = []
   for r in rows:
+    if lpr:
+      if "lpr_training" not in r:
+        continue
+      r = {**r, **r["lpr_training"]}
     if "steps" not in r:
       continue
     row = {"dataset": r["dataset"], "pick": f"{r['arch']} {r['code']}",
