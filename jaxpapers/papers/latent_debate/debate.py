@@ -64,9 +64,10 @@ def evaluate(base_xN, att_xNxN, sup_xNxN, semantics: str = "dfquad", sweeps: int
   return s
 
 
-def n_arguments(n_layers: int) -> int:
-  """topic + (L + 1) layer arguments + 2L sublayer arguments."""
-  return 1 + (n_layers + 1) + 2 * n_layers
+def n_arguments(n_layers: int, children: int = 2) -> int:
+  """topic + (L + 1) layer arguments + `children` sublayer arguments per layer (2: the
+  attention and MLP sublayers; H + 1 with per-head arguments)."""
+  return 1 + (n_layers + 1) + children * n_layers
 
 
 def layer_values(dla_xA):
@@ -75,36 +76,45 @@ def layer_values(dla_xA):
   return jnp.concatenate([dla_xA[..., :1], comp.sum(-1)], -1)
 
 
-def build(dla_xA, temp: float, layer_mask=None):
+def build(dla_xA, temp: float, layer_mask=None, heads_xLxH=None):
   """(base, att, sup) of the debate graph of one or more statements.
 
   Argument order: 0 topic, 1..L+1 layer arguments (layer 0 = embedding), then the
   sublayers (attn_1, mlp_1, ..., attn_L, mlp_L). `layer_mask` (L + 1,) of 0/1 keeps only
   some layers' arguments (a removed layer's argument and its sublayers get base 0 and
-  no edges), for the layer-subset faithfulness test.
+  no edges), for the layer-subset faithfulness test. With `heads_xLxH` (..., L, H), the
+  per-head DLA (which adds up to each layer's attention DLA), each layer's children are
+  its H heads and its MLP (in that order) instead of its two sublayers.
   """
   dla_xA = jnp.asarray(dla_xA, jnp.float32)
   lead = dla_xA.shape[:-1]
   L = (dla_xA.shape[-1] - 1) // 2
   N = n_arguments(L)
   d_layer = layer_values(dla_xA)                                # (..., L + 1)
-  d_comp = dla_xA[..., 1:]                                      # (..., 2L)
+  if heads_xLxH is None:
+    children = dla_xA[..., 1:].reshape(lead + (L, 2))           # attn, mlp
+  else:
+    heads = jnp.asarray(heads_xLxH, jnp.float32)
+    children = jnp.concatenate([heads, dla_xA[..., 2::2, None]], -1)   # heads, mlp
+  C = children.shape[-1]
+  N = n_arguments(L, C)
+  d_comp = children.reshape(lead + (L * C,))                    # (..., C L)
   mask = jnp.ones(L + 1) if layer_mask is None else jnp.asarray(layer_mask, jnp.float32)
   mask = jnp.broadcast_to(mask, d_layer.shape)
-  comp_mask = jnp.repeat(mask[..., 1:], 2, axis=-1)
+  comp_mask = jnp.repeat(mask[..., 1:], C, axis=-1)
   base = jnp.concatenate([jnp.full(lead + (1,), 0.5),
                           jnp.tanh(jnp.abs(d_layer) / temp) * mask,
                           jnp.tanh(jnp.abs(d_comp) / temp) * comp_mask], -1)
   layer_idx = 1 + np.arange(L + 1)
-  comp_idx = 2 + L + np.arange(2 * L)
-  comp_parent = 2 + np.arange(2 * L) // 2                        # layer argument of l >= 1
+  comp_idx = 2 + L + np.arange(C * L)
+  comp_parent = 2 + np.arange(C * L) // C                        # layer argument of l >= 1
   att = jnp.zeros(lead + (N, N))
   sup = jnp.zeros(lead + (N, N))
   pos = (d_layer > 0) * mask
   neg = (d_layer < 0) * mask
   sup = sup.at[..., 0, layer_idx].set(pos)
   att = att.at[..., 0, layer_idx].set(neg)
-  agree = jnp.sign(d_comp) == jnp.sign(d_layer[..., 1:].repeat(2, -1))
+  agree = jnp.sign(d_comp) == jnp.sign(d_layer[..., 1:].repeat(C, -1))
   nz = (d_comp != 0) * comp_mask
   sup = sup.at[..., comp_parent, comp_idx].set(agree * nz)
   att = att.at[..., comp_parent, comp_idx].set((~agree) * nz)
@@ -112,21 +122,24 @@ def build(dla_xA, temp: float, layer_mask=None):
 
 
 @functools.partial(jax.jit, static_argnames=("semantics",))
-def _surrogate(dla_xA, temp, semantics, layer_mask):
-  base, att, sup = build(dla_xA, temp, layer_mask)
+def _surrogate(dla_xA, temp, semantics, layer_mask, heads):
+  base, att, sup = build(dla_xA, temp, layer_mask, heads)
   s = evaluate(base, att, sup, semantics, sweeps=3)
   return s[..., 0], s
 
 
-def surrogate(dla_xA, temp: float, semantics: str = "dfquad", layer_mask=None):
-  """(topic strength, all strengths) of the debate over `dla_xA` (..., 1 + 2L).
+def surrogate(dla_xA, temp: float, semantics: str = "dfquad", layer_mask=None,
+              heads_xLxH=None):
+  """(topic strength, all strengths) of the debate over `dla_xA` (..., 1 + 2L), with
+  per-head arguments when `heads_xLxH` is given (`build`).
 
   One compiled program per semantics and input shape (temp and mask are traced).
   """
   dla_xA = jnp.asarray(dla_xA, jnp.float32)
   L = (dla_xA.shape[-1] - 1) // 2
   mask = jnp.ones(L + 1) if layer_mask is None else jnp.asarray(layer_mask, jnp.float32)
-  return _surrogate(dla_xA, jnp.float32(temp), semantics, mask)
+  heads = None if heads_xLxH is None else jnp.asarray(heads_xLxH, jnp.float32)
+  return _surrogate(dla_xA, jnp.float32(temp), semantics, mask, heads)
 
 
 def verdict(topic_strength, tol: float = 1e-6):
@@ -179,3 +192,19 @@ def per_layer_disagreement(dla_NxA, strengths_NxN, answer_N) -> np.ndarray:
   d_layer = np.asarray(layer_values(jnp.asarray(dla)))
   sign_ans = np.where(np.asarray(answer_N) > 0, 1.0, -1.0)[:, None]
   return np.asarray(strengths_NxN)[:, 1:L + 2] * ((np.sign(d_layer) * sign_ans) < 0)
+
+
+def head_features(head_dla_NxLxH, answer_N, n_bins: int = 3) -> dict:
+  """Per depth bin: the share of the attention heads' |DLA| that pushes against the
+  model's answer (head-level disagreement), and the fraction of opposing heads."""
+  h = np.asarray(head_dla_NxLxH)
+  L = h.shape[1]
+  sign_ans = np.where(np.asarray(answer_N) > 0, 1.0, -1.0)[:, None, None]
+  opp = (np.sign(h) * sign_ans) < 0
+  out = {}
+  names = ["early", "middle", "late"] if n_bins == 3 else [f"bin{i}" for i in range(n_bins)]
+  for name, layers in zip(names, depth_bins(L, n_bins)):
+    hb, ob = np.abs(h[:, layers - 1]), opp[:, layers - 1]
+    out[f"head_disagree_{name}"] = (hb * ob).sum((1, 2)) / np.maximum(hb.sum((1, 2)), 1e-9)
+    out[f"head_oppose_frac_{name}"] = ob.mean((1, 2))
+  return out

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import time
 
 import jax
@@ -87,7 +88,8 @@ def train_and_evaluate(config, workdir: str) -> dict:
 DETECTORS = ("probability", "margin", "entropy", "linear probe", "error probe (logreg)",
              "MLP probe (SAPLMA)", "mass-mean probe", "CCS", "resampling (SelfCheck)",
              "mid-layer disagreement", "mid-layer lens disagreement",
-             "debate features (logreg)", "debate + probability (logreg)", "random")
+             "debate features (logreg)", "debate + probability (logreg)",
+             "mid-layer head disagreement", "debate + head features (logreg)", "random")
 DEBATE = ("mid-layer disagreement", "debate features (logreg)")
 
 
@@ -110,6 +112,7 @@ def summarize(rows, family_names, n_layers, n_templates):
   add("model", "answers True (all)", "answer_true_rate")
   for sem in ("dfquad", "qe"):
     add("agreement", f"{sem}: all test statements", f"agree_{sem}")
+    add("agreement", f"{sem}: per-head debate, all test statements", f"agree_{sem}_heads")
     add("agreement", f"{sem}: share without verdict (tie at 0.5)", f"noverdict_{sem}")
     add("agreement", f"{sem}: share of True verdicts", f"verdict_true_{sem}")
     for fam in family_names:
@@ -125,6 +128,8 @@ def summarize(rows, family_names, n_layers, n_templates):
     add("detection AUROC", d, f"auroc/{d}")
   add("detection AUROC", "disagreement, early third", "auroc_disagree_early")
   add("detection AUROC", "disagreement, late third", "auroc_disagree_late")
+  add("detection AUROC", "head disagreement, early third", "auroc_head_disagree_early")
+  add("detection AUROC", "head disagreement, late third", "auroc_head_disagree_late")
   add("probes", "CCS truth accuracy (test)", "ccs_truth_acc_test")
   return table
 
@@ -143,14 +148,18 @@ def verdicts(table, command, commit) -> dict:
     v1 = "does not hold at our scale"
   mid = get["mid-layer disagreement"]
   early, late = get["disagreement, early third"], get["disagreement, late third"]
-  if mid["mean"] - mid["std"] > 0.5 and mid["mean"] >= 0.6:
+  # The random detector's AUROC over the same splits is the noise level a detector has
+  # to clear (few errors per test split), not just 0.5.
+  rnd = get["random"]
+  floor = max(0.5, rnd["mean"] + rnd["std"]) if np.isfinite(rnd["mean"]) else 0.5
+  if mid["mean"] - mid["std"] > floor and mid["mean"] >= 0.6:
     v2 = "holds" if mid["mean"] >= max(early["mean"], late["mean"]) else "partly"
-  elif mid["mean"] - mid["std"] > 0.5:
+  elif mid["mean"] - mid["std"] > floor:
     v2 = "partly"
   else:
     v2 = "does not hold at our scale"
   base = [d for d in DETECTORS if d not in DEBATE and "debate" not in d and d != "random"
-          and "lens" not in d]
+          and "lens" not in d and "disagree" not in d]
   best = max(base, key=lambda d: get[d]["mean"])
   ours = max(DEBATE, key=lambda d: get[d]["mean"])
   gap = get[ours]["mean"] - get[best]["mean"]
@@ -163,7 +172,8 @@ def verdicts(table, command, commit) -> dict:
                f"{f(maj)}", "verdict": v1},
       {"claim": "high disagreement in the middle layers is linked to hallucinations",
        "ours": f"AUROC of mid-layer disagreement for errors {f(mid)} (early third "
-               f"{f(early)}, late third {f(late)})", "verdict": v2},
+               f"{f(early)}, late third {f(late)}; random detector {f(rnd)})",
+       "verdict": v2},
       {"claim": "latent debate is a strong baseline for hallucination detection",
        "ours": f"best debate detector '{ours}' AUROC {f(get[ours])} vs best baseline "
                f"'{best}' {f(get[best])} (gap {gap:+.3f})", "verdict": v3}]}
@@ -232,6 +242,8 @@ def run_study(config, workdir: str):
     json.dump({"rows": rows, "selections": sel}, f, indent=1, default=str)
   plot(os.path.join(workdir, "latent_debate_study.png"), rows, table, L)
   command = "python launch/study.py --config=configs/latent_debate.py --workdir=..."
+  if sys.argv and sys.argv[0].endswith("study.py"):   # the command that ran it
+    command = "python " + " ".join(sys.argv)
   with open(os.path.join(workdir, "verdicts.json"), "w") as f:
     json.dump(verdicts(table, command, commit), f, indent=1)
   print(md, flush=True)

@@ -16,7 +16,7 @@ import time
 
 import numpy as np
 
-from jaxpapers.papers.latent_debate import lm as lm_lib
+from jaxpapers.papers.latent_debate import lm as lm_lib, statements
 
 
 def probe_layers(config, n_layers: int) -> tuple:
@@ -24,12 +24,26 @@ def probe_layers(config, n_layers: int) -> tuple:
                        for f in config.probe.depths}))
 
 
-def cache_key(lm, ss, n_templates: int, layers, batch: int, shots: int = 0) -> str:
+def shot_examples(config, ss):
+  """The few-shot examples: None (the fixed `lm.SHOTS`) or, with data.shot_source =
+  'family', examples from the study families' own generators, none of them a study
+  statement (`statements.family_examples`)."""
+  if config.data.shot_source == "fixed" or config.data.shots == 0:
+    return None
+  if config.data.csv:
+    raise ValueError("data.shot_source='family' needs generated families, not data.csv")
+  return statements.family_examples(tuple(config.data.families), config.data.shots,
+                                    exclude=ss.statements)
+
+
+def cache_key(lm, ss, n_templates: int, layers, batch: int, shots: int = 0,
+              examples=None) -> str:
   blob = {"lm": lm.name, "dims": [lm.cfg.dim, lm.cfg.n_layers],
           "statements": ss.statements, "templates": lm_lib.TEMPLATES[:n_templates],
           "layers": list(layers), "batch": batch}
   if shots:
-    blob["prefixes"] = [lm_lib.prefix_text(lm, t, shots) for t in range(n_templates)]
+    blob["prefixes"] = [lm_lib.prefix_text(lm, t, shots, examples)
+                        for t in range(n_templates)]
   blob = json.dumps(blob)
   return hashlib.sha1(blob.encode()).hexdigest()[:12]
 
@@ -40,7 +54,8 @@ def extract(config, lm, ss, workdir: str | None, log=print) -> dict:
   n_t = config.data.n_templates
   batch = config.run.batch
   shots = config.data.shots
-  key = cache_key(lm, ss, n_t, layers, batch, shots)
+  examples = shot_examples(config, ss)
+  key = cache_key(lm, ss, n_t, layers, batch, shots, examples)
   cache = os.path.join(workdir, "cache", key) if workdir else None
   if cache:
     os.makedirs(cache, exist_ok=True)
@@ -56,7 +71,7 @@ def extract(config, lm, ss, workdir: str | None, log=print) -> dict:
     full = t == 0
     # Each template has its own few-shot prefix (same shots, the template's wording).
     fns[t] = lm_lib.batched_decompose(lm, layers if full else (), contrast=full,
-                                      prefix=lm_lib.prefix_cache(lm, t, shots))
+                                      prefix=lm_lib.prefix_cache(lm, t, shots, examples))
     parts = []
     for c in range(n_chunks):
       path = os.path.join(cache, f"t{t}_c{c}.npz") if cache else None

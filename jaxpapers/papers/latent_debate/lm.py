@@ -108,18 +108,20 @@ def prompt_text(lm: LM, statement: str, template: int) -> str:
   return _turn(lm, TEMPLATES[template].format(s=statement))
 
 
-def prefix_text(lm: LM, template: int, shots: int) -> str:
-  """`shots` answered examples in the template's own wording (shared by every statement)."""
-  if not 0 <= shots <= len(SHOTS):
-    raise ValueError(f"shots={shots} outside 0..{len(SHOTS)}")
+def prefix_text(lm: LM, template: int, shots: int, examples=None) -> str:
+  """`shots` answered examples in the template's own wording (shared by every statement):
+  the first `shots` of `examples` ((statement, truth) pairs; default the fixed SHOTS)."""
+  examples = SHOTS if examples is None else tuple(examples)
+  if not 0 <= shots <= len(examples):
+    raise ValueError(f"shots={shots} outside 0..{len(examples)}")
   out = ""
-  for q, a in SHOTS[:shots]:
+  for q, a in examples[:shots]:
     ans = "True" if a else "False"
     out += _turn(lm, TEMPLATES[template].format(s=q)) + ans + ("<|im_end|>\n" if lm.chat else "\n")
   return out
 
 
-def prefix_cache(lm: LM, template: int, shots: int):
+def prefix_cache(lm: LM, template: int, shots: int, examples=None):
   """Keys/values (L, 1, P, K, D) of the few-shot prefix (one pass), or None for 0 shots.
 
   The question turn starts with a control token (chat) or a byte (tiny), so tokenizing
@@ -127,7 +129,7 @@ def prefix_cache(lm: LM, template: int, shots: int):
   """
   if shots == 0:
     return None
-  ids = jnp.asarray([lm.tok.encode(prefix_text(lm, template, shots))], jnp.int32)
+  ids = jnp.asarray([lm.tok.encode(prefix_text(lm, template, shots, examples))], jnp.int32)
   _, kv = llama.hidden(lm.params, ids, lm.cfg, keep_kv=True)
   return kv
 
@@ -147,7 +149,8 @@ def encode(lm: LM, statements, template: int, length: int | None = None):
 
 
 def _block(cfg, x_TxD, p, pos_T, prefix_kv=None):
-  """One llama block on one row; returns (x, attn_out, mlp_out, k, v).
+  """One llama block on one row; returns (x, attn_out, mlp_out, k, v, z), z the heads'
+  concatenated outputs before the output projection (attn_out = z @ o).
 
   With `prefix_kv` ((P, K, D) keys, values of a shared prefix at positions 0..P-1, and
   `pos_T` = P + 0..T-1) every token also attends to the whole prefix.
@@ -161,18 +164,19 @@ def _block(cfg, x_TxD, p, pos_T, prefix_kv=None):
   q = llama.rope(q, pos_T[None], cfg.rope_theta)
   k = llama.rope(k, pos_T[None], cfg.rope_theta)
   if prefix_kv is None:
-    a = llama.attention(q, k, v) @ p["o"]
+    z = llama.attention(q, k, v)
   else:
     P = prefix_kv[0].shape[0]
     kk = jnp.concatenate([prefix_kv[0][None], k], 1)
     vv = jnp.concatenate([prefix_kv[1][None], v], 1)
     mask = jnp.concatenate([jnp.ones((1, T, P), bool),
                             jnp.tril(jnp.ones((T, T), bool))[None]], -1)
-    a = llama.attention(q, kk, vv, mask) @ p["o"]
+    z = llama.attention(q, kk, vv, mask)
+  a = z @ p["o"]
   x = x + a
   h = llama.rms_norm(x, p["mlp_norm"], cfg.norm_eps)
   m = (jax.nn.silu(h @ p["gate"]) * (h @ p["up"])) @ p["down"]
-  return (x + m)[0], a[0], m[0], k[0], v[0]
+  return (x + m)[0], a[0], m[0], k[0], v[0], z[0]
 
 
 def decompose(params, tokens_T, last, true_id, false_id, cfg: llama.LlamaConfig,
@@ -182,10 +186,11 @@ def decompose(params, tokens_T, last, true_id, false_id, cfg: llama.LlamaConfig,
 
   Returns logit_true/false, entropy (full next-token distribution), dla (1 + 2L,):
   [embed, attn_1, mlp_1, ..., attn_L, mlp_L] contributions to logit_T - logit_F with
-  the final norm's scale frozen, lens (L + 1,): logit-lens difference after the
-  embedding and each layer, probe (P, D): residual after each layer in `probe_layers`
-  (layer L final-normed), and with `contrast` ccs (2, D): final hidden state of the
-  prompt + "True" and prompt + "False". `prefix` ((L, 1, P, K, D) keys and values,
+  the final norm's scale frozen, head_dla (L, H): each attention head's share of its
+  layer's attention contribution (through its slice of the output projection), lens
+  (L + 1,): logit-lens difference after the embedding and each layer, probe (P, D):
+  residual after each layer in `probe_layers` (layer L final-normed), and with `contrast`
+  ccs (2, D): final hidden state of the prompt + "True" and prompt + "False". `prefix` ((L, 1, P, K, D) keys and values,
   `prefix_cache`) is a shared few-shot prefix the row continues (the row's positions
   start at P); the arguments are still those of the row's last token.
   """
@@ -197,10 +202,10 @@ def decompose(params, tokens_T, last, true_id, false_id, cfg: llama.LlamaConfig,
 
   def body(x, layer):
     p, pkv = layer
-    x, a, m, k, v = _block(cfg, x, p, pos, pkv)
-    return x, (a[last], m[last], x[last], k, v)
+    x, a, m, k, v, z = _block(cfg, x, p, pos, pkv)
+    return x, (a[last], m[last], x[last], k, v, z[last])
 
-  xL, (a_LxD, m_LxD, res_LxD, k, v) = jax.lax.scan(body, x0, (params["blocks"], pre),
+  xL, (a_LxD, m_LxD, res_LxD, k, v, z_LxHD) = jax.lax.scan(body, x0, (params["blocks"], pre),
                                                    unroll=unroll)
   g = params["final_norm"]
   w_u = params["embed"].T if cfg.tie_embeddings else params["unembed"]
@@ -209,6 +214,12 @@ def decompose(params, tokens_T, last, true_id, false_id, cfg: llama.LlamaConfig,
   scale = jax.lax.rsqrt(jnp.mean(x_last * x_last) + cfg.norm_eps)
   parts = jnp.concatenate([x0[last][None], jnp.stack([a_LxD, m_LxD], 1).reshape(-1, cfg.dim)])
   dla = (parts * (scale * g)[None]) @ w_diff
+  # Per-head arguments: head h writes z_h @ o[h*hd:(h+1)*hd] into the residual stream;
+  # the heads of a layer add up to its attention sublayer.
+  L, H, hd = cfg.n_layers, cfg.n_heads, cfg.hd
+  o_LxHxhdxD = params["blocks"]["o"].reshape(L, H, hd, cfg.dim)
+  head_out = jnp.einsum("lhk,lhkd->lhd", z_LxHD.reshape(L, H, hd), o_LxHxhdxD)
+  head_dla = head_out @ (scale * g * w_diff)                  # (L, H)
   resid = jnp.concatenate([x0[last][None], res_LxD])          # (L + 1, D)
   lens = llama.rms_norm(resid, g, cfg.norm_eps) @ w_diff
   h_final = llama.rms_norm(x_last, g, cfg.norm_eps)
@@ -216,7 +227,7 @@ def decompose(params, tokens_T, last, true_id, false_id, cfg: llama.LlamaConfig,
   logp = jax.nn.log_softmax(logits)
   out = {"logit_true": logits[true_id], "logit_false": logits[false_id],
          "entropy": -jnp.sum(jnp.exp(logp) * logp), "dla": dla, "lens": lens,
-         "scale": scale}
+         "head_dla": head_dla, "scale": scale}
   if probe_layers:
     feats = [h_final if l == cfg.n_layers else resid[l] for l in probe_layers]
     out["probe"] = jnp.stack(feats)
