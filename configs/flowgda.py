@@ -24,7 +24,7 @@ a held-out sample of domain D-2); never target labels (except the oracle's own).
   python launch/plan.py --config=configs/flowgda.py:paper --devices=8 --platform=h100
 
 Expected: the tables in jaxpapers/papers/flowgda/README.md (the main study about 8 min,
-the rotating-MNIST study, per-method grids, about 14 min of one core). `:smoke` runs every method once at
+the rotating-MNIST study, per-method grids, about 16 min of one core). `:smoke` runs every method once at
 the smallest shapes, mostly XLA compilation.
 """
 import ml_collections
@@ -41,9 +41,10 @@ _WD6 = "0+1e-4+1e-3+1e-2+1e-1+1"
 _HEAD = "1e-5+3e-5+1e-4+3e-4+1e-3+3e-3+1e-2+3e-2"
 _ROT_GRIDS = ";".join([
     "source_only:1e-3+3e-3+1e-2+3e-2", "oracle:1e-3+3e-3+1e-2+3e-2",
-    # the first round's grid: the second round's 30 lanes (lr from 1e-4, wd from 0) ran
-    # past the 570 s a heavy job may take on one shared core (measured), so it stays
-    "gst_fresh:3e-4+1e-3+3e-3+1e-2:1e-4+1e-3+1e-2+1e-1+1",
+    # 30 lanes: past the 570 s a heavy job may take on one shared core in one piece, so
+    # the README's row ran as three lane chunks (lr 1e-4+3e-4, 1e-3+3e-3, 1e-2; each x
+    # every wd) merged by results/rot_mnist_gst_fresh.py
+    f"gst_fresh:1e-4+3e-4+1e-3+3e-3+1e-2:{_WD6}",
     f"gst_linear:3e-4+1e-3+3e-3+1e-2+3e-2+1e-1:{_WD6}",
     "dann:3e-4+1e-3+3e-3+1e-2+3e-2+1e-1",
     f"goat_fresh:1e-3+3e-3+1e-2+3e-2+1e-1+3e-1:{_WD6}",

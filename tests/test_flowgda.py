@@ -236,6 +236,22 @@ def test_per_method_grids_and_edge_picks():
   row = {"method": "gst_fresh", "lr": [1e-3] * 3, "lr rv": [1e-3] * 3,
          "wd": [0.0, 0.0, 1e-2], "wd rv": [1.0, 1e-2, 0.0]}
   assert study._grid_row(cfg0, row)["edge picks"] == 1
+  # lane chunks merged (results/rot_mnist_gst_fresh.py), in any order: the picks of the
+  # whole grid, ties to the earlier lane (lr outer); a missing lane is refused
+  # pylint: disable-next=g-import-not-at-top
+  from jaxpapers.papers.flowgda.results import rot_mnist_gst_fresh as chunks
+  lr, wd = (np.asarray(v) for v in pipeline.lanes_of(cfg0, "gst_fresh"))  # 3 x 3 lanes
+  rng = np.random.default_rng(0)
+  s = {k: rng.integers(0, 3, (3, 9)).astype(np.float32) for k in ("proxy", "rv", "test")}
+  perm = rng.permutation(9)
+  merged = chunks.select({"lr": lr[perm], "wd": wd[perm],
+                          **{k: v[:, perm] for k, v in s.items()}})
+  for rule, sfx in (("proxy", ""), ("rv", "_rv")):
+    whole = pipeline.pick(s[rule], s["test"], lr, wd)
+    for got, want in zip([merged[k + sfx] for k in ("test", "lr", "wd")], whole[1:]):
+      np.testing.assert_array_equal(got, want)
+  with pytest.raises(ValueError, match="cover"):
+    chunks.select({"lr": lr[1:], "wd": wd[1:], **{k: v[:, 1:] for k, v in s.items()}})
   for bad in ("grids=fancy:1e-3", "grids=gst:x", "grids=gst:0", "grids=gst:1:2:3",
               "grids=gst_fresh:1e-3:-1"):
     with pytest.raises(ValueError, match="grids"):

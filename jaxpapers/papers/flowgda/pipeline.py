@@ -200,6 +200,13 @@ def lanes_of(cfg, method):
           jnp.asarray([w for _ in lr for w in wd], jnp.float32))
 
 
+def pick(score, test, grid, wds):
+  """Per seed, the lane with the best score (seeds x lanes), the first one on ties (lanes
+  in `lanes_of` order, lr outer): its (score, target test accuracy, lr, weight decay)."""
+  rows, idx = np.arange(score.shape[0]), score.argmax(1)
+  return score[rows, idx], test[rows, idx], grid[idx], wds[idx]
+
+
 def run(cfg, name, seeds, n_inter=None, methods=METHODS, variants=tuple(VARIANTS),
         log=print, resume=None, on_phase=None):
   """Returns {method or variant: {field: (S,) for field in FIELDS, "seconds"}}: per rule
@@ -243,14 +250,12 @@ def run(cfg, name, seeds, n_inter=None, methods=METHODS, variants=tuple(VARIANTS
       rscore = np.asarray(src_score, np.float32)
     grid = np.asarray(grid, np.float32)
     wds = np.zeros_like(grid) if wds is None else np.asarray(wds, np.float32)
-    rows = np.arange(val.shape[0])
     res = {}
     for score, sfx in ((val if src_score is None else src_score, ""), (rscore, "_rv")):
-      idx = score.argmax(1)  # first best on ties
-      res.update({("val" if not sfx else "rv"): score[rows, idx], "test" + sfx: test[rows, idx],
-                  "lr" + sfx: grid[idx], "wd" + sfx: wds[idx]})
+      res.update(zip(("val" if not sfx else "rv", "test" + sfx, "lr" + sfx, "wd" + sfx),
+                     pick(score, test, grid, wds)))
     if src_score is not None:  # the source model's own pick: proxy accuracy reported
-      res["val"] = val[rows, src_score.argmax(1)]
+      res["val"] = val[np.arange(val.shape[0]), src_score.argmax(1)]
     # every lane's scores (seeds x lanes): how flat a method's curve over its grid is
     res["lanes"] = {"lr": grid, "wd": wds, "proxy": val, "rv": rscore, "test": test}
     res["seconds"] = time.perf_counter() - t0

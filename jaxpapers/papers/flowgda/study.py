@@ -249,6 +249,9 @@ def _plot(path, rows, benches, sens_benches, d_main, config):
   present = lambda ks: [k for k in ks if any(r["method"] == k for r in rows)]  # noqa: E731
   for ax, keys, title in ((axes[0], present(pipeline.METHODS), "methods"),
                           (axes[1], present(pipeline.VARIANTS), "FlowGDA ablations")):
+    if not keys:  # e.g. methods= without flowgda: no ablation lanes
+      ax.set_axis_off()
+      continue
     width = 0.8 / len(keys)
     for i, m in enumerate(keys):
       mean, err = [], []
