@@ -74,12 +74,58 @@ def test_mm1_sojourn_matches_closed_form():
   np.testing.assert_allclose(np.mean(w > 1e-4), 0.5, atol=0.04)
 
 
+def _mmc_tail(c, lam, x):
+  """Textbook M/M/c (mu = 1): P(wait > x) = C(c, a) exp(-(c - lam) x)."""
+  return _erlang_c(c, lam) * math.exp(-(c - lam) * x) if c > lam else 1.0
+
+
 def test_mmc_wait_matches_erlang_c():
   c, lam = 3, 2.1  # a = 2.1, rho = 0.7
   w = _mmc_waits(c, lam, seed=1)
   pw = _erlang_c(c, lam)
   np.testing.assert_allclose(np.mean(w > 1e-4), pw, atol=0.05)
   np.testing.assert_allclose(np.mean(w), pw / (c - lam), rtol=0.15)
+  # The wait tail the Erlang-C planner sizes by: P(wait > 1 s) = 0.200 here.
+  np.testing.assert_allclose(np.mean(w > 1.0), _mmc_tail(c, lam, 1.0), atol=0.04)
+  got = baselines.erlang_wait_tail(jnp.arange(1.0, 6.0), jnp.float32(lam), jnp.float32(1.0),
+                                   jnp.float32(1.0))
+  np.testing.assert_allclose(got, [_mmc_tail(k, lam, 1.0) for k in range(1, 6)], rtol=1e-4)
+
+
+def test_erlang_planner_sizes_an_mmc_pool_by_the_closed_form():
+  """The planner on the stream of test_mmc_wait_matches_erlang_c (Poisson 2.1/s, exp(1 s)
+  prefill, one request per batch: exactly M/M/c): c = the smallest with P(wait > TTFT
+  target - service) <= eps by the textbook formula, from the first observed interval on
+  (the rate forecast skips interval 0, which has observed nothing)."""
+  spec = sim.Spec(dt=0.25, ticks_per_epoch=20, window=64, max_prefill=8, max_decode=4,
+                  token_budget=1.0, p0=0.0, p1=1.0, p2=0.0, kv_bytes_per_token=0.0,
+                  transfer_latency=0.0, ttft_slo=2.0)  # x = 2 - 1 s = 1 s
+  lam = 2.1
+  eps = (0.25, 0.1, 0.01)
+  wants = [min(k for k in range(1, 9) if _mmc_tail(k, lam, 1.0) <= e) for e in eps]
+  ctrl = baselines.erlang(spec)
+  params = dict(headroom=jnp.ones(3), delay=jnp.zeros(3), eps=jnp.asarray(eps))
+  act = jax.jit(jax.vmap(ctrl.act, in_axes=(0, 0, None, None)))
+  cs = jax.vmap(ctrl.init)(params)
+  got = []
+  for e in range(4):
+    o = _obs(8, 0, 4, 0)
+    o.update(epoch=jnp.float32(e), arrivals=jnp.float32(lam * spec.epoch_s * (e > 0)),
+             arrived_tokens=jnp.float32(1000.0 * lam * spec.epoch_s * (e > 0)))
+    cs, tp, _, _ = act(params, cs, o, None)
+    got.append([int(t) for t in tp])
+  assert got[1:] == [wants] * 3, (got, wants)
+  assert wants == [3, 4, 5]  # by hand: P(wait > 1 s) = 0.200, 0.030, 0.004 at c = 3, 4, 5
+  # The decode miss probability's average over exponential outputs against Monte Carlo.
+  rng = np.random.default_rng(0)
+  y = rng.exponential(150.0, 400_000)  # output - 1
+  theta, b, t, cc = 0.05, 0.04, 0.5, 0.3
+  mc = cc * np.mean(np.exp(-theta * np.maximum(b * y - t, 0.0)))
+  short = math.exp(-t / (b * 150.0))
+  np.testing.assert_allclose(cc * (1 - short + short / (1 + theta * b * 150.0)), mc, rtol=0.01)
+  # No ready pod is drained below the plan while a pod of the pool is starting.
+  hr = lambda *a: int(baselines.hold_ready(*(jnp.int32(v) for v in a)))
+  assert hr(2, 2, 1) == 3 and hr(2, 3, 1) == 3 and hr(1, 3, 0) == 1 and hr(5, 2, 1) == 5
 
 
 def test_vectorised_erlang_c_matches_textbook():
@@ -317,10 +363,11 @@ def test_kpa_follows_knative_rules_on_a_hand_case():
   cs = ctrl.init(params)
   desired = []
   # Steady 4 in-flight prefill requests on 2 ready pods, then a spike to 20 (10x per pod).
+  act = jax.jit(ctrl.act)  # one compile instead of seven eager op-by-op calls
   for e, load in enumerate([4.0] * 3 + [20.0] + [4.0] * 3):
     o = _obs(2, 0, 2, 0)
     o.update(queue=jnp.float32(load), decoding=jnp.float32(20.0), epoch=jnp.float32(e))
-    cs, tp, td, _ = ctrl.act(params, cs, o, None)
+    cs, tp, td, _ = act(params, cs, o, None)
     desired.append((int(tp), int(td)))
   # Stable: ceil(4 / 2) = 2. Spike: panic desire ceil(20 / 2) = 10 >= 2 x 2 ready -> panic,
   # desired 10, and no scale-down while panicking (60 s): it stays 10 afterwards.

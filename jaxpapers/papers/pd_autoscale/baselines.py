@@ -17,10 +17,12 @@ grid) acting per pool every decision interval:
              per pod (or decode KV utilisation, or a waiting decode queue) exceed `hi`,
              -1 below `lo` = hi / 2, one action per pool per 30 s.
   static     fixed pool sizes (p, d).
-  erlang     M/M/c (Erlang-C) planner: the smallest c with P(wait > x) <= 1% at the
-             EMA-measured rate x headroom; prefill servers = pods at the mean prompt's
-             unbatched prefill time (x = TTFT target - service), decode servers = pods x
-             KV slots at the full-batch iteration time (x = TPOT slack x tokens).
+  erlang     M/M/c (Erlang-C) planner: per pool the smallest c with P(miss) <= 1% at the
+             window's forecast rate x headroom; prefill servers = pods at the mean
+             prompt's prefill time, P(wait > TTFT target - service); decode servers =
+             KV-limited token slots, P(wait > TPOT slack x (output - 1) - transfer)
+             averaged over exponential outputs; scale-down stabilisation window and no
+             ready pod drained while its replacement starts (see `erlang`).
   oracle     knows the future: sizes each pool at headroom x the fluid need (episode.
              fluid_demand with the full-batch decode iteration) over the next start-up
              delay + one interval, so pods are ready when the load arrives.
@@ -45,6 +47,25 @@ def prefill_inflight(obs):
 
 def decode_inflight(obs):
   return obs["dqueue"] + obs["decoding"]
+
+
+def hold_ready(plan, ready, starting):
+  """The pool target for a plan when starting pods count towards the pool but cannot be
+  cancelled (the simulator's, and the issue's, lifecycle rule): never drain a ready pod
+  below the plan while a replacement is still starting (target = starting + min(ready,
+  plan), or the plan when that is larger). Kubernetes gets the same effect by deleting
+  not-ready pods first on a scale-down; every reactive baseline (KPA, APA, threshold,
+  Erlang-C) uses it, as that guard: without it a plan that dips by one while a pod
+  starts drains a ready pod, and a pool can sit with no ready pod for up to a start-up
+  delay (seen on the Erlang-C planner: 30 s with no prefill pod ready)."""
+  keep = starting + jnp.minimum(ready, plan)
+  return jnp.maximum(plan, keep).astype(jnp.int32)
+
+
+def _guard(desired, obs):
+  """(prefill, decode) targets of a controller's desired pool sizes, `hold_ready` per pool."""
+  return (hold_ready(desired[0], obs["p_ready"], obs["p_starting"]),
+          hold_ready(desired[1], obs["d_ready"], obs["d_starting"]))
 
 
 # ---------------------------------------------------------------------------- KPA
@@ -89,7 +110,7 @@ def kpa(spec: sim.Spec, stable_s: float = 60.0, panic_threshold: float = 2.0,
     recent = jnp.arange(dmax)[None, :] >= dmax - jnp.maximum(delay, 1)[:, None]
     desired = jnp.max(jnp.where(recent, rec, 0), axis=1)
     cs = dict(hist=hist, n=n, panic=panic, maxpanic=maxpanic, rec=rec)
-    return cs, desired[0], desired[1], {}
+    return cs, *_guard(desired, obs), {}
 
   return episode.Controller("kpa", init, act)
 
@@ -121,7 +142,7 @@ def apa(spec: sim.Spec, up_tol: float = 0.1, down_tol: float = 0.2, max_up: floa
     down = (ratio < 1 - down_tol) & (want < act_i) & ~cool
     desired = jnp.where(up | down, want, act_i)
     last_up = jnp.where(up, e, cs["last_up"])
-    return dict(last_up=last_up), desired[0], desired[1], {}
+    return dict(last_up=last_up), *_guard(desired, obs), {}
 
   return episode.Controller("apa", init, act)
 
@@ -151,7 +172,7 @@ def threshold(spec: sim.Spec, cooldown_s: float = 30.0):
     step = jnp.where(ok & over, 1, jnp.where(ok & under, -1, 0))
     last = jnp.where(step != 0, e, cs["last"])
     desired = active + step
-    return dict(last=last), desired[0], desired[1], {}
+    return dict(last=last), *_guard(desired, obs), {}
 
   return episode.Controller("threshold", init, act)
 
@@ -190,55 +211,98 @@ def erlang_c_all(a, kmax: int):
   return jnp.where(rho < 1.0, jnp.clip(cc, 0.0, 1.0), 1.0)
 
 
+def erlang_wait_tail(c, lam, service, x):
+  """P(wait > x) in M/M/c: C(c, lam s) exp(-(c / s - lam) x), for c = 1..len(c) servers.
+
+  c: int array of server counts (1..), lam arrivals/s, service mean s, x >= 0 seconds."""
+  kmax = int(c.shape[0])
+  a = lam * service
+  cc = erlang_c_all(a, kmax)
+  return jnp.where(c > a, cc * jnp.exp(-jnp.maximum(c / service - lam, 0.0) * x), 1.0)
+
+
 def erlang(spec: sim.Spec, window_s: float = 60.0, eps: float = 0.01,
-           max_delay_s: float = 600.0):
+           max_delay_s: float = 600.0, prior_prompt: float = 1000.0,
+           prior_output: float = 200.0):
+  """The textbook M/M/c (Erlang-C) capacity planner, one queue per pool.
+
+  Forecast: the arrival rate, mean prompt and mean output over the last `window_s`
+  (a running mean over the intervals seen so far during the first window, then an EMA
+  with that horizon; interval 0 has no observation and is skipped). The forecast rate is
+  multiplied by `headroom` (tuned on validation).
+  Prefill: servers = pods, service = prefill(mean prompt) (a batch of one: at the
+  planned utilisation most batches hold one request), P(wait > TTFT target - service)
+  <= eps.
+  Decode: servers = KV-limited token slots, pods x floor(KV capacity / (mean prompt +
+  mean output)) (at most max_batch per pod), service = (output - 1) full-batch
+  iterations; a request of output o misses the TPOT target when its decode-queue wait
+  exceeds (TPOT target - iteration) (o - 1) - KV transfer. With M/M/c's exponential
+  service (o - 1 ~ Exp(mean output - 1)) the miss probability averages to
+      C(c, a) [1 - e^{-t/(bM)} + e^{-t/(bM)} / (1 + theta b M)],
+  b = TPOT target - iteration, M = mean output - 1, t = transfer, theta = c mu - lambda
+  (the exponential rate of the M/M/c wait tail); the smallest c with it <= eps.
+  Scale-down: the max plan over the last `delay` intervals (Kubernetes HPA's scale-down
+  stabilisation window; 0 = none) and `hold_ready` (no ready pod drained below the plan
+  while a pod of the pool is starting).
+  """
   alpha = min(spec.epoch_s / window_s, 1.0)
   kd = spec.max_decode * spec.max_batch
   dmax = max(int(round(max_delay_s / spec.epoch_s)), 1)
 
   def init(params):
     del params
-    return dict(lam=jnp.float32(0.0), prompt=jnp.float32(1000.0), out=jnp.float32(200.0),
-                n=jnp.int32(0), rec=jnp.zeros((2, dmax), jnp.int32))
+    return dict(lam=jnp.float32(0.0), prompt=jnp.float32(prior_prompt),
+                out=jnp.float32(prior_output), n=jnp.int32(0), npr=jnp.int32(0),
+                rec=jnp.zeros((2, dmax), jnp.int32))
 
-  def act(params, cs, obs, key):
-    del key
-    rate = obs["arrivals"] / spec.epoch_s
-    mp = jnp.where(obs["arrivals"] > 0, obs["arrived_tokens"] / jnp.maximum(obs["arrivals"], 1),
-                   cs["prompt"])
-    mo = jnp.where(obs["finished"] > 0, obs["out_tokens"] / jnp.maximum(obs["finished"], 1),
-                   cs["out"])
-    a1 = jnp.where(cs["n"] == 0, 1.0, alpha)
-    lam = (1 - a1) * cs["lam"] + a1 * rate
-    prompt = (1 - alpha) * cs["prompt"] + alpha * mp
-    out = (1 - alpha) * cs["out"] + alpha * mo
+  def plan(params, lam, prompt, out):
     lam_h = lam * params["headroom"]
     s_p = sim.prefill_s(spec, prompt)
     x_p = jnp.maximum(spec.ttft_slo - s_p, 0.0)
-    pods = jnp.arange(1, spec.max_prefill + 1)
-    cc = erlang_c_all(lam_h * s_p, spec.max_prefill)
-    tail = cc * jnp.exp(-jnp.maximum(pods / s_p - lam_h, 0.0) * x_p)
-    ok = (tail <= eps) & (pods > lam_h * s_p)
+    pods = jnp.arange(1, spec.max_prefill + 1, dtype=jnp.float32)
+    e = jnp.asarray(params.get("eps", eps), jnp.float32)  # a param only in the tests
+    ok = erlang_wait_tail(pods, lam_h, s_p, x_p) <= e
     cp = jnp.where(jnp.any(ok), jnp.argmax(ok) + 1, spec.max_prefill)
     slots = jnp.clip(jnp.floor(spec.kv_capacity / (prompt + out)), 1, spec.max_batch)
     tau = sim.decode_s(spec, slots * (prompt + 0.5 * out), slots)
-    s_d = jnp.maximum(out - 1.0, 1.0) * tau
-    x_d = jnp.maximum(spec.tpot_slo - tau, 0.0) * jnp.maximum(out - 1.0, 1.0)
+    m = jnp.maximum(out - 1.0, 1e-3)
+    s_d = m * tau
+    b = jnp.maximum(spec.tpot_slo - tau, 1e-6)
+    tr = prompt * spec.kv_bytes_per_token / spec.bandwidth + spec.transfer_latency
+    servers = jnp.arange(1, kd + 1, dtype=jnp.float32)
+    cc = erlang_c_all(lam_h * s_d, kd)
+    theta = jnp.maximum(servers / s_d - lam_h, 0.0)
+    short = jnp.exp(-tr / (b * m))  # P((o - 1) b > transfer)
+    miss = jnp.where(servers > lam_h * s_d,
+                     cc * (1.0 - short + short / (1.0 + theta * b * m)), 1.0)
     dpods = jnp.arange(1, spec.max_decode + 1)
-    servers = (dpods * slots).astype(jnp.int32)
-    ccd = erlang_c_all(lam_h * s_d, kd)[jnp.clip(servers, 1, kd) - 1]
-    taild = ccd * jnp.exp(-jnp.maximum(servers / s_d - lam_h, 0.0) * x_d)
-    okd = (taild <= eps) & (servers > lam_h * s_d)
+    okd = miss[jnp.clip(dpods * slots.astype(jnp.int32), 1, kd) - 1] <= e
     cd = jnp.where(jnp.any(okd), jnp.argmax(okd) + 1, spec.max_decode)
-    # Optional scale-down delay (params["delay"] intervals, default 0 = none): the max
-    # plan over that window, so estimation noise cannot drain pods that take 60 s back.
-    desired = jnp.stack([cp, cd]).astype(jnp.int32)
+    return jnp.stack([cp, cd]).astype(jnp.int32)
+
+  def act(params, cs, obs, key):
+    del key
+    seen = obs["epoch"] >= 1  # interval 0 has observed nothing yet
+    n = cs["n"] + seen.astype(jnp.int32)
+    w = jnp.where(seen, jnp.maximum(1.0 / jnp.maximum(n, 1), alpha), 0.0)
+    lam = (1 - w) * cs["lam"] + w * obs["arrivals"] / spec.epoch_s
+    has_p = seen & (obs["arrivals"] > 0)
+    npr = cs["npr"] + has_p.astype(jnp.int32)
+    wp = jnp.where(has_p, jnp.maximum(1.0 / jnp.maximum(npr, 1), alpha), 0.0)
+    prompt = (1 - wp) * cs["prompt"] + wp * obs["arrived_tokens"] / jnp.maximum(obs["arrivals"], 1)
+    # Output lengths are known at completion only: the early finishers are the short
+    # ones, so the mean starts from the prior and moves at the window's EMA rate.
+    wo = jnp.where(obs["finished"] > 0, alpha, 0.0)
+    out = (1 - wo) * cs["out"] + wo * obs["out_tokens"] / jnp.maximum(obs["finished"], 1)
+    desired = plan(params, lam, prompt, out)
     rec = jnp.concatenate([cs["rec"][:, 1:], desired[:, None]], axis=1)
     delay = jnp.asarray(params.get("delay", 0.0)).astype(jnp.int32)
     recent = jnp.arange(dmax)[None, :] >= dmax - jnp.maximum(delay, 1)
     desired = jnp.max(jnp.where(recent, rec, 0), axis=1)
-    cs = dict(lam=lam, prompt=prompt, out=out, n=cs["n"] + 1, rec=rec)
-    return cs, desired[0], desired[1], {}
+    tp, td = _guard(desired, obs)
+    cs = dict(lam=lam, prompt=prompt, out=out, n=n, npr=npr, rec=rec)
+    return cs, tp, td, dict(plan_p=desired[0].astype(jnp.float32),
+                            plan_d=desired[1].astype(jnp.float32))
 
   return episode.Controller("erlang", init, act)
 

@@ -31,8 +31,9 @@ trace = experiment.make_traces(config, 'test', 1)
 print({k: round(v, 2) for k, v in workloads.describe(*trace[0][2]).items()})"""
 
 RUN = """runs = {}
-for name, point in [('kpa', dict(target_p=2.0, target_d=30.0, delay=0.0)),
-                    ('oracle', dict(h_p=2.0, h_d=1.25))]:
+# The study's diurnal selections (results/selections.md).
+for name, point in [('kpa', dict(target_p=2.0, target_d=10.0, delay=0.0)),
+                    ('oracle', dict(h_p=1.0, h_d=0.85))]:
   ctrl = baselines.BUILDERS[name](spec)
   params = {k: jnp.asarray([v], jnp.float32) for k, v in point.items()}
   summ, (st, rows) = experiment.run_clusters(config, spec, ctrl, params, trace,

@@ -2,8 +2,10 @@
 
 1. Every baseline's grid runs on the validation traces (config.data.val_seeds per family);
    per family the cheapest grid point meeting both P99 targets on every validation trace
-   is selected (the strongest version of each heuristic: tuned per trace family). The
-   selections are printed with their grids, an edge choice flagged.
+   is selected (the strongest version of each heuristic: tuned per trace family). A
+   feasible choice on an axis' edge extends that axis (`run_grid`); the selections are
+   printed with their grids and extensions, an edge left flagged with its reason. Grid
+   results are cached in the workdir (a rerun resumes; PPO resumes from its checkpoint).
 2. PPO members (the main variant at config.rl.seeds seeds and the step-size grid, and the
    ablations without recurrence / masks / cooldowns) train in one vmapped program; each
    member's snapshot is selected on the same validation traces.
@@ -32,29 +34,62 @@ HEURISTICS = ("static", "kpa", "apa", "threshold", "erlang")
 
 
 def grids(config, spec):
-  """name -> list of dicts (grid points, python floats) and the axes to check for edges."""
+  """name -> (list of grid points (dicts of python floats), axes to check for edges,
+  natural bounds of the axes an edge extension may not cross)."""
   s = config.study
   ep = spec.epoch_s
+  frac = (0.0, 1.0)  # utilisation / KV fractions
   g = {}
   g["kpa"] = ([dict(target_p=a, target_d=b, delay=round(c / ep))
                for a, b, c in itertools.product(s.kpa_target_p, s.kpa_target_d,
                                                 s.kpa_delay_s)],
-              dict(target_p=s.kpa_target_p, target_d=s.kpa_target_d))
+              dict(target_p=s.kpa_target_p, target_d=s.kpa_target_d,
+                   delay=tuple(round(c / ep) for c in s.kpa_delay_s)),
+              dict(target_p=(0.0, None), target_d=(0.0, None), delay=(0.0, 120.0)))
   g["apa"] = ([dict(target_p=a, target_d=b, cooldown=round(c / ep))
                for a, b, c in itertools.product(s.apa_target_p, s.apa_target_d,
                                                 s.apa_cooldown_s)],
-              dict(target_p=s.apa_target_p, target_d=s.apa_target_d))
+              dict(target_p=s.apa_target_p, target_d=s.apa_target_d,
+                   cooldown=tuple(round(c / ep) for c in s.apa_cooldown_s)),
+              dict(target_p=frac, target_d=frac, cooldown=(0.0, None)))
   g["threshold"] = ([dict(hi_p=a, hi_d=b) for a, b in itertools.product(s.thr_hi_p, s.thr_hi_d)],
-                    dict(hi_p=s.thr_hi_p, hi_d=s.thr_hi_d))
-  g["erlang"] = ([dict(headroom=h) for h in s.erlang_headroom], dict(headroom=s.erlang_headroom))
+                    dict(hi_p=s.thr_hi_p, hi_d=s.thr_hi_d),
+                    dict(hi_p=(0.0, None), hi_d=frac))
+  g["erlang"] = ([dict(headroom=h, delay=round(d / ep))
+                  for h, d in itertools.product(s.erlang_headroom, s.erlang_delay_s)],
+                 dict(headroom=s.erlang_headroom,
+                      delay=tuple(round(d / ep) for d in s.erlang_delay_s)),
+                 dict(headroom=(0.0, None), delay=(0.0, 120.0)))
   g["oracle"] = ([dict(h_p=a, h_d=b) for a, b in itertools.product(s.oracle_h_p, s.oracle_h_d)],
-                 dict(h_p=s.oracle_h_p, h_d=s.oracle_h_d))
+                 dict(h_p=s.oracle_h_p, h_d=s.oracle_h_d),
+                 dict(h_p=(0.0, None), h_d=(0.0, None)))
   # Static: one pool scanned with the other at its bound (TTFT depends on the prefill
   # pool, TPOT on the decode pool), then the pair of smallest sizes is checked.
   g["static"] = ([dict(p=float(p), d=float(spec.max_decode)) for p in range(1, spec.max_prefill + 1)]
                  + [dict(p=float(spec.max_prefill), d=float(d)) for d in range(1, spec.max_decode + 1)],
-                 {})
+                 {}, {})
   return g
+
+
+def extend_axis(vals, side, bound):
+  """The next value beyond a grid axis' edge (geometric step, additive from 0), or None
+  at its natural bound (a fraction's 1.0, a delay's 0)."""
+  v = sorted(vals)
+  lo, hi = bound
+  if side == "min":
+    e, nxt = v[0], v[1]
+    new = e * e / nxt if e > 0 else None
+    if new is not None and lo is not None and new <= lo:
+      new = (e + lo) / 2 if e - lo > 1e-3 else None
+  else:
+    e, prv = v[-1], v[-2]
+    new = e * e / prv if prv > 0 else 2 * e - prv
+    if hi is not None and new >= hi:
+      new = (e + hi) / 2 if hi - e > 1e-3 else None
+  if new is None:
+    return None
+  return float(round(new, 4)) if not float(e).is_integer() or not float(new).is_integer() \
+      else float(new)
 
 
 def stack_points(points):
@@ -62,7 +97,8 @@ def stack_points(points):
 
 
 def choose(spec, points, summ, families, fam, axes, metric_ok=None):
-  """Index of the cheapest point meeting the targets on every trace of `fam`."""
+  """Index of the cheapest point meeting the targets on every trace of `fam`; whether any
+  does; the edges of `axes` the choice sits on, as (axis, "min" / "max"); its cost."""
   ok_fn = metric_ok or (lambda s: episode.meets(spec, s))
   idx = [t for t, f in enumerate(families) if f == fam]
   feas = [g for g in range(len(points)) if all(ok_fn(summ[g][t]) for t in idx)]
@@ -71,9 +107,64 @@ def choose(spec, points, summ, families, fam, axes, metric_ok=None):
     best = min(feas, key=cost)
   else:  # nothing meets the targets: the point with the best attainment (flagged)
     best = max(range(len(points)), key=lambda g: np.mean([summ[g][t]["attainment"] for t in idx]))
-  edges = [k for k, vals in axes.items()
-           if len(vals) > 1 and points[best][k] in (min(vals), max(vals))]
+  edges = []
+  for k, vals in axes.items():
+    if len(vals) > 1 and points[best][k] == min(vals):
+      edges.append((k, "min"))
+    elif len(vals) > 1 and points[best][k] == max(vals):
+      edges.append((k, "max"))
   return best, bool(feas), edges, cost(best)
+
+
+def _cached_grid(path, run_fn):
+  """A baseline grid's validation summaries, cached in the workdir (a rerun of the study
+  on the same workdir resumes after the last finished grid)."""
+  if os.path.exists(path):
+    with open(path) as f:
+      d = json.load(f)
+    return d["points"], d["axes"], d["summ"], d["extensions"]
+  out = run_fn()
+  with open(path, "w") as f:
+    json.dump(dict(zip(("points", "axes", "summ", "extensions"), out)), f)
+  return out
+
+
+def run_grid(config, spec, name, points, axes, bounds, val, fv, families, log):
+  """Runs a baseline's grid on the validation traces; while a family's feasible choice
+  sits on an axis' edge, extends that axis beyond it (new points: the new value x every
+  other axis' values) and reruns the new points, up to config.study.max_extend rounds."""
+  ctrl = baselines.BUILDERS[name](spec)
+  run = lambda pts: ex.run_clusters(config, spec, ctrl, stack_points(pts), val,
+                                    oracle=name == "oracle")[0]
+  points, axes = list(points), {k: list(v) for k, v in axes.items()}
+  summ = run(points)
+  extensions = []
+  for _ in range(config.study.max_extend if axes else 0):
+    want = set()
+    for fam in families:
+      b, feas, edges, _ = choose(spec, points, summ, fv, fam, axes)
+      if feas:
+        want.update(edges)
+    new_vals = {}
+    for k, side in sorted(want):
+      v = extend_axis(axes[k], side, bounds[k])
+      if v is not None and v not in axes[k]:
+        new_vals.setdefault(k, []).append(v)
+    if not new_vals:
+      break
+    new_pts = []
+    for k, vs in new_vals.items():
+      others = [a for a in axes if a != k]
+      for v in vs:
+        for combo in itertools.product(*[axes[a] for a in others]):
+          p = dict(zip(others, combo), **{k: v})
+          new_pts.append({a: p[a] for a in points[0]})
+      axes[k] = sorted(axes[k] + vs)
+    log(f"[grid] {name}: extended {new_vals} ({len(new_pts)} new points)")
+    extensions.append({k: v for k, v in new_vals.items()})
+    summ = summ + run(new_pts)
+    points = points + new_pts
+  return points, axes, summ, extensions
 
 
 def run(config, workdir, commit):
@@ -87,11 +178,14 @@ def run(config, workdir, commit):
   families = list(config.data.families)
   selections, chosen = [], {}
   timings = {}
-  for name, (points, axes) in grids(config, spec).items():
+  gdir = os.path.join(workdir, "grids")
+  os.makedirs(gdir, exist_ok=True)
+  for name, (points, axes, bounds) in grids(config, spec).items():
     t0 = time.perf_counter()
     ctrl = baselines.BUILDERS[name](spec)
-    summ, _ = ex.run_clusters(config, spec, ctrl, stack_points(points), val,
-                              oracle=name == "oracle")
+    points, axes, summ, extensions = _cached_grid(
+        os.path.join(gdir, f"{name}.json"),
+        lambda: run_grid(config, spec, name, points, axes, bounds, val, fv, families, log))
     chosen[name] = {}
     static_pts = {}
     if name == "static":  # per family: the smallest pools meeting each target alone
@@ -116,18 +210,31 @@ def run(config, workdir, commit):
         cost = float(np.mean([s["gpus"] for s in mine]))
         edges = ([] if point["p"] < spec.max_prefill else ["p at pool bound"]) + (
             [] if point["d"] < spec.max_decode else ["d at pool bound"])
+        ext = []
       else:
         b, feas, edges, cost = choose(spec, points, summ, fv, fam, axes)
         point = points[b]
+        # An edge left after the extensions: at a natural bound (0 delay, fraction 1),
+        # or the family has no feasible point (the best attainment is the fallback).
+        notes = []
+        for k, side in edges:
+          nv = extend_axis(axes[k], side, bounds[k])
+          why = ("no feasible point" if not feas else "natural bound" if nv is None
+                 else "extension rounds used up")
+          notes.append(f"{k}={side} ({why})")
+        edges = notes
+        ext = extensions
       chosen[name][fam] = point
       selections.append(dict(method=name, family=fam, chosen=json.dumps(point),
                              feasible_on_val=feas, val_gpus=cost,
                              edge=",".join(edges) or "-",
-                             grid=json.dumps({k: list(v) for k, v in axes.items()})))
+                             grid=json.dumps({k: list(v) for k, v in axes.items()}),
+                             extended=json.dumps(ext) if ext else "-"))
       log(f"[select] {name:9s} {fam:12s} {point} feasible={feas} val_gpus={cost:.2f} "
           f"edge={edges or '-'}")
     timings[name] = time.perf_counter() - t0
-    log(f"[grid] {name}: {len(points)} points x {len(val)} traces in {timings[name]:.0f} s")
+    log(f"[grid] {name}: {len(points)} points x {len(val)} traces in {timings[name]:.0f} s"
+        " (0 s: cached)")
 
   # ---- PPO members: main variant (seeds x lrs) and ablations, one vmapped program
   r = config.rl
@@ -141,7 +248,7 @@ def run(config, workdir, commit):
     abl = [("no_recurrence", policy.flags(False, True, True)),
            ("no_masks", policy.flags(True, False, True)),
            ("no_cooldowns", policy.flags(True, True, False))]
-    members += ex.member_grid(config, abl, [0], [r.lr])
+    members += ex.member_grid(config, abl, list(range(config.study.ablation_seeds)), [r.lr])
   log(f"[ppo] {len(members)} members: " + ", ".join(f"{n}/s{s}/lr{lr:g}" for n, _, s, lr in members))
   t0 = time.perf_counter()
   out = ex.train_policy(config, workdir, members, tag="rl", log=log)
@@ -205,18 +312,59 @@ def run(config, workdir, commit):
   md = study_lib.write_table(workdir, "study", rows, columns=cols, header=head)
   study_lib.write_table(workdir, "selections", selections,
                         columns=["method", "family", "chosen", "feasible_on_val", "val_gpus",
-                                 "edge", "grid"], header="### Baseline selections (validation)")
+                                 "edge", "grid", "extended"],
+                        header="### Baseline selections (validation)")
   study_lib.write_table(workdir, "ppo_members", sel_rows, header="### PPO members (validation)")
   with open(os.path.join(workdir, "study_rows.json"), "w") as f:
     json.dump(dict(commit=commit, rows=rows, selections=selections, members=sel_rows,
                    verdicts=verdicts, best_lr=best_lr, timings=timings,
                    wall_s=time.perf_counter() - t_start), f, indent=1, default=str)
   plot(config, spec, workdir, rows, families, test, rows_ppo)
+  learning_curve(workdir, members)
   print(md, flush=True)
   for v in verdicts:
     log(f"[verdict] {v['claim']}: {v['verdict']} ({v['ours']})")
   log(f"study wall time {time.perf_counter() - t_start:.0f} s")
   return dict(wall_s=time.perf_counter() - t_start)
+
+
+def learning_curve(workdir, members, every=10):
+  """The PPO members' learning curve from metrics.jsonl, per variant (markdown): training
+  GPUs and violating fraction (mean over the variant's members and the 5 iterations
+  ending at each row: the training traces change every iteration), the multiplier, and
+  each member's greedy validation score at every snapshot."""
+  rows = {}
+  with open(os.path.join(workdir, "metrics.jsonl")) as f:
+    for line in f:
+      r = json.loads(line)
+      if r.get("split") == "train" and "rl/gpus" in r:
+        rows[r["step"]] = r
+  groups = {}
+  for j, (n, _, _, lr) in enumerate(members):
+    groups.setdefault(n if n != "ppo" else f"ppo lr={lr:g}", []).append(j)
+  steps = sorted(rows)
+  out = ["### PPO learning curve (training: GPUs / violating fraction, mean of the last 5 "
+         "iterations; lambda: mean over members)", "",
+         "| iteration | " + " | ".join(groups) + " | lambda |", "|---" * (len(groups) + 2) + "|"]
+  for it in [s for s in steps if s == 1 or s % every == 0]:
+    win = [rows[s] for s in range(max(1, it - 4), it + 1) if s in rows]
+    cells = [f"{np.mean([w[f'rl/gpus/m{j}'] for w in win for j in js]):.1f} / "
+             f"{np.mean([w[f'rl/viol_frac/m{j}'] for w in win for j in js]):.3f}"
+             for js in groups.values()]
+    out.append(f"| {it} | " + " | ".join(cells) + f" | {rows[it]['rl/lam']:.1f} |")
+  out += ["", "### Greedy snapshots on validation (families meeting both targets on every "
+          "trace, mean GPUs), per member", "",
+          "| iteration | " + " | ".join(groups) + " |", "|---" * (len(groups) + 1) + "|"]
+  for it in steps:
+    if "rl/val_feasible/m0" in rows[it]:
+      cells = [" ".join(f"({rows[it][f'rl/val_feasible/m{j}']:.0f}, "
+                        f"{rows[it][f'rl/val_gpus/m{j}']:.1f})" for j in js)
+               for js in groups.values()]
+      out.append(f"| {it} | " + " | ".join(cells) + " |")
+  md = "\n".join(out) + "\n"
+  with open(os.path.join(workdir, "learning_curve.md"), "w") as f:
+    f.write(md)
+  return md
 
 
 def judge(spec, rows, families):
