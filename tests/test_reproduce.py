@@ -66,7 +66,7 @@ SMOKE_PAPERS = ["perturbed_eg"]
 SMOKE_STUDY_S = {
     "coupled_sae": 12, "hybrid_mup": 30, "lora_lr": 33, "neural_observer": 30,
     "visitation_reward": 23, "lie_bases": 26, "motor_adapters": 40, "bfmnet": 95,
-    "lhdlm": 24, "flowgda": 146, "drift_ident": 15, "pd_autoscale": 59, "stgib": 42,
+    "lhdlm": 24, "flowgda": 146, "drift_ident": 15, "pd_autoscale": 64, "stgib": 192,
     "llops": 45, "stompp": 91, "lpr": 11, "lgs": 138}
 # paper -> the table its smoke study writes (checked by test_smoke_study_writes_its_table).
 SMOKE_STUDY_TABLES = {

@@ -262,6 +262,108 @@ def test_edge_drop_acts_in_training_only():
   assert np.abs(fwd(drop, True) - fwd(keep, True)).max() > 1e-4
 
 
+def test_gib_connectivity_dv_bound_and_inner_loop():
+  A = np.zeros((G.n, G.n))
+  A[G.src, G.dst] = 1.0
+  # the subgraph {0, 1} of the 2 x 3 grid (edge 0-1 inside, 0-3 and 1-2, 1-4 cut)
+  S = np.zeros((G.n, 2))
+  S[:, 1] = 1.0
+  S[[0, 1]] = [1.0, 0.0]
+  a = S.T @ A @ S
+  a = a / a.sum(1, keepdims=True)
+  want = np.mean((np.diag(a) - 1.0) ** 2)
+  got = float(model_lib.gib_connectivity(jnp.asarray(S), jnp.asarray(A)))
+  assert got == pytest.approx(want, rel=1e-6) and want > 0
+  # a component with no edge to the rest costs nothing
+  S2 = np.zeros((G.n, 2))
+  S2[:, 0] = 1.0
+  assert float(model_lib.gib_connectivity(jnp.asarray(S2), jnp.asarray(A))) == pytest.approx(
+      0.5, abs=1e-6)  # the empty complement's row is 0 against 1: (0 + 1) / 2
+  # DV against NumPy with the same permutation, and 0 for a constant discriminator
+  spec = _spec("gib", gib_inner=20)
+  p = model_lib.init(spec, jax.random.PRNGKey(0))
+  rng = np.random.default_rng(0)
+  g = rng.standard_normal((8, 3, 16)).astype(np.float32)
+  sub = (g + 0.1 * rng.standard_normal(g.shape)).astype(np.float32)
+  key = jax.random.PRNGKey(5)
+  d = jax.tree.map(np.asarray, p["disc"])
+  T = lambda a, b: np.maximum(np.maximum(np.concatenate([a, b], -1) @ d["l1"]["w"] +
+                                         d["l1"]["b"], 0) @ d["l2"]["w"] + d["l2"]["b"], 0)[:, 0]
+  gf, sf = g.reshape(24, 16), sub.reshape(24, 16)
+  perm = np.asarray(jax.random.permutation(key, 24))
+  want = T(gf, sf).mean() - np.log(np.mean(np.exp(T(gf[perm], sf))))
+  got = float(model_lib.dv_bound(p["disc"], jnp.asarray(g), jnp.asarray(sub), key))
+  assert got == pytest.approx(want, rel=1e-4, abs=1e-6)
+  const = jax.tree.map(jnp.zeros_like, p["disc"])
+  const["l2"]["b"] = jnp.ones((1,))
+  assert float(model_lib.dv_bound(const, jnp.asarray(g), jnp.asarray(sub), key)) == (
+      pytest.approx(0.0, abs=1e-6))
+  # GIB's inner loop raises the bound on dependent embeddings
+  emb = (jnp.asarray(g), jnp.asarray(sub))
+  st = train_lib.member_init(spec, 0, 10)
+  disc, _ = train_lib.gib_inner(spec, st["params"]["disc"], st["dopt"], emb, 1e-2,
+                                jax.random.PRNGKey(1))
+  before = float(model_lib.dv_bound(st["params"]["disc"], *emb, key))
+  assert float(model_lib.dv_bound(disc, *emb, key)) > before + 0.05
+
+
+def test_gwnet_matches_a_shrinking_valid_convolution_loop():
+  spec = _spec("gwnet")
+  p = model_lib.init(spec, jax.random.PRNGKey(0))
+  x = np.asarray(jax.random.normal(jax.random.PRNGKey(1), (12, G.n, 4)))
+  got = np.asarray(jax.jit(lambda p_, x_: model_lib.forward(
+      spec, p_, x_, jax.random.PRNGKey(0), 0.7, False)[0])(p, jnp.asarray(x)))
+  q = jax.tree.map(np.asarray, p)
+  sup = np.asarray(model_lib.gwnet_supports(spec, p))
+  np.testing.assert_allclose(sup.sum(2), 1.0, rtol=1e-5)  # row-stochastic supports
+  A = np.zeros((G.n, G.n))
+  A[G.src, G.dst] = 1.0
+  np.testing.assert_allclose(sup[1], A.T / A.T.sum(1, keepdims=True), rtol=1e-6)
+  # Graph WaveNet as written: valid convolutions that shrink 13 -> 1 along time
+  h = x @ q["start"]["w"] + q["start"]["b"]
+  h = np.concatenate([np.zeros_like(h[:1]), h])
+  sig = lambda v: 1 / (1 + np.exp(-v))
+  skip = 0.0
+  for b in range(4):
+    for j, d in enumerate((1, 2)):
+      L = jax.tree.map(lambda v: v[b, j], q["layers"])
+      res = h
+      f = np.tanh(h[:-d] @ L["filt"][0] + h[d:] @ L["filt"][1] + L["fb"])
+      g = sig(h[:-d] @ L["gate"][0] + h[d:] @ L["gate"][1] + L["gb"])
+      u = f * g
+      skip = skip + u[-1] @ L["skip"]["w"] + L["skip"]["b"]
+      outs = [u]
+      for P in sup:
+        x1 = np.einsum("tvc,vw->twc", u, P)
+        outs += [x1, np.einsum("tvc,vw->twc", x1, P)]
+      h = np.concatenate(outs, -1) @ L["gcn"]["w"] + L["gcn"]["b"] + res[-u.shape[0]:]
+  assert h.shape[0] == 1  # the receptive field is the padded window
+  e = np.maximum(np.maximum(skip, 0) @ q["end1"]["w"] + q["end1"]["b"], 0)
+  want = (e @ q["end2"]["w"] + q["end2"]["b"]).T
+  np.testing.assert_allclose(got, want, rtol=2e-4, atol=2e-4)
+
+
+def test_flicker_control_keeps_each_edge_sparsity_and_feature_truth():
+  rng = np.random.default_rng(0)
+  sc = rng.random((3, 12, 10))
+  sc[:, :, :2] += 1.0  # two static top edges: consistency survives the control
+  ctl = explain.flicker_control(sc, np.random.default_rng(1))
+  np.testing.assert_array_equal(np.sort(ctl, axis=1), np.sort(sc, axis=1))
+  assert not np.array_equal(ctl, sc)
+  assert explain.consistency(ctl, 0.2) == pytest.approx(1.0)
+  # a mask that moves once (edges 0, 1 then 2, 3): consistent in time, its control is not
+  moving = 1e-3 * rng.random((3, 12, 10))
+  moving[:, :6, :2] += 1.0
+  moving[:, 6:, 2:4] += 1.0
+  assert explain.consistency(moving, 0.2) == pytest.approx(10 / 11)
+  assert explain.consistency(explain.flicker_control(moving, np.random.default_rng(1)),
+                             0.2) < 0.6
+  ft = explain.feature_truth((2, 12, 5, 4), data_lib.CHANNELS)
+  assert ft.shape == (2, 12, 5, 4) and ft[..., :3].all() and not ft[..., 3].any()
+  masks = np.broadcast_to(np.array([0.9, 0.5, 0.5, 0.1]), (2, 12, 5, 4))
+  assert ex.feature_auroc(masks[None])[0] == pytest.approx(1.0)
+
+
 # ------------------------------------------------------------------ explainers and metrics
 
 def test_auroc_topk_and_consistency_against_brute_force():
@@ -289,7 +391,8 @@ def test_saliency_matches_finite_differences_and_ig_is_complete():
   spec = _spec("stgnn")
   p = model_lib.init(spec, jax.random.PRNGKey(0))
   x = jax.random.normal(jax.random.PRNGKey(1), (12, G.n, 4))
-  f = lambda m: float(explain._pred(spec, p, x, 0.7, m).sum())  # pylint: disable=protected-access
+  pred = jax.jit(lambda m: explain._pred(spec, p, x, 0.7, m).sum())  # pylint: disable=protected-access
+  f = lambda m: float(pred(jnp.asarray(m)))
   sal = np.asarray(explain.saliency(spec, p, x, 0.7))
   h = 1e-2
   for t, e in [(11, 0), (5, 3), (0, 7)]:

@@ -170,8 +170,32 @@ def posthoc_scores(spec, params, x, r, name, cfg):
   return np.asarray(fn(params))
 
 
+def feature_scores(spec, params, x, r, name=None):
+  """[M, W, t_in, N, C]: the method's own feature masks, or (name = saliency / ig) a
+  post-hoc attribution of each member's input."""
+  xx = jnp.asarray(x)
+  if name is None:
+    one = lambda p, xi: model_lib.forward(spec, p, xi, jax.random.PRNGKey(0), r,
+                                          False)[1]["feat"]
+  elif name == "saliency":
+    one = lambda p, xi: explain.feature_saliency(spec, p, xi, r)
+  elif name == "ig":
+    one = lambda p, xi: explain.feature_ig(spec, p, xi, r)
+  else:
+    raise ValueError(name)
+  fn = sharding.spread(lambda p: jax.vmap(lambda xi: one(p, xi))(xx))
+  return np.asarray(fn(params))
+
+
+def feature_auroc(fscores):
+  """Per member: the mean per-window AUROC of feature scores against the feature truth."""
+  truth = explain.feature_truth(fscores.shape[1:], data_lib.CHANNELS)
+  return [explain.mean_auroc(f, truth) for f in fscores]
+
+
 def explanation_metrics(spec, params, r, w, x, y, scores, truth, frac):
-  """Per member: auroc, fid_plus, fid_minus, consistency (scores [M, W, t_in, E])."""
+  """Per member: auroc, fid_plus, fid_minus, consistency and its flicker control
+  (scores [M, W, t_in, E])."""
   M = scores.shape[0]
   full, _ = predict_members(spec, params, x, r, w)
   top = np.stack([explain.topk_mask(s, frac) for s in scores])
@@ -184,7 +208,13 @@ def explanation_metrics(spec, params, r, w, x, y, scores, truth, frac):
                      else float("nan"),
                      fid_plus=masked_mae(drop[m], y) - base,
                      fid_minus=masked_mae(keep[m], y) - base,
-                     consistency=explain.consistency(scores[m], frac)))
+                     consistency=explain.consistency(scores[m], frac),
+                     consistency_flicker=explain.consistency(
+                         # its own seed stream: the random reference explanation is
+                         # drawn from default_rng(0), and permuting it by the order of the
+                         # same numbers would sort it in time
+                         explain.flicker_control(scores[m], np.random.default_rng([7, m])),
+                         frac)))
   return rows
 
 
@@ -220,7 +250,7 @@ def train_and_evaluate(config, workdir):
                    **forecast_metrics(historical_average(w, test, config.data.t_out), y)))
   final = {f"test/{k}": float(np.mean([r_[k] for r_ in rows[:-1]])) for k in rows[0]
            if k not in ("method", "seed")}
-  if tr.sim is not None and spec.kind not in ("stid",):
+  if tr.sim is not None and spec.kind not in model_lib.NO_MASK:
     ex = even(test, config.eval.explain_windows)
     xe, ye = data_lib.gather(w, ex, config.data.t_in, config.data.t_out)
     truth = sim_lib.window_truth(tr.sim, ex, config.data.t_in)

@@ -19,6 +19,14 @@ Metrics (per window, then averaged):
                 is necessary
   fid_minus     MAE(keep only the top-k entries) - MAE(full): lower = it is sufficient
   consistency   mean Jaccard overlap of the top-k edges of adjacent input steps
+  consistency_flicker  the same for the flicker control of the explanation: each edge's
+                scores permuted at random over the input steps (independently per window
+                and edge), so every edge keeps its sparsity but its mask flips at random
+                between steps; consistency above it is temporal structure, not sparsity
+                or a static edge choice
+  feature AUROC the feature masks [t_in, N, C] (STGIB's; saliency / IG of the input for
+                the backbone) against the simulator's feature truth: the distractor
+                channel is non-causal (0), speed and time of day are causal (1)
 """
 from __future__ import annotations
 
@@ -71,6 +79,33 @@ def integrated_gradients(spec, params, x, r, steps=16, signed=False):
   grads = jax.vmap(lambda a: jax.grad(f)(a * ones))(alphas)
   attr = grads.mean(0) * ones  # (m - baseline) * average gradient along the path
   return attr if signed else jnp.abs(attr)
+
+
+def feature_saliency(spec, params, x, r):
+  """|d sum(y_hat) / d x|, [t_in, N, C]."""
+  f = lambda xx: model_lib.forward(spec, params, xx, jax.random.PRNGKey(0), r, False)[0].sum()
+  return jnp.abs(jax.grad(f)(x))
+
+
+def feature_ig(spec, params, x, r, steps=16):
+  """|integrated gradients| of sum(y_hat) w.r.t. the input, baseline x = 0 (z units)."""
+  f = lambda xx: model_lib.forward(spec, params, xx, jax.random.PRNGKey(0), r, False)[0].sum()
+  alphas = (jnp.arange(steps) + 0.5) / steps
+  grads = jax.vmap(lambda a: jax.grad(f)(a * x))(alphas)
+  return jnp.abs(grads.mean(0) * x)
+
+
+def feature_truth(shape, channels, noncausal=("distractor",)):
+  """[..., C] bool: True for the channels that drive the target."""
+  t = np.array([c not in noncausal for c in channels])
+  return np.broadcast_to(t, tuple(shape[:-1]) + (len(channels),))
+
+
+def flicker_control(scores, rng):
+  """[..., t_in, E] scores with each (window, edge) series permuted over the steps."""
+  s = np.asarray(scores)
+  order = np.argsort(rng.random(s.shape), axis=-2)
+  return np.take_along_axis(s, order, axis=-2)
 
 
 def topk_mask(scores, frac):

@@ -23,6 +23,16 @@ decoupled STExplainer-style: a static spatial mask from time-pooled inputs times
 attention GAT-style softmax attention over each node's in-edges (times the in-degree, so
          uniform attention is the backbone); the weights are the explanation
 stid     STID (Shao et al. 2022): spatial / time-of-day identity embeddings + MLP; no graph
+gib      GIB (Yu et al. 2021, subgraph recognition), per step: a soft node assignment
+         S_t = softmax(W2 tanh(W1 z_t)) [N, 2]; the subgraph is S_t[:, 0], an edge carries
+         its message iff both ends are in it (m_t[e] = S_t[src, 0] S_t[dst, 0]); the
+         subgraph embedding S_t[:, 0]^T z_t, the graph embedding mean_i z_t[i]; a
+         Donsker-Varadhan estimate of I(G; G_sub) from a discriminator trained in an inner
+         loop (train.py), and the connectivity loss ||diag(rownorm(S^T A S)) - 1||^2
+gwnet    Graph WaveNet (Wu et al. 2019): gated dilated causal TCN (kernel 2, dilations
+         1 2 1 2 1 2 1 2, receptive field 13), diffusion graph convolution of order 2 over
+         the forward / backward transition matrices and the self-adaptive adjacency
+         softmax(relu(E1 E2^T)), residual and skip connections; no per-step edge mask
 """
 from __future__ import annotations
 
@@ -32,7 +42,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-KINDS = ("stgnn", "stgib", "gsat", "decoupled", "attention", "stid")
+KINDS = ("stgnn", "stgib", "gsat", "decoupled", "attention", "stid", "gib", "gwnet")
+NO_MASK = ("stid", "gwnet")  # forecasters without a per-step edge mask
 MASKED = ("stgib", "gsat", "decoupled")  # kinds with a KL term
 EPS = 1e-6
 
@@ -61,6 +72,11 @@ class Spec:
   # edges at test time (fidelity) is then in distribution, so fid+ measures the
   # information an edge carries rather than the shock of an unseen input.
   edge_drop: float = 0.0
+  # GIB's weights (its code's defaults: mi_weight 0.1, pp_weight 0.3, inner_loop 50):
+  # loss = (1 - pp) (MAE + mi * I_DV) + pp * connectivity.
+  gib_mi: float = 0.1
+  gib_pp: float = 0.3
+  gib_inner: int = 50
 
   @property
   def e(self) -> int:
@@ -126,6 +142,8 @@ def init(spec: Spec, key):
                 mlp=[dict(a=_dense(next(k), 3 * D, 3 * D), b=_dense(next(k), 3 * D, 3 * D))
                      for _ in range(3)],
                 out=_dense(next(k), 3 * D, spec.t_out))
+  if spec.kind == "gwnet":
+    return _gwnet_init(spec, k)
   p = dict(inp=_dense(next(k), C, H), msg=jax.random.normal(next(k), (2 * H, H)) *
            np.sqrt(1.0 / (2 * H)), self=_dense(next(k), 2 * H, H),
            gru_x=_dense(next(k), H, 3 * H), gru_h=_dense(next(k), H, 3 * H),
@@ -141,6 +159,12 @@ def init(spec: Spec, key):
     p["mask2"] = _dense(next(k), H, 1)
   if spec.kind == "stgib" and spec.feature_masks:
     p["fmask"] = _dense(next(k), C + H + (C if spec.recursive else 0), C)
+  if spec.kind == "gib":
+    p["asg1"] = _dense(next(k), 2 * H, H)
+    p["asg2"] = _dense(next(k), H, 2)
+    # The discriminator T(g, g_sub) of the DV bound (GIB's: Linear-ReLU-Linear-ReLU on the
+    # concatenated embeddings); trained only by its own inner loop in train.py.
+    p["disc"] = dict(l1=_dense(next(k), 4 * H, 2 * H), l2=_dense(next(k), 2 * H, 1))
   if spec.kind == "decoupled":
     p["spat_in"] = _dense(next(k), C, H)
     p["spat1"] = _dense(next(k), 2 * H, H)
@@ -171,9 +195,10 @@ def forward(spec: Spec, params, x, key, r, train: bool, override=None, foverride
   attention weights, or ones), kl (the method's compression term, a scalar).
   override / foverride multiply the method's own masks (fidelity, post-hoc explainers).
   """
-  if spec.kind == "stid":
-    return _stid(spec, params, x), dict(edge=jnp.ones((spec.t_in, spec.e)),
-                                        feat=jnp.ones(x.shape), kl=jnp.float32(0.0))
+  if spec.kind in NO_MASK:
+    y = _stid(spec, params, x) if spec.kind == "stid" else _gwnet(spec, params, x, key, train)
+    return y, dict(edge=jnp.ones((spec.t_in, spec.e)), feat=jnp.ones(x.shape),
+                   kl=jnp.float32(0.0))
   src = jnp.asarray(spec.src, jnp.int32)
   dst = jnp.asarray(spec.dst, jnp.int32)
   N, E, H, C = spec.n, spec.e, spec.hidden, spec.channels
@@ -182,6 +207,9 @@ def forward(spec: Spec, params, x, key, r, train: bool, override=None, foverride
   ones_f = jnp.ones((T, N, C)) if foverride is None else foverride
   keys = jax.random.split(key, T * 3).reshape(T, 3, -1)
 
+  adj = None
+  if spec.kind == "gib":
+    adj = jnp.zeros((N, N)).at[src, dst].set(1.0)
   spatial = None
   if spec.kind == "decoupled":  # the static spatial half, from time-pooled inputs
     zbar = jax.nn.relu(_ap(params["spat_in"], x.mean(0)))
@@ -211,6 +239,7 @@ def forward(spec: Spec, params, x, key, r, train: bool, override=None, foverride
     z = jnp.concatenate([e_t, s], -1)
     escore = jnp.ones((E,))
     m = jnp.ones((E,))
+    gib = (jnp.zeros((z.shape[-1],)),) * 2 + (jnp.float32(0.0),)
     if spec.kind in ("stgib", "gsat"):
       feats = [z[src], z[dst]]
       if spec.kind == "stgib" and spec.recursive:
@@ -231,6 +260,11 @@ def forward(spec: Spec, params, x, key, r, train: bool, override=None, foverride
       m = ms * mt[dst]
       kl = kl + kl_bernoulli(pt, r).mean()
       escore = ps * pt[dst]
+    elif spec.kind == "gib":
+      S = jax.nn.softmax(_ap(params["asg2"], jnp.tanh(_ap(params["asg1"], z))), -1)
+      m = S[src, 0] * S[dst, 0]
+      escore = m
+      gib = (z.mean(0), S[:, 0] @ z, gib_connectivity(S, adj))
     elif spec.kind == "attention":
       a = jax.nn.leaky_relu(z[src] @ params["att_src"] + z[dst] @ params["att_dst"], 0.2)
       amax = jax.ops.segment_max(a, dst, num_segments=N)
@@ -248,17 +282,22 @@ def forward(spec: Spec, params, x, key, r, train: bool, override=None, foverride
     g = jax.nn.relu(_ap(params["self"], z) + agg)
     s_new = _gru(params, g, s)
     m_next = m if spec.kind == "stgib" else m_prev
-    return (s_new, m_next, fm if spec.kind == "stgib" else fm_prev), (escore, fscore, kl, fm)
+    return ((s_new, m_next, fm if spec.kind == "stgib" else fm_prev),
+            (escore, fscore, kl, fm, gib))
 
   # The chain starts at its stationary marginal: p(m_1 = 1) = r.
   init_c = (jnp.zeros((N, H)), jnp.full((E,), r), jnp.full((N, C), r))
-  (s, _, _), (esc, fsc, kls, fms) = jax.lax.scan(step, init_c, (x, keys, ones_e, ones_f))
+  (s, _, _), (esc, fsc, kls, fms, gib) = jax.lax.scan(step, init_c,
+                                                      (x, keys, ones_e, ones_f))
   kl = kls.sum() / T
   if spatial is not None:
     kl = kl + kl_bernoulli(spatial[0], r).mean()
   last = x[-1, :, 0] * fms[-1, :, 0]
   y = last[None, :] + _ap(params["out"], s).T
-  return y, dict(edge=esc, feat=fsc, kl=kl)
+  aux = dict(edge=esc, feat=fsc, kl=kl)
+  if spec.kind == "gib":
+    aux.update(gib_g=gib[0], gib_sub=gib[1], con=gib[2].mean())
+  return y, aux
 
 
 def _stid(spec, params, x):
@@ -277,8 +316,14 @@ def loss_fn(spec: Spec, params, x, yz, valid, key, r):
   y, aux = jax.vmap(lambda xi, ki: forward(spec, params, xi, ki, r, True))(x, keys)
   mae = jnp.sum(jnp.abs(y - yz) * valid) / jnp.maximum(valid.sum(), 1.0)
   kl = aux["kl"].mean()
+  if spec.kind == "gib":  # the discriminator is fixed here (its own loop trains it)
+    emb = (aux["gib_g"], aux["gib_sub"])
+    dv = dv_bound(jax.lax.stop_gradient(params["disc"]), *emb, jax.random.fold_in(key, 7))
+    con = aux["con"].mean()
+    loss = (1 - spec.gib_pp) * (mae + spec.gib_mi * dv) + spec.gib_pp * con
+    return loss, (mae, dv, jax.lax.stop_gradient(emb))
   beta = spec.beta if spec.kind in MASKED else 0.0
-  return mae + beta * kl, (mae, kl)
+  return mae + beta * kl, (mae, kl, None)
 
 
 def gsat_r(step, steps, final_r=0.7, init_r=0.9, decay_r=0.1, intervals=10):
@@ -303,3 +348,106 @@ def recursive_bound(q1, q_tab, r, kappa):
     total = total + (1 - marg) * k0 + marg * k1
     marg = (1 - marg) * q_tab[t, 0] + marg * q_tab[t, 1]
   return total
+
+
+# ------------------------------------------------------------------ GIB
+
+def gib_connectivity(S, adj):
+  """GIB's connectivity loss: MSE of diag(rownorm_L1(S^T A S)) against (1, 1).
+
+  It is 0 when no edge joins the subgraph to its complement (both row-normalised
+  diagonals are 1), so it pushes the selected nodes to form a connected block.
+  """
+  a = S.T @ adj @ S
+  a = a / jnp.maximum(jnp.abs(a).sum(1, keepdims=True), 1e-12)
+  return jnp.mean((jnp.diag(a) - 1.0) ** 2)
+
+
+def gib_disc(disc, g, sub):
+  """GIB's discriminator T(g, g_sub): relu(l2(relu(l1([g, g_sub]))))."""
+  h = jax.nn.relu(_ap(disc["l1"], jnp.concatenate([g, sub], -1)))
+  return jax.nn.relu(_ap(disc["l2"], h))[..., 0]
+
+
+def dv_bound(disc, g, sub, key):
+  """Donsker-Varadhan bound I(G; G_sub) >= E_joint[T] - log E_marginal[e^T].
+
+  g, sub [..., D]: pairs from the same window and step are joint samples; the marginal
+  pairs the subgraph embeddings with the graph embeddings shuffled (GIB's randperm).
+  """
+  g = g.reshape(-1, g.shape[-1])
+  sub = sub.reshape(-1, sub.shape[-1])
+  perm = jax.random.permutation(key, g.shape[0])
+  joint = gib_disc(disc, g, sub)
+  margin = gib_disc(disc, g[perm], sub)
+  return joint.mean() - (jax.nn.logsumexp(margin) - jnp.log(margin.shape[0]))
+
+
+# ------------------------------------------------------------------ Graph WaveNet
+
+GWN_BLOCKS = 4  # 4 blocks of 2 layers, dilations 1 and 2: receptive field 1 + 4 * 3 = 13
+GWN_DILATIONS = (1, 2)
+GWN_EMB = 10  # node-embedding size of the adaptive adjacency (Graph WaveNet's)
+
+
+def _gwnet_init(spec, k):
+  """Residual = dilation channels = hidden, skip = 4 hidden, end = 8 hidden (Graph
+  WaveNet's 32 / 32 / 256 / 512 at hidden 32, scaled with our hidden size). Layer
+  parameters are stacked [blocks, 2 layers, ...]."""
+  H, C = spec.hidden, spec.channels
+  S, Q = 4 * H, 8 * H
+  L = (GWN_BLOCKS, len(GWN_DILATIONS))
+  kk = jax.random.split(next(k), 4)
+  layers = dict(
+      filt=jax.random.normal(kk[0], L + (2, H, H)) * np.sqrt(1.0 / (2 * H)),
+      gate=jax.random.normal(kk[1], L + (2, H, H)) * np.sqrt(1.0 / (2 * H)),
+      fb=jnp.zeros(L + (H,)), gb=jnp.zeros(L + (H,)),
+      skip=dict(w=jax.random.normal(kk[2], L + (H, S)) * np.sqrt(1.0 / H),
+                b=jnp.zeros(L + (S,))),
+      gcn=dict(w=jax.random.normal(kk[3], L + (7 * H, H)) * np.sqrt(1.0 / (7 * H)),
+               b=jnp.zeros(L + (H,))))  # input [x, 3 supports x order 2]
+  return dict(start=_dense(next(k), C, H), layers=layers,
+              e1=jax.random.normal(next(k), (spec.n, GWN_EMB)),
+              e2=jax.random.normal(next(k), (GWN_EMB, spec.n)),
+              end1=_dense(next(k), S, Q), end2=_dense(next(k), Q, spec.t_out))
+
+
+def gwnet_supports(spec, params):
+  """[3, N, N]: forward and backward transition matrices and the adaptive adjacency,
+  each applied as x'[w] = sum_v x[v] P[v, w] (Graph WaveNet's nconv)."""
+  n = spec.n
+  src = jnp.asarray(spec.src, jnp.int32)
+  dst = jnp.asarray(spec.dst, jnp.int32)
+  a = jnp.zeros((n, n)).at[src, dst].set(1.0)
+  fwd = a / jnp.maximum(a.sum(1, keepdims=True), 1e-12)
+  bwd = a.T / jnp.maximum(a.T.sum(1, keepdims=True), 1e-12)
+  adp = jax.nn.softmax(jax.nn.relu(params["e1"] @ params["e2"]), axis=1)
+  return jnp.stack([fwd, bwd, adp])
+
+
+def _gwnet(spec, params, x, key, train, dropout=0.3):
+  """Graph WaveNet's forward: valid dilated convolutions that shrink the padded window
+  13 -> 12 -> 10 -> 9 -> 7 -> 6 -> 4 -> 3 -> 1 (kernel 2), each followed by the
+  diffusion convolution, dropout and the residual; skips from every layer's last step."""
+  sup = gwnet_supports(spec, params)
+  h = _ap(params["start"], x)  # [T, N, H]
+  h = jnp.concatenate([jnp.zeros_like(h[:1]), h])  # padded to the receptive field 13
+  skip = 0.0
+  for b in range(GWN_BLOCKS):
+    for j, d in enumerate(GWN_DILATIONS):
+      lp = jax.tree.map(lambda v: v[b, j], params["layers"])  # pylint: disable=cell-var-from-loop
+      res = h
+      f = jnp.tanh(h[:-d] @ lp["filt"][0] + h[d:] @ lp["filt"][1] + lp["fb"][None, None])
+      g = jax.nn.sigmoid(h[:-d] @ lp["gate"][0] + h[d:] @ lp["gate"][1] + lp["gb"][None, None])
+      u = f * g
+      skip = skip + _ap(lp["skip"], u[-1])  # only the last step reaches the output
+      x1 = jnp.einsum("tvc,svw->stwc", u, sup)  # order 1 and 2 over the 3 supports
+      x2 = jnp.einsum("stvc,svw->stwc", x1, sup)
+      outs = jnp.concatenate([u[None], jnp.stack([x1, x2], 1).reshape((-1,) + u.shape)])
+      h = _ap(lp["gcn"], jnp.moveaxis(outs, 0, -2).reshape(u.shape[:-1] + (-1,)))
+      if train and dropout > 0:
+        keep = jax.random.bernoulli(jax.random.fold_in(key, 2 * b + j), 1 - dropout, h.shape)
+        h = jnp.where(keep, h / (1 - dropout), 0.0)
+      h = h + res[-h.shape[0]:]
+  out = _ap(params["end2"], jax.nn.relu(_ap(params["end1"], jax.nn.relu(skip))))
+  return out.T  # [t_out, N]

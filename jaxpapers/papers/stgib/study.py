@@ -7,7 +7,10 @@ grid and the choice are printed; an edge choice is flagged) and its seeds are sc
 the test split. Explanations are scored on evenly spaced test windows against the
 simulator's gates. References: random scores (AUROC 0.5) and the ground truth itself used
 as the explanation (the positive control for the fidelity metrics). Ablation: STGIB with
-kappa = 0 (an independent-step prior; the recursion in q stays).
+kappa = 0 (an independent-step prior; the recursion in q stays). Each explanation's
+consistency is also measured on its flicker control (explain.flicker_control), and the
+feature masks (STGIB's; saliency and IG of the backbone's input) are scored against the
+simulator's feature truth (the distractor channel has no effect).
 """
 from __future__ import annotations
 
@@ -21,10 +24,12 @@ from jaxpapers.core import config as config_lib
 from jaxpapers.core import study as study_lib
 from jaxpapers.papers.stgib import data as data_lib
 from jaxpapers.papers.stgib import experiment as ex
+from jaxpapers.papers.stgib import explain
+from jaxpapers.papers.stgib import model as model_lib
 from jaxpapers.papers.stgib import simulator as sim_lib
 from jaxpapers.papers.stgib import train as train_lib
 
-EXPLAINED = ("stgib", "stgib_kappa0", "gsat", "decoupled", "attention")
+EXPLAINED = ("stgib", "stgib_kappa0", "gsat", "decoupled", "attention", "gib")
 FLICKER_METHODS = ("stgnn", "stgib", "gsat")
 
 
@@ -51,7 +56,8 @@ def run(config, workdir, commit, log=print):
   os.makedirs(workdir, exist_ok=True)
   S = config.study.seeds
   seeds = list(range(S))
-  lrs = list(config.study.lrs)
+  grids = {m: list(config.study.lrs) for m in config.study.methods}
+  grids["gwnet"] = list(config.study.gwnet_lrs)
   frac = config.eval.sparsity
   T_in, T_out = config.data.t_in, config.data.t_out
   f_rows, e_rows, sel_rows, curves = [], [], [], {}
@@ -75,6 +81,7 @@ def run(config, workdir, commit, log=print):
       kind = "stgib" if method.startswith("stgib") else method
       over = dict(kappa=0.0) if method == "stgib_kappa0" else {}
       spec = ex.spec_of(cfg, tr, kind=kind, **over)
+      lrs = grids.get(method, list(config.study.lrs))
       t0 = time.perf_counter()
       out = train_lib.train_members(spec, cfg, w, seeds, lrs, workdir, f"{gen}/{method}",
                                     log=log)
@@ -94,29 +101,41 @@ def run(config, workdir, commit, log=print):
       for i, s in enumerate(seeds):
         f_rows.append(dict(generator=gen, method=method, seed=s,
                            **ex.forecast_metrics(yhat[i], y)))
-      if truth is None or kind == "stid":
+      if truth is None or kind in model_lib.NO_MASK:
         continue
+      feat = {}
       if method in EXPLAINED:
         named = {method: ex.predict_members(spec, params, xe, r, w)[1]}
+        if kind == "stgib" and spec.feature_masks:
+          feat[method] = ex.feature_scores(spec, params, xe, r)
       else:  # the backbone: post-hoc explainers and the two references
         named = {p: ex.posthoc_scores(spec, params, xe, r, p, cfg) for p in ex.POSTHOC}
+        feat = {p: ex.feature_scores(spec, params, xe, r, p) for p in ("saliency", "ig")}
+        feat["random"] = np.random.default_rng(2).random((S,) + xe.shape)
         rng = np.random.default_rng(0)
         named["random"] = rng.random((S,) + truth.shape)
         named["ground_truth"] = np.broadcast_to(truth.astype(np.float32) + 1e-3 * rng.random(
             truth.shape), (S,) + truth.shape)
       for en, scores in named.items():
         ms = ex.explanation_metrics(spec, params, r, w, xe, ye, np.asarray(scores), truth, frac)
-        for s, mrow in zip(seeds, ms):
+        fa = ex.feature_auroc(feat[en]) if en in feat else [np.nan] * S
+        for s, mrow, f in zip(seeds, ms, fa):
+          mrow["feat_auroc"] = f
           e_rows.append(dict(generator=gen, method=en, model=method, seed=s, **mrow))
         log(f"[explain {gen}/{en}] " + " ".join(
             f"{k} {np.mean([m[k] for m in ms]):.3f}" for k in ms[0]))
     if truth is not None:
       e_rows.append(dict(generator=gen, method="(truth itself)", model="-", seed=0,
                          auroc=1.0, fid_plus=np.nan, fid_minus=np.nan,
-                         consistency=_truth_topk_consistency(truth, frac)))
+                         consistency=_truth_topk_consistency(truth, frac),
+                         consistency_flicker=_truth_topk_consistency(
+                             explain.flicker_control(truth, np.random.default_rng([7, 99])), frac),
+                         feat_auroc=1.0))
   fkeys = [f"{m}_{h}" for h in ("15min", "30min", "60min") for m in ("mae", "rmse", "mape")]
   f_tab = _agg(f_rows, fkeys)
-  e_tab = _agg(e_rows, ["auroc", "fid_plus", "fid_minus", "consistency"])
+  ekeys = ["auroc", "fid_plus", "fid_minus", "consistency", "consistency_flicker",
+           "feat_auroc"]
+  e_tab = _agg(e_rows, ekeys)
   hdr = f"commit {commit}; {S} seeds (mean, std); sparsity {frac}"
   md = "### Forecasts (test)\n\n" + study_lib.write_table(
       workdir, "forecast", f_tab, ["generator", "method", "seeds"] + sum(
@@ -124,7 +143,7 @@ def run(config, workdir, commit, log=print):
                                       "mape_60min")], []), header=hdr, digits=3)
   md += "\n### Explanations (test windows vs the simulator's gates)\n\n" + study_lib.write_table(
       workdir, "explain", e_tab, ["generator", "method", "seeds"] + sum(
-          [[k, k + "_std"] for k in ("auroc", "fid_plus", "fid_minus", "consistency")], []),
+          [[k, k + "_std"] for k in ekeys], []),
       header=hdr, digits=3)
   md += "\n### Learning-rate selection (validation MAE per lr)\n\n" + study_lib.write_table(
       workdir, "selection", sel_rows, header=hdr, digits=3)
@@ -141,7 +160,6 @@ def run(config, workdir, commit, log=print):
 
 
 def _truth_topk_consistency(truth, frac):
-  from jaxpapers.papers.stgib import explain  # pylint: disable=g-import-not-at-top
   rng = np.random.default_rng(1)
   return explain.consistency(truth + 1e-3 * rng.random(truth.shape), frac)
 

@@ -39,7 +39,25 @@ def member_init(spec, seed, steps):
   del steps
   key = jax.random.PRNGKey(seed)
   params = model_lib.init(spec, jax.random.fold_in(key, 1))
-  return dict(params=params, opt=_opt().init(params), key=key)
+  state = dict(params=params, opt=_opt().init(params), key=key)
+  if spec.kind == "gib":  # the discriminator's own Adam (GIB's optimizer_local)
+    state["dopt"] = optax.scale_by_adam().init(params["disc"])
+  return state
+
+
+def gib_inner(spec, disc, dopt, emb, lr, key):
+  """GIB's inner loop: `gib_inner` Adam steps maximising the DV bound over the
+  discriminator alone, on the (detached) embeddings of the current batch."""
+  opt = optax.scale_by_adam()
+
+  def body(c, k):
+    d, o = c
+    g = jax.grad(lambda d_: -model_lib.dv_bound(d_, *emb, k))(d)
+    u, o = opt.update(g, o, d)
+    return (jax.tree.map(lambda p, u_: p - lr * u_, d, u), o), None
+
+  (disc, dopt), _ = jax.lax.scan(body, (disc, dopt), jax.random.split(key, spec.gib_inner))
+  return disc, dopt
 
 
 _PROGRAMS = {}
@@ -68,11 +86,18 @@ def _make_chunk(spec, batch, chunk, steps, mean, std, mesh):
       valid = (y != 0).astype(jnp.float32)
       yz = (y - mean) / std
       r = model_lib.gsat_r(step, steps, spec.final_r)
-      (loss, (mae, kl)), g = jax.value_and_grad(
+      (loss, (mae, kl, emb)), g = jax.value_and_grad(
           lambda p: model_lib.loss_fn(spec, p, x, yz, valid, km, r), has_aux=True)(st["params"])
       upd, o = opt.update(g, st["opt"], st["params"])
       params = jax.tree.map(lambda p, u: p - lr * u, st["params"], upd)
-      return dict(params=params, opt=o, key=st["key"]), (loss, mae, kl)
+      new = dict(params=params, opt=o, key=st["key"])
+      if spec.kind == "gib":
+        # The discriminator gets no gradient from the outer loss (stop_gradient there);
+        # its inner loop runs on this batch's embeddings and serves the next step.
+        disc, new["dopt"] = gib_inner(spec, params["disc"], st["dopt"], emb, lr,
+                                      jax.random.fold_in(km, 11))
+        new["params"] = dict(params, disc=disc)
+      return new, (loss, mae, kl)
 
     state, (loss, mae, kl) = jax.lax.scan(body, state, jnp.arange(chunk))
     return state, mae.mean(), kl.mean()
