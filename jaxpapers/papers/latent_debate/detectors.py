@@ -14,9 +14,10 @@ wrong; it is judged by AUROC against the model's actual errors. Scores:
                 Sigma^-1 (mu_true - mu_false), a 1-d logistic fit on the projection),
                 CCS (Burns et al. 2022: unsupervised, on the contrast pair)
   error probe   logistic regression on h predicting the model's error directly
-  resampling    SelfCheck-style (Manakul et al. 2023): K answers sampled at temperature 1
-                from the model under randomly drawn prompt templates; risk = share of
-                samples that disagree with the main answer
+  resampling    SelfCheck-style (Manakul et al. 2023): answers resampled at temperature 1
+                from the model under a uniformly drawn prompt template; risk = the
+                expected share that disagrees with the main answer (exact over the
+                templates: `expected_disagreement`; or estimated from K samples)
   debate        debate-pattern features (debate.features) -> logistic regression; and
                 the untrained middle-layer disagreement score on its own
 """
@@ -194,3 +195,11 @@ def resampling_risk(p_true_NxK, answer_N, n_samples: int = 20, seed: int = 0):
   tmpl = rng.integers(k, size=(n, n_samples))
   draws = rng.random((n, n_samples)) < np.take_along_axis(p, tmpl, 1)
   return (draws.astype(int) != np.asarray(answer_N)[:, None]).mean(1)
+
+
+def expected_disagreement(p_true_NxK, answer_N):
+  """The exact expectation of `resampling_risk`: the mean over the K templates of the
+  probability that a resampled answer differs from the main answer (no sampling noise)."""
+  p = np.asarray(p_true_NxK, np.float64)
+  a = np.asarray(answer_N)[:, None]
+  return np.where(a == 1, 1 - p, p).mean(1)

@@ -19,13 +19,14 @@ import time
 import jax
 import jax.numpy as jnp
 import numpy as np
+import scipy.stats
 
 from jaxpapers.core import metrics as metrics_lib
 from jaxpapers.core import planner, sharding
 from jaxpapers.core import study as study_lib
 from jaxpapers.core import validate as validate_lib
 from jaxpapers.nn import llama
-from jaxpapers.papers.latent_debate import analysis, extract, lm as lm_lib, statements
+from jaxpapers.papers.latent_debate import analysis, detectors, extract, lm as lm_lib, statements
 
 PATHS = ["jaxpapers/papers/latent_debate", "configs/latent_debate.py"]
 
@@ -70,13 +71,54 @@ def _scalars(res: dict) -> dict:
   return {k: v for k, v in res.items() if isinstance(v, float) and np.isfinite(v)}
 
 
+def bootstrap_auroc(y, s, n_boot: int = 1000, seed: int = 0):
+  """AUROC of score s for labels y and its 95% percentile bootstrap interval
+  (statements resampled with replacement)."""
+  y, s = np.asarray(y).astype(int), np.asarray(s, np.float64)
+  rng = np.random.default_rng(seed)
+  boots = []
+  for _ in range(n_boot):
+    i = rng.integers(len(y), size=len(y))
+    yi = y[i]
+    n1 = yi.sum()
+    if 0 < n1 < len(yi):   # Mann-Whitney U from average ranks (ties count half)
+      r = scipy.stats.rankdata(s[i])
+      boots.append((r[yi == 1].sum() - n1 * (n1 + 1) / 2) / (n1 * (len(yi) - n1)))
+  lo, hi = np.percentile(boots, [2.5, 97.5])
+  return detectors.auroc(y, s), float(lo), float(hi)
+
+
+def pooled(rows, n_boot: int = 1000) -> dict:
+  """Cross-fitted test scores of the folds pooled into one score per statement: every
+  detector's AUROC for the errors and the model's AUROC for the truth, each with a 95%
+  bootstrap interval. Each fold's scores enter as their percentile ranks within the fold
+  (a trained detector's scale differs from fold to fold, and mixing raw scales would
+  understate it). None unless the folds partition the set."""
+  parts = [r["_test"] for r in rows]
+  idx = np.concatenate([p["idx"] for p in parts])
+  if len(np.unique(idx)) != len(idx):
+    return None
+  pct = lambda x: scipy.stats.rankdata(x) / len(x)  # noqa: E731
+  cat = lambda f: np.concatenate([pct(f(p)) if f(p).dtype.kind == "f" else f(p)  # noqa: E731
+                                  for p in parts])
+  err, lab = cat(lambda p: p["err"]), cat(lambda p: p["label"])
+  out = {"n": int(len(idx)), "n_errors": int(err.sum()),
+         "model truth AUROC": bootstrap_auroc(lab, cat(lambda p: p["diff"]), n_boot)}
+  for name in parts[0]["scores"]:
+    if all(name in p["scores"] for p in parts):
+      out[name] = bootstrap_auroc(err, cat(lambda p, n=name: p["scores"][n]), n_boot)
+  return out
+
+
 def train_and_evaluate(config, workdir: str) -> dict:
   metrics_lib.write_config(workdir, config)
   ss, _, feats = prepare(config, workdir)
   fam_ids, fam_names = ss.family_ids()
-  res = analysis.analyze(config, feats, ss.labels, fam_ids, fam_names, config.split.seed)
+  res = analysis.analyze(config, feats, ss.labels, fam_ids, fam_names, config.split.seed,
+                         inputs=ss.statements)
   writer = metrics_lib.MetricsWriter(workdir)
   writer.write(0, _scalars(res), split="eval")
+  res.pop("_test", None)
   print(f"model accuracy {res['accuracy_test']:.3f}; surrogate agreement DF-QuAD "
         f"{res['agree_dfquad']:.3f}, QE {res['agree_qe']:.3f}; AUROC mid-layer disagreement "
         f"{res['auroc/mid-layer disagreement']:.3f}, debate logreg "
@@ -86,11 +128,25 @@ def train_and_evaluate(config, workdir: str) -> dict:
 
 
 DETECTORS = ("probability", "margin", "entropy", "linear probe", "error probe (logreg)",
-             "MLP probe (SAPLMA)", "mass-mean probe", "CCS", "resampling (SelfCheck)",
-             "mid-layer disagreement", "mid-layer lens disagreement",
+             "MLP probe (SAPLMA)", "mass-mean probe", "CCS", "resampling (SelfCheck, exact)",
+             "resampling (20 samples)", "mid-layer disagreement", "mid-layer lens disagreement",
              "debate features (logreg)", "debate + probability (logreg)",
-             "mid-layer head disagreement", "debate + head features (logreg)", "random")
-DEBATE = ("mid-layer disagreement", "debate features (logreg)")
+             "mid-layer head disagreement", "debate + head features (logreg)",
+             "signed DLA vector (logreg)", "input only: truth logreg",
+             "input only: error logreg", "input only: difficulty -|a - b|", "random")
+# the debate's detectors (the best of them is compared with the best baseline)
+DEBATE = ("mid-layer disagreement", "debate features (logreg)",
+          "debate + head features (logreg)")
+# not baselines of the verdict: the debate's own, its mixtures, the sampled resampling
+# estimate (the exact one is the baseline), the trivial input-only detectors (a gate of
+# their own) and the random score
+NOT_BASELINES = DEBATE + ("mid-layer lens disagreement", "debate + probability (logreg)",
+                          "mid-layer head disagreement", "signed DLA vector (logreg)",
+                          "resampling (20 samples)", "input only: truth logreg",
+                          "input only: error logreg", "input only: difficulty -|a - b|",
+                          "random")
+INPUT_ONLY = ("input only: truth logreg", "input only: error logreg",
+              "input only: difficulty -|a - b|")
 
 
 def _mean_std(rows, key):
@@ -110,10 +166,14 @@ def summarize(rows, family_names, n_layers, n_templates):
                   "splits": len([r for r in rows if key in r])})
   add("model", "accuracy (test)", "accuracy_test")
   add("model", "answers True (all)", "answer_true_rate")
+  add("model", "truth AUROC of the logit difference (test)", "model_truth_auroc_test")
+  add("model", "input only: truth AUROC of the surface logreg (test)", "input_truth_auroc_test")
   for sem in ("dfquad", "qe"):
     add("agreement", f"{sem}: all test statements", f"agree_{sem}")
     add("agreement", f"{sem}: per-head debate, all test statements", f"agree_{sem}_heads")
     add("agreement", f"{sem}: share without verdict (tie at 0.5)", f"noverdict_{sem}")
+    add("agreement", f"{sem}: all test statements, strict rule (> 0.5 => True)",
+        f"agree_{sem}_strict")
     add("agreement", f"{sem}: share of True verdicts", f"verdict_true_{sem}")
     for fam in family_names:
       add("agreement", f"{sem}: family {fam}", f"agree_{sem}/{fam}")
@@ -134,13 +194,43 @@ def summarize(rows, family_names, n_layers, n_templates):
   return table
 
 
-def verdicts(table, command, commit) -> dict:
-  get = {r["quantity"]: r for r in table}
+def judged(get, pool=None):
+  """(bool, reason): does the model judge the statements? Its logit difference has to
+  separate true from false better than chance and better than the input-only surface
+  logreg (pooled over the folds with a 95% bootstrap interval where the study has one:
+  its lower end above both; else mean - std over the splits)."""
+  inp = get.get("input only: truth AUROC of the surface logreg (test)")
+  inp_m = inp["mean"] if inp and np.isfinite(inp["mean"]) else 0.5
+  if pool is not None:
+    m, lo, hi = pool["model truth AUROC"]
+    bar = max(0.5, inp_m)
+    why = (f"the model's truth AUROC pooled over {pool['n']} statements {m:.3f} "
+           f"[95% CI {lo:.3f}, {hi:.3f}] vs chance 0.5 and the input-only surface logreg "
+           f"{inp_m:.3f}")
+    return lo > bar, why
+  r = get["truth AUROC of the logit difference (test)"]
+  bar = max(0.5, inp_m)
+  return (r["mean"] - r["std"] > bar,
+          f"the model's truth AUROC {r['mean']:.3f} +- {r['std']:.3f} vs chance 0.5 and the "
+          f"input-only surface logreg {inp_m:.3f}")
+
+
+def verdicts(table, command, commit, pool=None) -> dict:
+  get = {r["quantity"]: r for r in table if not r["section"].startswith("pooled")}
   df = get["dfquad: all test statements"]
   qe = get["qe: all test statements"]
   maj = get["trivial: majority answer"]
-  agree = max(df, qe, key=lambda r: r["mean"])  # the better of the two semantics
-  if agree["mean"] >= 0.9 and agree["mean"] > maj["mean"] + 0.05:
+  # The tie rule, fixed before the numbers: a topic within 1e-6 of its base 0.5 gives no
+  # verdict and counts as disagreeing (a debate that does not move its topic decides
+  # nothing; float32 rounding must not decide for it). The strict "> 0.5" rule is
+  # reported beside it.
+  sem = "dfquad" if df["mean"] > qe["mean"] else "qe"   # the better of the two semantics
+  agree = get[f"{sem}: all test statements"]
+  strict = get.get(f"{sem}: all test statements, strict rule (> 0.5 => True)", agree)
+  templ = [r for q, r in get.items() if q.startswith(f"{sem}: template ")]
+  fams = [r for q, r in get.items() if q.startswith(f"{sem}: family ")]
+  worst = min([r["mean"] for r in templ + fams] or [agree["mean"]])
+  if agree["mean"] >= 0.9 and worst >= 0.8 and agree["mean"] > maj["mean"] + 0.05:
     v1 = "holds"
   elif agree["mean"] >= 0.75 and agree["mean"] > maj["mean"]:
     v1 = "partly"
@@ -149,34 +239,51 @@ def verdicts(table, command, commit) -> dict:
   mid = get["mid-layer disagreement"]
   early, late = get["disagreement, early third"], get["disagreement, late third"]
   # The random detector's AUROC over the same splits is the noise level a detector has
-  # to clear (few errors per test split), not just 0.5.
+  # to clear (few errors per test split), not just 0.5; and the input-only detectors.
   rnd = get["random"]
+  inputs = [get[d] for d in INPUT_ONLY if d in get and np.isfinite(get[d]["mean"])]
+  best_in = max(inputs, key=lambda r: r["mean"]) if inputs else None
   floor = max(0.5, rnd["mean"] + rnd["std"]) if np.isfinite(rnd["mean"]) else 0.5
-  if mid["mean"] - mid["std"] > floor and mid["mean"] >= 0.6:
+  if mid["mean"] - mid["std"] > floor and mid["mean"] >= 0.6 and (
+      best_in is None or mid["mean"] > best_in["mean"]):
     v2 = "holds" if mid["mean"] >= max(early["mean"], late["mean"]) else "partly"
   elif mid["mean"] - mid["std"] > floor:
     v2 = "partly"
   else:
     v2 = "does not hold at our scale"
-  base = [d for d in DETECTORS if d not in DEBATE and "debate" not in d and d != "random"
-          and "lens" not in d and "disagree" not in d]
+  base = [d for d in DETECTORS if d not in NOT_BASELINES and d in get
+          and np.isfinite(get[d]["mean"])]
   best = max(base, key=lambda d: get[d]["mean"])
-  ours = max(DEBATE, key=lambda d: get[d]["mean"])
+  ours = max([d for d in DEBATE if d in get and np.isfinite(get[d]["mean"])],
+             key=lambda d: get[d]["mean"])
   gap = get[ours]["mean"] - get[best]["mean"]
   v3 = "holds" if gap >= -0.03 else ("partly" if gap >= -0.1 else
                                       "does not hold at our scale")
+  ok, why = judged(get, pool)
+  if not ok:
+    v2 = v3 = "not measured"
   f = lambda r: f"{r['mean']:.3f} +- {r['std']:.3f}"  # noqa: E731
-  return {"status": "implemented", "command": command, "commit": commit, "claims": [
+  pf = lambda name: (f"; pooled {pool[name][0]:.3f} [{pool[name][1]:.3f}, {pool[name][2]:.3f}]"  # noqa: E731
+                     if pool and name in pool else "")
+  gate = ("" if ok else f"not measured: the model does not judge the statements ({why}). ")
+  sdla = get.get("signed DLA vector (logreg)")
+  return {"status": "implemented", "command": command, "commit": commit,
+          "model_judges_statements": bool(ok), "gate": why, "claims": [
       {"claim": "latent debate is a faithful surrogate (consistent with the LLM's predictions)",
-       "ours": f"test agreement DF-QuAD {f(df)}, QE {f(qe)}; majority-answer baseline "
-               f"{f(maj)}", "verdict": v1},
+       "ours": f"test agreement (tie = no verdict) DF-QuAD {f(df)}, QE {f(qe)}; "
+               f"{sem} with the strict '> 0.5' rule {f(strict)}; worst template / family "
+               f"{worst:.3f}; majority-answer baseline {f(maj)}", "verdict": v1},
       {"claim": "high disagreement in the middle layers is linked to hallucinations",
-       "ours": f"AUROC of mid-layer disagreement for errors {f(mid)} (early third "
-               f"{f(early)}, late third {f(late)}; random detector {f(rnd)})",
+       "ours": gate + f"AUROC of mid-layer disagreement for errors {f(mid)}"
+               f"{pf('mid-layer disagreement')} (early third {f(early)}, late third "
+               f"{f(late)}; random detector {f(rnd)}"
+               + (f"; best input-only detector {f(best_in)}" if best_in else "") + ")",
        "verdict": v2},
       {"claim": "latent debate is a strong baseline for hallucination detection",
-       "ours": f"best debate detector '{ours}' AUROC {f(get[ours])} vs best baseline "
-               f"'{best}' {f(get[best])} (gap {gap:+.3f})", "verdict": v3}]}
+       "ours": gate + f"best debate detector '{ours}' AUROC {f(get[ours])}{pf(ours)} vs best "
+               f"baseline '{best}' {f(get[best])}{pf(best)} (gap {gap:+.3f})"
+               + (f"; signed DLA vector logreg {f(sdla)}" if sdla else ""),
+       "verdict": v3}]}
 
 
 def plot(path, rows, table, n_layers):
@@ -224,18 +331,34 @@ def run_study(config, workdir: str):
   for k in range(config.split.n_splits):
     seed = config.split.seed + k
     print(f"split {seed}:", flush=True)
-    res = analysis.analyze(config, feats, ss.labels, fam_ids, fam_names, seed)
+    res = analysis.analyze(config, feats, ss.labels, fam_ids, fam_names, seed,
+                           inputs=ss.statements)
     writer.write(k, _scalars(res), split=f"study/split{seed}")
     rows.append(res)
   L = lm.cfg.n_layers
   table = summarize(rows, fam_names, L, config.data.n_templates)
+  pool = pooled(rows, config.detect.n_boot)
+  if pool is not None:
+    for name, v in pool.items():
+      if isinstance(v, tuple):
+        table.append({"section": "pooled AUROC [95% bootstrap CI]", "quantity": name,
+                      "mean": v[0], "std": float("nan"), "splits": pool["n"],
+                      "ci_low": v[1], "ci_high": v[2]})
+  # the test rows' scores (cross-fitted), for a later look; not committed
+  np.savez(os.path.join(workdir, "test_scores.npz"), **{
+      f"split{k}/{key}": v for k, r in enumerate(rows)
+      for key, v in [*((kk, r["_test"][kk]) for kk in ("idx", "err", "label", "diff")),
+                     *((f"score/{n}", sc) for n, sc in r["_test"]["scores"].items())]})
+  for r in rows:
+    r.pop("_test", None)
   header = (f"Latent debate study (commit {commit}); {lm.name}, {len(ss)} statements "
             f"({', '.join(fam_names)}), {config.split.n_splits} stratified splits "
             f"(train/val/test {1 - config.split.val - config.split.test:.1f}/"
             f"{config.split.val}/{config.split.test}), hyper-parameters on validation; "
             f"wall {time.perf_counter() - start:.0f} s.")
   md = study_lib.write_table(workdir, "latent_debate_study", table,
-                             ["section", "quantity", "mean", "std", "splits"], header)
+                             ["section", "quantity", "mean", "std", "splits", "ci_low",
+                              "ci_high"], header)
   sel = [{k: r[k] for k in r if k.startswith(("sel_", "temp_", "edges", "split", "ccs_loss"))}
          for r in rows]
   with open(os.path.join(workdir, "latent_debate_rows.json"), "w") as f:
@@ -245,7 +368,7 @@ def run_study(config, workdir: str):
   if sys.argv and sys.argv[0].endswith("study.py"):   # the command that ran it
     command = "python " + " ".join(sys.argv)
   with open(os.path.join(workdir, "verdicts.json"), "w") as f:
-    json.dump(verdicts(table, command, commit), f, indent=1)
+    json.dump(verdicts(table, command, commit, pool), f, indent=1)
   print(md, flush=True)
   print(json.dumps(sel, default=str), flush=True)
   return table

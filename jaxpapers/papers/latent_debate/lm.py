@@ -190,7 +190,8 @@ def decompose(params, tokens_T, last, true_id, false_id, cfg: llama.LlamaConfig,
   layer's attention contribution (through its slice of the output projection), lens
   (L + 1,): logit-lens difference after the embedding and each layer, probe (P, D):
   residual after each layer in `probe_layers` (layer L final-normed), and with `contrast`
-  ccs (2, D): final hidden state of the prompt + "True" and prompt + "False". `prefix` ((L, 1, P, K, D) keys and values,
+  ccs (2, P, D): the same states of prompt + "True" and prompt + "False" (P = 1, the
+  final hidden state, without probe layers). `prefix` ((L, 1, P, K, D) keys and values,
   `prefix_cache`) is a shared few-shot prefix the row continues (the row's positions
   start at P); the arguments are still those of the row's last token.
   """
@@ -238,10 +239,23 @@ def decompose(params, tokens_T, last, true_id, false_id, cfg: llama.LlamaConfig,
       v = jnp.concatenate([pre[1], v], 1)
     cache = (k[:, None], v[:, None])                            # (L, 1, P + T, K, D)
     answers = jnp.array([true_id, false_id], tokens_T.dtype)
-    hs = [llama.hidden(params, answers[i].reshape(1, 1), cfg,
-                       positions_BxT=(P + last + 1).reshape(1, 1), cache=cache)[0][0, 0]
-          for i in range(2)]
-    out["ccs"] = jnp.stack(hs)
+    # The answer token is one cached step through the blocks; its residual after each
+    # probe layer is kept (the last one final-normed, as llama.hidden gives it), so CCS
+    # chooses its layer like the other probes.
+    layers_out = tuple(probe_layers) or (cfg.n_layers,)
+    positions = (P + last + 1).reshape(1, 1)
+
+    def answer_states(tok):
+      def step(x, layer):
+        p, c = layer
+        x, _ = llama.block(cfg, x, p, None, positions, llama.plain_linear, c)
+        return x, x[0, 0]
+      xL_, per_layer = jax.lax.scan(step, params["embed"][tok.reshape(1, 1)],
+                                    (params["blocks"], cache), unroll=unroll)
+      return jnp.stack([llama.rms_norm(xL_[0, 0], g, cfg.norm_eps) if l == cfg.n_layers
+                        else per_layer[l - 1] for l in layers_out])
+
+    out["ccs"] = jnp.stack([answer_states(answers[i]) for i in range(2)])   # (2, P, D)
   return out
 
 

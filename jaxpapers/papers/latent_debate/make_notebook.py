@@ -31,9 +31,10 @@ from jaxpapers.papers.latent_debate import debate, drawing, experiment, lm as lm
 
 SMOKE = os.environ.get("JAXPAPERS_SMOKE") == "1" or gguf_loader.smollm2_path() is None
 lm = lm_lib.load("tiny" if SMOKE else "smollm2")
-# Negated comparisons ("7 is not larger than 40."): the study's default family, the one of
-# 14 screened where SmolLM2-135M is clearly above chance (zero-shot, the default).
-ss = statements.generate(("negated_comparison",), n_per_family=16, seed=0)
+# Cue-free negated comparisons ("7 is not smaller than 40."): the study's default family
+# (neither number nor the wording gives the label away; SmolLM2-135M is at chance on it,
+# README). The debate graph is a surrogate of the model's answer, right or wrong.
+ss = statements.generate(("cf_negated_comparison",), n_per_family=16, seed=0)
 tokens, last = lm_lib.encode(lm, ss.statements, 0)
 fn = lm_lib.batched_decompose(lm)
 out = lm_lib.run_rows(fn, lm.params, tokens, last, batch=len(ss))
@@ -74,10 +75,11 @@ fig.tight_layout()"""
 STUDY = """## The study
 
 `python launch/study.py --config=configs/latent_debate.py --workdir=/tmp/ld_study` runs
-SmolLM2 over 300 negated comparisons and 3 templates, three stratified splits, with the
-per-head debate beside the per-sublayer one, and writes the table, the plot and the
-verdicts; the README keeps the numbers (and the first study, on families where the model
-is at chance)."""
+SmolLM2 over 1000 cue-free negated comparisons (2 answered examples) and 3 templates, five
+cross-fitting folds whose test scores are pooled, with the per-head debate beside the
+per-sublayer one and input-only detectors beside the model's, and writes the table, the
+plot and the verdicts; the README keeps the numbers (and the earlier studies, in a
+surface-cue regime and on families where the model is at chance)."""
 
 
 def build():

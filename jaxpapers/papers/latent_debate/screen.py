@@ -7,9 +7,15 @@ seed): for each few-shot count it runs the main template (0) once per statement 
 reports, per family, the accuracy of the calibrated decision (threshold at the median
 logit difference of all screened statements, as a study of all of them calibrates; and
 at the family's own median, as a study of that family alone does), the raw accuracy
-(threshold 0) and the AUROC of the logit difference against the labels. A family is
-kept when its own-median accuracy lies in [lo, hi] (above chance, errors left). With
---shot_source=family each family's few-shot prefix holds that family's own examples.
+(threshold 0) and the AUROC of the logit difference against the labels, and beside it
+the AUROC of the input-only surface logreg (`cues.py`; fitted on a large generated
+sample of the family kept apart from the screened and the study's statements, so it
+shows what the surface alone gives on the same statements). The rule (set before the
+cue-free screen, issue 42): a family is kept when its own-median accuracy lies in
+[lo, hi] (above chance, errors left) AND the model's AUROC beats max(0.5, input-only
+AUROC) by more than 2 null standard deviations of an AUROC on that many statements.
+With --shot_source=family each family's few-shot prefix holds that family's own
+examples.
 
   python -m jaxpapers.papers.latent_debate.screen --out=/tmp/ld_screen --shots=0,1
   python -m jaxpapers.papers.latent_debate.screen --out=/tmp/ld_screen_f --shots=2,4,6 \
@@ -26,7 +32,7 @@ import time
 
 import numpy as np
 
-from jaxpapers.papers.latent_debate import detectors, lm as lm_lib, statements
+from jaxpapers.papers.latent_debate import cues, detectors, lm as lm_lib, statements
 
 
 def logit_diffs(lm, sents, shots: int, template: int = 0, batch: int = 32,
@@ -38,7 +44,32 @@ def logit_diffs(lm, sents, shots: int, template: int = 0, batch: int = 32,
   return out["logit_true"] - out["logit_false"]
 
 
-def summarize(diff, labels, families, lo: float, hi: float) -> dict:
+def input_only_scores(ss, exclude, n_fit: int = 2000, seed: int = 21) -> np.ndarray:
+  """p(true) of each screened statement from the surface logreg (`cues.py`) of its
+  family, fitted on up to `n_fit` generated statements of that family, none of them
+  screened or excluded (the study's)."""
+  out = np.full(len(ss), 0.5)
+  fams = np.asarray(ss.families)
+  for f in sorted(set(ss.families)):
+    m = np.flatnonzero(fams == f)
+    n = min(n_fit, 2 * (cues.capacity(f) // 2))
+    fit = None
+    while fit is None:
+      try:
+        fit = statements.generate((f,), n, seed, exclude=set(ss.statements) | set(exclude))
+      except ValueError:          # a small family: fewer statements left
+        n = 2 * (n // 4)
+        if n < 8:
+          break
+    if fit is None:
+      continue
+    surf = cues.Surface(fit.statements)
+    out[m], _ = cues.fit_score(surf(fit.statements), fit.labels,
+                               surf([ss.statements[i] for i in m]))
+  return out
+
+
+def summarize(diff, labels, families, lo: float, hi: float, p_input=None) -> dict:
   fams = np.asarray(families)
   thr = float(np.median(diff))
   res = {"threshold": thr, "families": {}}
@@ -47,11 +78,17 @@ def summarize(diff, labels, families, lo: float, hi: float) -> dict:
     acc = float(((diff[m] > thr) == labels[m]).mean())
     # a study of this family alone calibrates on its own statements' median
     acc_f = float(((diff[m] > np.median(diff[m])) == labels[m]).mean())
-    res["families"][f] = {
-        "n": int(m.sum()), "accuracy_calibrated": acc, "accuracy_family_calibrated": acc_f,
-        "accuracy_raw": float(((diff[m] > 0) == labels[m]).mean()),
-        "auroc_truth": detectors.auroc(labels[m], diff[m]),
-        "keep": bool(lo <= acc_f <= hi)}
+    model = detectors.auroc(labels[m], diff[m])
+    r = {"n": int(m.sum()), "accuracy_calibrated": acc, "accuracy_family_calibrated": acc_f,
+         "accuracy_raw": float(((diff[m] > 0) == labels[m]).mean()),
+         "auroc_truth": model,
+         "null_sd": cues.null_sd(int(labels[m].sum()), int((1 - labels[m]).sum()))}
+    keep = lo <= acc_f <= hi
+    if p_input is not None:
+      r["input_auroc_truth"] = detectors.auroc(labels[m], p_input[m])
+      keep = keep and model - max(0.5, r["input_auroc_truth"]) > 2 * r["null_sd"]
+    r["keep"] = bool(keep)
+    res["families"][f] = r
   return res
 
 
@@ -85,6 +122,7 @@ def main(argv=None):
   shown = {q for ex in examples.values() for q, _ in ex}
   ss = statements.generate(fams, a.n, seed=1, exclude=study | shown)
   assert not (study | shown) & set(ss.statements)
+  p_input = input_only_scores(ss, study | shown)
   lm = lm_lib.load(a.lm)
   report = {"command": "python -m jaxpapers.papers.latent_debate.screen " +
             " ".join(argv or os.sys.argv[1:]), "n_per_family": a.n, "lo": a.lo, "hi": a.hi,
@@ -109,13 +147,14 @@ def main(argv=None):
         diff = logit_diffs(lm, ss.statements, shots, template)
       np.savez(path, diff=diff, statements=np.array(ss.statements))
       print(f"{name}: {len(ss)} statements in {time.perf_counter() - t:.0f} s", flush=True)
-    r = summarize(diff, ss.labels, ss.families, a.lo, a.hi)
+    r = summarize(diff, ss.labels, ss.families, a.lo, a.hi, p_input)
     report["shots"][name] = r
     print(f"{name} (threshold {r['threshold']:+.3f}):")
     for f, v in r["families"].items():
       print(f"  {f:12s} acc cal {v['accuracy_calibrated']:.3f} family-cal "
             f"{v['accuracy_family_calibrated']:.3f} raw {v['accuracy_raw']:.3f} "
-            f"AUROC {v['auroc_truth']:.3f} {'keep' if v['keep'] else ''}", flush=True)
+            f"AUROC {v['auroc_truth']:.3f} (input only {v['input_auroc_truth']:.3f}, null sd "
+            f"{v['null_sd']:.3f}) {'keep' if v['keep'] else ''}", flush=True)
   with open(os.path.join(a.out, "screen.json"), "w") as fh:
     json.dump(report, fh, indent=1)
   return report

@@ -26,7 +26,13 @@ FAMILIES = ("arithmetic", "comparison", "capitals", "negation", "translation")
 # separate screening set (README).
 EASY_FAMILIES = ("digit_sum", "colour", "opposite", "category", "size", "continent", "place",
                  "animal_class", "negated_comparison")
-ALL_FAMILIES = FAMILIES + EASY_FAMILIES
+# Cue-free versions of the families whose first slot gave the label away (issue 42, the
+# independent review): the ordered pair of things is drawn first, with the same
+# distribution for both labels, and the relation word ("larger" / "smaller") is chosen so
+# that the statement has the label drawn for it. Neither slot nor the word alone says
+# anything about the label; only the relation between them does (`cues.py` audits it).
+CUE_FREE_FAMILIES = ("cf_comparison", "cf_negated_comparison", "cf_size")
+ALL_FAMILIES = FAMILIES + EASY_FAMILIES + CUE_FREE_FAMILIES
 
 CAPITALS = {
     "France": "Paris", "Germany": "Berlin", "Italy": "Rome", "Spain": "Madrid",
@@ -210,6 +216,28 @@ def _comparison_pair(rng, truth: bool):
   return int(a), int(b)
 
 
+def _cue_free_relation(rng, truth: bool, negated: bool, n_items: int):
+  """(first, second, word) for "<first> is [not] <word> than <second>", ranks in
+  0..n_items-1: the unordered pair and its order are drawn independently of the label,
+  the word ("larger" / "smaller") makes the statement's truth equal `truth`."""
+  i, j = (int(x) for x in rng.choice(n_items, size=2, replace=False))
+  larger = i > j                  # "first is larger than second" holds
+  # the plain statement "first is <word> than second" is true iff word matches the
+  # order; a negated one iff it does not
+  word_is_larger = larger == (truth != negated)
+  return i, j, "larger" if word_is_larger else "smaller"
+
+
+def _cf_comparison(rng, truth: bool, negated: bool) -> str:
+  i, j, word = _cue_free_relation(rng, truth, negated, 99)
+  return f"{i + 1} is {'not ' if negated else ''}{word} than {j + 1}."
+
+
+def _cf_size(rng, truth: bool) -> str:
+  i, j, word = _cue_free_relation(rng, truth, False, len(SIZES))
+  return f"{_cap(SIZES[i])} is {word} than {SIZES[j]}."
+
+
 def _capital_pair(rng, truth: bool):
   countries = sorted(CAPITALS)
   country = countries[rng.integers(len(countries))]
@@ -327,8 +355,13 @@ def make_statement(family: str, rng: np.random.Generator, truth: bool) -> str:
           # the comparison half of `negation` alone: true and false statements have the
           # same form, so no surface cue gives the label away (in `negation` the capital
           # half runs out of distinct false statements and is mostly true)
+          # (issue 42's review: it does not: the first number is the smaller one
+          # exactly when the statement is true; `cf_negated_comparison` is cue-free)
           "negated_comparison": lambda r, t: "{} is not larger than {}.".format(
-              *_comparison_pair(r, not t))}
+              *_comparison_pair(r, not t)),
+          "cf_comparison": lambda r, t: _cf_comparison(r, t, False),
+          "cf_negated_comparison": lambda r, t: _cf_comparison(r, t, True),
+          "cf_size": _cf_size}
   if family in easy:
     return easy[family](rng, truth)
   if family == "arithmetic":
