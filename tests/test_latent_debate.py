@@ -294,6 +294,11 @@ def test_cue_free_families_have_no_input_only_signal():
     assert abs(detectors.auroc(ev.labels, p) - 0.5) < 3 * sd
     truth = np.array([_evaluate_statement(s) for s in ev.statements])
     np.testing.assert_array_equal(truth, ev.labels)
+    # but the words with one number solve the task partly (rev42c: ~0.85; a large first
+    # number with "not larger" is mostly false): the gates' interaction detector sees it
+    inter = cues.Interaction(fit.statements, 0)
+    p, _ = cues.fit_score(inter(fit.statements), fit.labels, inter(ev.statements), cs=(1.0,))
+    assert detectors.auroc(ev.labels, p) > 0.75
 
 
 def test_generator_rejects_bad_sizes():
@@ -418,6 +423,17 @@ def test_pooled_folds_and_bootstrap():
   assert abs(auc - np.mean(pairs)) < 1e-12 and lo < auc < hi and hi - lo < 0.4
   assert auc > 0.7     # the fold scales (x 1, 10, 100) do not spoil it
   assert p["model truth AUROC"][0] == 1.0 and p["n"] == 90 and p["n_errors"] == y.sum()
+  # errors and labels stored as floats are not ranked (only scores and diff are, by name)
+  for r in rows:
+    r["_test"]["err"], r["_test"]["label"] = (r["_test"]["err"] * 1.0,
+                                              r["_test"]["label"] * 1.0)
+  q = experiment.pooled(rows, n_boot=200)
+  assert q["n_errors"] == y.sum() and q["d"] == p["d"] and q["model truth AUROC"][0] == 1.0
+  # the gate's bar is the strongest input-only truth detector (here the interaction one)
+  get = {experiment.SURFACE_ROW: {"mean": 0.5}, experiment.INTERACTION_ROW: {"mean": 0.8}}
+  for lo, ok in ((0.75, False), (0.85, True)):
+    judged, why = experiment.judged(get, {"n": 90, "model truth AUROC": (0.9, lo, 0.95)})
+    assert judged == ok and "word x one-number" in why
   rows[1]["_test"]["idx"] = rows[0]["_test"]["idx"]
   assert experiment.pooled(rows) is None
 

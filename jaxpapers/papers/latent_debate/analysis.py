@@ -321,6 +321,11 @@ def analyze(config, feats: dict, labels_N, family_ids_N, family_names, split_see
     p_in = fit_logreg(x_in, labels_N, c)
     scores["input only: truth logreg"] = detectors.risk_from_truth(p_in, answer)
     res["input_truth_auroc_test"] = detectors.auroc(labels_N[te], p_in[te])
+    # the words crossed with one number (partial task solving; `cues.interaction_truth`)
+    inter = cues.interaction_truth(inputs, labels_N, tr, va, cs)
+    if inter is not None:
+      res["input_interaction_truth_auroc_test"] = detectors.auroc(labels_N[te], inter[0][te])
+      res["sel_input_interaction"] = [inter[1], inter[2]]
     c, _ = _select(cs, lambda c: auc(va, fit_logreg(x_in, err, c)), log,
                    "input-only error logreg C")
     scores["input only: error logreg"] = fit_logreg(x_in, err, c)

@@ -12,9 +12,17 @@ followed it. These detectors see the statement's text only, never the model:
                    the label, not the fact that relates the slots (which is the task).
   numbers logreg   logistic regression on the statement's numbers alone, (a, b).
   difficulty       -|a - b| for a two-number statement (closer numbers are harder).
+  word x number    logistic regression on the words crossed with ONE number (its value,
+                   parity and digit count; each number slot in turn, the others unseen).
+                   It solves a comparison partly ("87 is not larger than b" is false
+                   with probability ~0.88 whatever b is): partial task solving, not a
+                   planted cue, but a model that used it would look as if it judged, so
+                   the "does the model judge?" gates compare with it too. Crossing the
+                   words with both numbers would be the task itself (AUROC 1.0).
 
 `audit` fits the surface and numbers detectors on a large generated sample of each family
-and scores a second, disjoint one: a cue-free family's AUROC lies within noise of 0.5.
+and scores a second, disjoint one: a cue-free family's additive AUROC lies within noise
+of 0.5 (the word x number detector is reported beside it, not part of the cue-free rule).
 
   python -m jaxpapers.papers.latent_debate.cues --out=results/cue_audit.json
 """
@@ -67,6 +75,53 @@ class Surface:
 
   def __call__(self, sents) -> np.ndarray:
     return self.vec.transform([surface_dict(s) for s in sents]).astype(np.float64)
+
+
+def interaction_dict(statement: str, slot: int) -> dict:
+  """The words (a bag) crossed with the `slot`-th number's value / 100, parity and digit
+  count; the other numbers are not seen."""
+  words = sorted({t for t in _TOKEN.findall(statement.lower()) if not t.isdigit()})
+  v = numbers(statement)[slot]
+  num = {"num": v / 100, "odd": v % 2, "digits": len(str(v))}
+  d = dict(num)
+  for w in words:
+    d[f"w={w}"] = 1
+    for k, x in num.items():
+      d[f"w={w}*{k}"] = x
+  return d
+
+
+class Interaction:
+  """The word x one-number features' vectorizer, fitted on one set of statements."""
+
+  def __init__(self, fit_statements, slot: int):
+    self.slot = slot
+    self.vec = DictVectorizer(sparse=False)
+    self.vec.fit([interaction_dict(s, slot) for s in fit_statements])
+
+  def __call__(self, sents) -> np.ndarray:
+    return self.vec.transform([interaction_dict(s, self.slot)
+                               for s in sents]).astype(np.float64)
+
+
+def n_slots(sents, k_max: int = 3) -> int:
+  """How many number slots every statement has (at most k_max)."""
+  return min([k_max] + [len(numbers(s)) for s in sents])
+
+
+def interaction_truth(sents, labels, tr, va, cs=AUDIT_CS):
+  """p(true) of every statement from the word x one-number logreg fitted on `tr`, its
+  number slot and C chosen by AUROC on `va`: (p, slot, C), or None without numbers."""
+  best = None
+  for slot in range(n_slots(sents)):
+    inter = Interaction([sents[i] for i in tr], slot)
+    x = inter(sents)
+    for c in cs:
+      p = _fit_predict(x[tr], labels[tr], x, c)
+      a = detectors.auroc(labels[va], p[va])
+      if best is None or a > best[0]:
+        best = (a, p, slot, c)
+  return None if best is None else best[1:]
 
 
 def number_matrix(sents, k: int = 2):
@@ -144,11 +199,21 @@ def audit(families, n_fit: int = 2000, n_eval: int = 2000, seed: int = 11, log=p
     best = max(abs(r[k] - 0.5) for k in ("surface_auroc", "numbers_auroc") if k in r)
     r["z"] = best / r["null_sd"]
     r["cue_free"] = bool(r["z"] < 3)
+    if n_slots(fit.statements) and n_slots(ev.statements):
+      # partial task solving: the words with one number (each slot; not in the rule)
+      r["word_x_number_auroc"] = {}
+      for slot in range(min(n_slots(fit.statements), n_slots(ev.statements))):
+        inter = Interaction(fit.statements, slot)
+        p, _ = fit_score(inter(fit.statements), fit.labels, inter(ev.statements))
+        r["word_x_number_auroc"][f"number {slot}"] = detectors.auroc(ev.labels, p)
+      r["word_x_number_best"] = max(r["word_x_number_auroc"].values())
     out[fam] = r
     log(f"{fam:22s} surface {r['surface_auroc']:.3f}"
         + (f" numbers {r['numbers_auroc']:.3f} (-a alone {r['first_number_auroc']:.3f})"
            if "numbers_auroc" in r else "")
-        + f" null sd {r['null_sd']:.3f} -> {'cue-free' if r['cue_free'] else 'CUE'}",
+        + f" null sd {r['null_sd']:.3f} -> {'cue-free' if r['cue_free'] else 'CUE'}"
+        + (f"; word x one number {r['word_x_number_best']:.3f}"
+           if "word_x_number_best" in r else ""),
         flush=True)
   return out
 
@@ -181,7 +246,18 @@ def study_policy(workdir: str) -> dict:
                   key=lambda p: int(re.search(r"_c(\d+)\.npz$", p)[1]))
   diff = np.concatenate([np.load(p)["logit_true"] - np.load(p)["logit_false"]
                          for p in chunks])[:len(ss)]
-  return answer_policy(ss.statements, ss.labels, diff)
+  out = answer_policy(ss.statements, ss.labels, diff)
+  # the study's folds: the test AUROC of the word x one-number logreg, as the study's
+  # analysis computes it (`analysis.analyze`; input only, so no forward pass is needed)
+  from jaxpapers.papers.latent_debate import analysis  # pylint: disable=g-import-not-at-top
+  sp = cfg["split"]
+  fam_ids, _ = ss.family_ids()
+  folds = []
+  for k in range(sp["n_splits"]):
+    tr, va, te = analysis.fold_split(fam_ids * 2 + ss.labels, k, sp["n_splits"], sp["seed"])
+    p, slot, c = interaction_truth(ss.statements, ss.labels, tr, va, tuple(cfg["probe"]["cs"]))
+    folds.append({"test_auroc": detectors.auroc(ss.labels[te], p[te]), "slot": slot, "C": c})
+  return out, folds
 
 
 def main(argv=None):
@@ -193,10 +269,13 @@ def main(argv=None):
                   help="instead: what a comparison study's answers follow (its cache)")
   a = ap.parse_args(argv)
   if a.study_workdir:
-    res = study_policy(a.study_workdir)
+    res, folds = study_policy(a.study_workdir)
+    v = [r["test_auroc"] for r in folds]
     with open(a.out, "w") as f:
-      json.dump({"workdir": a.study_workdir, "auroc_of_logit_difference": res}, f, indent=1)
-    print(json.dumps(res, indent=1))
+      json.dump({"workdir": a.study_workdir, "auroc_of_logit_difference": res,
+                 "input only: truth AUROC of the word x one-number logreg (test, per fold)":
+                 folds, "mean": float(np.mean(v)), "std": float(np.std(v))}, f, indent=1)
+    print(json.dumps(res, indent=1), json.dumps(folds), f"{np.mean(v):.3f} +- {np.std(v):.3f}")
     return
   t = time.perf_counter()
   res = audit(tuple(a.families.split("+")), a.n, a.n)

@@ -98,15 +98,16 @@ def pooled(rows, n_boot: int = 1000) -> dict:
   idx = np.concatenate([p["idx"] for p in parts])
   if len(np.unique(idx)) != len(idx):
     return None
-  pct = lambda x: scipy.stats.rankdata(x) / len(x)  # noqa: E731
-  cat = lambda f: np.concatenate([pct(f(p)) if f(p).dtype.kind == "f" else f(p)  # noqa: E731
-                                  for p in parts])
-  err, lab = cat(lambda p: p["err"]), cat(lambda p: p["label"])
+  # ranked by name: the scores and the logit difference, never the labels or errors
+  ranked = lambda f: np.concatenate([scipy.stats.rankdata(f(p)) / len(f(p))  # noqa: E731
+                                     for p in parts])
+  err = np.concatenate([p["err"] for p in parts]).astype(int)
+  lab = np.concatenate([p["label"] for p in parts]).astype(int)
   out = {"n": int(len(idx)), "n_errors": int(err.sum()),
-         "model truth AUROC": bootstrap_auroc(lab, cat(lambda p: p["diff"]), n_boot)}
+         "model truth AUROC": bootstrap_auroc(lab, ranked(lambda p: p["diff"]), n_boot)}
   for name in parts[0]["scores"]:
     if all(name in p["scores"] for p in parts):
-      out[name] = bootstrap_auroc(err, cat(lambda p, n=name: p["scores"][n]), n_boot)
+      out[name] = bootstrap_auroc(err, ranked(lambda p, n=name: p["scores"][n]), n_boot)
   return out
 
 
@@ -145,6 +146,10 @@ NOT_BASELINES = DEBATE + ("mid-layer lens disagreement", "debate + probability (
                           "resampling (20 samples)", "input only: truth logreg",
                           "input only: error logreg", "input only: difficulty -|a - b|",
                           "random")
+# the input-only truth detectors a model that judges has to beat (`judged`): the additive
+# surface logreg and the words crossed with one number (partial task solving)
+SURFACE_ROW = "input only: truth AUROC of the surface logreg (test)"
+INTERACTION_ROW = "input only: truth AUROC of the word x one-number logreg (test)"
 INPUT_ONLY = ("input only: truth logreg", "input only: error logreg",
               "input only: difficulty -|a - b|")
 
@@ -167,7 +172,8 @@ def summarize(rows, family_names, n_layers, n_templates):
   add("model", "accuracy (test)", "accuracy_test")
   add("model", "answers True (all)", "answer_true_rate")
   add("model", "truth AUROC of the logit difference (test)", "model_truth_auroc_test")
-  add("model", "input only: truth AUROC of the surface logreg (test)", "input_truth_auroc_test")
+  add("model", SURFACE_ROW, "input_truth_auroc_test")
+  add("model", INTERACTION_ROW, "input_interaction_truth_auroc_test")
   for sem in ("dfquad", "qe"):
     add("agreement", f"{sem}: all test statements", f"agree_{sem}")
     add("agreement", f"{sem}: per-head debate, all test statements", f"agree_{sem}_heads")
@@ -196,23 +202,26 @@ def summarize(rows, family_names, n_layers, n_templates):
 
 def judged(get, pool=None):
   """(bool, reason): does the model judge the statements? Its logit difference has to
-  separate true from false better than chance and better than the input-only surface
-  logreg (pooled over the folds with a 95% bootstrap interval where the study has one:
-  its lower end above both; else mean - std over the splits)."""
-  inp = get.get("input only: truth AUROC of the surface logreg (test)")
-  inp_m = inp["mean"] if inp and np.isfinite(inp["mean"]) else 0.5
+  separate true from false better than chance and better than the strongest input-only
+  truth detector (the additive surface logreg, the word x one-number logreg; pooled over
+  the folds with a 95% bootstrap interval where the study has one: its lower end above
+  both; else mean - std over the splits)."""
+  inp = {q: get[q]["mean"] for q in (SURFACE_ROW, INTERACTION_ROW)
+         if q in get and np.isfinite(get[q]["mean"])}
+  name = max(inp, key=inp.get) if inp else None
+  inp_m = inp[name] if inp else 0.5
+  what = ("no input-only detector" if name is None else
+          f"the strongest input-only detector ({name[len('input only: truth AUROC of the '):]}"
+          f") {inp_m:.3f}")
+  bar = max(0.5, inp_m)
   if pool is not None:
     m, lo, hi = pool["model truth AUROC"]
-    bar = max(0.5, inp_m)
     why = (f"the model's truth AUROC pooled over {pool['n']} statements {m:.3f} "
-           f"[95% CI {lo:.3f}, {hi:.3f}] vs chance 0.5 and the input-only surface logreg "
-           f"{inp_m:.3f}")
+           f"[95% CI {lo:.3f}, {hi:.3f}] vs chance 0.5 and {what}")
     return lo > bar, why
   r = get["truth AUROC of the logit difference (test)"]
-  bar = max(0.5, inp_m)
   return (r["mean"] - r["std"] > bar,
-          f"the model's truth AUROC {r['mean']:.3f} +- {r['std']:.3f} vs chance 0.5 and the "
-          f"input-only surface logreg {inp_m:.3f}")
+          f"the model's truth AUROC {r['mean']:.3f} +- {r['std']:.3f} vs chance 0.5 and {what}")
 
 
 def verdicts(table, command, commit, pool=None) -> dict:

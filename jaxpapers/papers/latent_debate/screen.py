@@ -8,12 +8,14 @@ reports, per family, the accuracy of the calibrated decision (threshold at the m
 logit difference of all screened statements, as a study of all of them calibrates; and
 at the family's own median, as a study of that family alone does), the raw accuracy
 (threshold 0) and the AUROC of the logit difference against the labels, and beside it
-the AUROC of the input-only surface logreg (`cues.py`; fitted on a large generated
-sample of the family kept apart from the screened and the study's statements, so it
-shows what the surface alone gives on the same statements). The rule (set before the
-cue-free screen, issue 42): a family is kept when its own-median accuracy lies in
-[lo, hi] (above chance, errors left) AND the model's AUROC beats max(0.5, input-only
-AUROC) by more than 2 null standard deviations of an AUROC on that many statements.
+the AUROC of the input-only detectors (`cues.py`: the additive surface logreg and the
+words crossed with one number, each number slot; fitted on a large generated sample of
+the family kept apart from the screened and the study's statements, so they show what
+the input alone gives on the same statements). The rule (set before the cue-free screen,
+issue 42; the word x number detector added after the review rev42c): a family is kept
+when its own-median accuracy lies in [lo, hi] (above chance, errors left) AND the
+model's AUROC beats max(0.5, the strongest input-only AUROC) by more than 2 null
+standard deviations of an AUROC on that many statements.
 With --shot_source=family each family's few-shot prefix holds that family's own
 examples.
 
@@ -44,11 +46,12 @@ def logit_diffs(lm, sents, shots: int, template: int = 0, batch: int = 32,
   return out["logit_true"] - out["logit_false"]
 
 
-def input_only_scores(ss, exclude, n_fit: int = 2000, seed: int = 21) -> np.ndarray:
-  """p(true) of each screened statement from the surface logreg (`cues.py`) of its
-  family, fitted on up to `n_fit` generated statements of that family, none of them
-  screened or excluded (the study's)."""
-  out = np.full(len(ss), 0.5)
+def input_only_scores(ss, exclude, n_fit: int = 2000, seed: int = 21) -> dict:
+  """{detector: p(true)} of each screened statement from the input-only detectors
+  (`cues.py`) of its family: the surface logreg and the word x number logreg of each
+  number slot, fitted on up to `n_fit` generated statements of that family, none of them
+  screened or excluded (the study's). 0.5 where a detector does not apply."""
+  out = {"surface": np.full(len(ss), 0.5)}
   fams = np.asarray(ss.families)
   for f in sorted(set(ss.families)):
     m = np.flatnonzero(fams == f)
@@ -64,8 +67,12 @@ def input_only_scores(ss, exclude, n_fit: int = 2000, seed: int = 21) -> np.ndar
     if fit is None:
       continue
     surf = cues.Surface(fit.statements)
-    out[m], _ = cues.fit_score(surf(fit.statements), fit.labels,
-                               surf([ss.statements[i] for i in m]))
+    sents = [ss.statements[i] for i in m]
+    out["surface"][m], _ = cues.fit_score(surf(fit.statements), fit.labels, surf(sents))
+    for slot in range(min(cues.n_slots(fit.statements), cues.n_slots(sents))):
+      inter = cues.Interaction(fit.statements, slot)
+      p = out.setdefault(f"word x number {slot}", np.full(len(ss), 0.5))
+      p[m], _ = cues.fit_score(inter(fit.statements), fit.labels, inter(sents))
   return out
 
 
@@ -84,8 +91,11 @@ def summarize(diff, labels, families, lo: float, hi: float, p_input=None) -> dic
          "auroc_truth": model,
          "null_sd": cues.null_sd(int(labels[m].sum()), int((1 - labels[m]).sum()))}
     keep = lo <= acc_f <= hi
-    if p_input is not None:
-      r["input_auroc_truth"] = detectors.auroc(labels[m], p_input[m])
+    if p_input is not None:   # the strongest input-only detector is the bar
+      if not isinstance(p_input, dict):
+        p_input = {"surface": p_input}
+      r["input_aurocs_truth"] = {k: detectors.auroc(labels[m], p[m]) for k, p in p_input.items()}
+      r["input_auroc_truth"] = max(r["input_aurocs_truth"].values())
       keep = keep and model - max(0.5, r["input_auroc_truth"]) > 2 * r["null_sd"]
     r["keep"] = bool(keep)
     res["families"][f] = r
