@@ -19,15 +19,19 @@ over learning rates and seeds.
   python launch/study.py --config=configs/hybrid_mup.py --workdir=/tmp/hm_study
   # the coordinate check (microsoft/mup's protocol, widths 32-512, SP, muP, muP_shape, 3 seeds):
   python launch/study.py --config=configs/hybrid_mup.py:study=coord --workdir=/tmp/hm_coord
+  # issue 43's width sweep (widths 32-256, 400 steps of 8 x 64, 2^(1/2) LR grid, 3 seeds;
+  # one saved file per (method, width, LR): rerun until nothing is missing):
+  python launch/study.py --config=configs/hybrid_mup.py:study=width --workdir=/tmp/hm_width
 
-Study (measured at commit 143d914, before issue 43's init / attention-scale / decay
-changes; 381 s on 2 loaded CPU cores; widths 16-64, 80 steps, 3 seeds, near the bigram
-level): muP's best LR stays at 3.2e-2 from d=16 to 32 and moves one grid step at 64 (gap
-+0.06 +- 0.14 bits per byte); unchanged by sequence length, batch, attention:SSM ratio and
-a Nemotron-H-shaped pattern; SGD's optimum moves (old decay rule), global Adam's does not.
+Width sweep (issue 43, `:study=width`, ~71 single-core minutes; widths 32-256 at base 32,
+400 steps of 8 x 64, 2^(1/2) LR grid, 3 seeds): muP's optimum moves -0.26 / -0.15 / +0.21
+octaves at 2x / 4x / 8x width while SP's moves -0.93 / -1.80 / -2.56; best runs 2.58-2.85
+test bits per byte (bigram 3.62); muP's best is 0.03-0.06 bpb worse than SP tuned per
+width; curves not flat at 400 steps; depth and the SGD / global-Adam ablations not rerun.
 Coordinate check (issue 43, microsoft/mup's protocol, widths 32-512, `:study=coord`,
 ~80 s): SP's activations, SSM parts included, grow with width; muP's stay flat (SSM parts
-within |slope| 0.14). Details and verdicts: jaxpapers/papers/hybrid_mup/README.md.
+within |slope| 0.14). The first study (commit 143d914, widths 16-64, 80 steps, bigram-level
+models) is superseded. Details and verdicts: jaxpapers/papers/hybrid_mup/README.md.
 Smoke (seconds): `:smoke`.
 The paper's largest cell (d=2048, 32 blocks 'MA' x 16, B=32 x T=2048, bf16, chunked scan,
 per-period remat), planned without training (README "## Scale"):
@@ -48,7 +52,9 @@ def get_config(arg=None):
                       study_sgd_lrs=(0.3, 3.0),
                       study_seq=16, study_batch=8, study_pattern="MA", study_sweeps="width",
                       study_eval_windows=32, coord_widths=(16, 32), coord_base=16,
-                      coord_seeds=2, coord_steps=3, coord_seq=16),
+                      coord_seeds=2, coord_steps=3, coord_seq=16,
+                      width_base=16, width_steps=4, width_seeds=2, width_eval=32,
+                      width_seq=16, width_plan=("mup:16:-1:1", "mup:32:-1:1", "sp:32:-1:1")),
       # The abstract's largest cell: width 2048 (of 256-2048) at depth 32 (of 4-32), the
       # study's 1:1 'MA' pattern repeated, muP base = the smallest width 256, fixed state
       # size 16 (Mamba's default); T=2048, B=32 and 10k steps are our assumptions (the
@@ -73,7 +79,17 @@ def get_config(arg=None):
       # study=coord: microsoft/mup's coordinate check (fixed batch, constant LR, t = 1..5)
       study="transfer", coord_widths=(32, 64, 128, 256, 512), coord_base=32,
       coord_seeds=3, coord_steps=5, coord_lr=1e-2, coord_batch=8, coord_seq=64,
-      coord_pattern="MA", coord_methods=("sp", "mup", "mup_shape"), coord_tol=0.2)
+      coord_pattern="MA", coord_methods=("sp", "mup", "mup_shape"), coord_tol=0.2,
+      # study=width (issue 43 items 3-5, width_sweep.py): 'method:width:kmin:kmax' points,
+      # LR = LR0 * 2^(k/2) (LR0 1e-2 for Adam, 1 for SGD); SP at the base width is muP's
+      # rows (the two are the same computation there, tested)
+      width_base=32, width_steps=400, width_seeds=3, width_eval=512, width_seq=64,
+      width_batch=8, width_pattern="MA", width_program_s=300, width_budget_s=320,
+      width_plan=("mup:32:-4:6", "mup:64:-2:4", "sp:64:-3:3", "mup:128:-2:4", "sp:128:-6:0",
+                  # width 256: three or four points per method around the optimum
+                  # found at 128 (muP's k = 2, then 3, added while the best was the top)
+                  "mup:256:0:0", "sp:256:-4:-4", "mup:256:1:1", "sp:256:-3:-3",
+                  "sp:256:-5:-5", "mup:256:2:2", "mup:256:3:3"))
   c = ml_collections.ConfigDict()
   c.experiment = "jaxpapers.papers.hybrid_mup.experiment"
   c.seed = arg.seed
@@ -144,6 +160,7 @@ def get_config(arg=None):
 
   c.study = ml_collections.ConfigDict()
   c.study.kind = arg.study          # 'transfer' (the LR sweeps) | 'coord' (coordinate check)
+  #                                   | 'width' (issue 43's width sweep)
   c.study.sweeps = arg.study_sweeps  # 'all' or '+'-joined subset of width, depth, seq,
   #                                    batch, ratio, nemotron, optimizer, ssm_variants
   c.study.steps = arg.study_steps
@@ -172,4 +189,18 @@ def get_config(arg=None):
   c.coord.pattern = arg.coord_pattern
   c.coord.methods = arg.coord_methods  # parametrization variants ('sp', 'mup', 'mup_shape', ...)
   c.coord.tol = arg.coord_tol       # |log-log slope| <= tol: flat in width
+
+  # study=width (width_sweep.py): issue 43's width sweep; each (method, width, k) point
+  # (all seeds) is one saved file in <workdir>/cells, so a killed job resumes
+  c.width = ml_collections.ConfigDict()
+  c.width.plan = arg.width_plan     # ('method:width:kmin:kmax', ...): the LR grid per point
+  c.width.base_width = arg.width_base
+  c.width.steps = arg.width_steps
+  c.width.seeds = arg.width_seeds
+  c.width.eval_windows = arg.width_eval  # first half validation (LR choice), second test
+  c.width.seq_len = arg.width_seq
+  c.width.batch_size = arg.width_batch
+  c.width.pattern = arg.width_pattern
+  c.width.program_s = arg.width_program_s  # estimated seconds per compiled program
+  c.width.budget_s = arg.width_budget_s    # no new program after this (rerun to continue)
   return config_lib.lock(c)

@@ -382,9 +382,15 @@ def test_study_cell_spread_over_8_devices_equals_the_1_device_cell():
     num = model_lib.numerics(variant, opt, 16, 16, 2, d_state=4, base_state=4)
     members += [{"seed": s, "lr": lr, "num": num} for s in range(c.study.seeds)]
   assert len(members) == 8
-  spread = sweep.train_members(cc, data, hybrid, members, windows, mapper=spread_and_record)
+  groups = sweep.update_groups(hybrid)
+  spread = sweep.train_members(cc, data, hybrid, members, windows, mapper=spread_and_record,
+                               update_groups=groups)
   one = sweep.train_members(cc, data, hybrid, members, windows,
-                            mapper=lambda f: jax.jit(jax.vmap(f)))
+                            mapper=lambda f: jax.jit(jax.vmap(f)), update_groups=groups)
+  assert {"mamba_in", "ssm_b", "attn_qkvo", "unembed"} <= set(groups)
+  for g in groups:   # ||dW|| / ||W|| every step: 0 at step 0 (the warm-up's LR is 0), > 0 after
+    assert np.all(spread["stats"][f"upd/{g}"][:, 0] == 0), g
+    assert np.all(spread["stats"][f"upd/{g}"][:, 1:] > 0), g
   assert placed == [{8}], placed  # one member per device
   assert spread["val_bpb"].shape == (8,)
   for k in ("val_bpb", "test_bpb", "final_loss", "loss_curve"):

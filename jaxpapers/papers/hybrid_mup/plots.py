@@ -144,3 +144,53 @@ def coord_protocol(workdir, rows, measure: str = "l1", name: str = "coord_protoc
   fig.tight_layout()
   fig.savefig(os.path.join(workdir, name), dpi=70)
   plt.close(fig)
+
+
+def width_sweep(workdir, res, name="width_sweep.png"):
+  """study=width: validation bpb (seed mean, +- std) vs log2 LR per width and method, the
+  fitted optimum marked; the best runs' training loss; the update-to-weight ratio of the
+  Mamba in-projection and the attention over training per width."""
+  plt = _plt()
+  methods = [m for m in ("sp", "mup", "mup_adam_global", "mup_sgd")
+             if any(r["method"] == m for r in res["lr_rows"])]
+  widths = sorted({r["width"] for r in res["lr_rows"]})
+  colors = dict(zip(widths, plt.cm.viridis(np.linspace(0, 0.9, len(widths)))))
+  n = len(methods) + 2
+  fig, axes = plt.subplots(1, n, figsize=(4.2 * n, 3.6))
+  for ax, m in zip(axes, methods):
+    for w in widths:
+      rs = sorted([r for r in res["lr_rows"] if r["method"] == m and r["width"] == w],
+                  key=lambda r: r["k"])
+      if not rs:
+        continue
+      x = np.log2([r["lr"] for r in rs])
+      ax.errorbar(x, [r["val_mean"] for r in rs], yerr=[r["val_std"] for r in rs],
+                  color=colors[w], marker="o", ms=3, label=f"d={w}")
+      t = next(r for r in res["table"] if r["method"] == m and r["width"] == w)
+      ax.axvline(t["log2_lr_opt"], color=colors[w], ls=":", lw=1)
+    ax.set_title(m)
+    ax.set_xlabel("log2 peak LR")
+    ax.set_ylabel("validation bits per byte")
+    lo = min(r["val_mean"] for r in res["lr_rows"] if r["method"] == m)
+    ax.set_ylim(lo - 0.02, lo + 0.4)
+    ax.legend(fontsize=7)
+  ax = axes[len(methods)]
+  for t in res["table"]:
+    if t.get("loss_bins") and t["method"] in ("sp", "mup"):
+      ax.plot(np.arange(len(t["loss_bins"])) + 0.5, t["loss_bins"], color=colors[t["width"]],
+              ls="-" if t["method"] == "mup" else "--", label=f"{t['method']} d={t['width']}")
+  ax.set_title("training loss, best LR (bins of steps/10)")
+  ax.set_ylim(1.7, 2.6)
+  ax.legend(fontsize=6)
+  ax = axes[len(methods) + 1]
+  for u in res["upd_rows"]:
+    if u["method"] in ("sp", "mup") and u["group"] == "mamba_in":
+      ys = [v for k, v in u.items() if k.startswith("t")]
+      ax.semilogy(range(len(ys)), ys, color=colors[u["width"]],
+                  ls="-" if u["method"] == "mup" else "--", label=f"{u['method']} d={u['width']}")
+  ax.set_title("||dW||/||W||, Mamba in_proj, best LR")
+  ax.set_xlabel("phase of training")
+  ax.legend(fontsize=6)
+  fig.tight_layout()
+  fig.savefig(os.path.join(workdir, name), dpi=80)
+  plt.close(fig)

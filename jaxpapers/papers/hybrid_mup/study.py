@@ -306,8 +306,12 @@ def run_coord(config, workdir: str):
 def run(config, workdir: str):
   if config.study.get("kind", "transfer") == "coord":
     return run_coord(config, workdir)
+  if config.study.get("kind", "transfer") == "width":
+    from jaxpapers.papers.hybrid_mup import width_sweep  # pylint: disable=g-import-not-at-top
+    return width_sweep.run(config, workdir)
   if config.study.get("kind", "transfer") != "transfer":
-    raise ValueError(f"unknown study {config.study.kind!r}; expected 'transfer' or 'coord'")
+    raise ValueError(f"unknown study {config.study.kind!r}; expected 'transfer', 'coord' "
+                     "or 'width'")
   commit = study_lib.git_commit(paths=PATHS)
   t_start = time.time()
   data = experiment.load_data(config)

@@ -85,7 +85,7 @@ def unified_update(grads, state, params, *, kind, lr_t, mults, mask, b1, b2, eps
 
 def train_members(config, data: text_lib.TokenData, hybrid: model_lib.Hybrid,
                   members: list[dict], windows: dict, *, chunk: int = 0,
-                  mapper=sharding.spread) -> dict:
+                  mapper=sharding.spread, update_groups: dict | None = None) -> dict:
   """Trains `members` ([{seed, lr, num}]) of `hybrid`'s shape; returns per-member arrays.
 
   windows: {'val': (Nv, T+1), 'test': (Nt, T+1)} held-out windows (Nv, Nt multiples of
@@ -95,6 +95,9 @@ def train_members(config, data: text_lib.TokenData, hybrid: model_lib.Hybrid,
   chunk: members per compiled call (0: all); the last call is padded with copies.
   mapper: turns the per-member function into the batched program (default: vmapped with
   the member axis over every device; `lambda f: jax.jit(jax.vmap(f))` runs on one).
+  update_groups: {group: [leaf path, ...]} (`update_groups(hybrid)`): then stats also
+  hold 'upd/<group>' = ||W_t+1 - W_t||_F / ||W_t||_F over the group's leaves, every step.
+  Held-out steps run the forward pass alone (a `lax.cond` on the unbatched train flag).
   Returns {'val_bpb', 'test_bpb', 'final_loss', 'diverged', 'loss_curve', 'stats'}; stats
   are the coordinate check's activation scales {name: (P, steps)} (model.forward).
   """
@@ -123,27 +126,40 @@ def train_members(config, data: text_lib.TokenData, hybrid: model_lib.Hybrid,
     sched = lm.schedule(config, lr, steps)
     mults = hybrid.lr_mults(num)
 
-    def step(carry, xs):
+    def loss_fn(p, toks_n):
+      logits, stats = hybrid.forward(p, toks_n[seed_idx][:, :-1], num)
+      nats = optax_xent(logits, toks_n[seed_idx][:, 1:])
+      return jnp.mean(nats), (jnp.sum(nats), stats)
+
+    ratios = lambda new_p, p: update_ratios(new_p, p, update_groups or {})
+
+    def train_step(carry, toks_n, t):
       params, opt, div = carry
-      toks_n, t, train = xs
-
-      def loss_fn(p):
-        logits, stats = hybrid.forward(p, toks_n[seed_idx][:, :-1], num)
-        nats = optax_xent(logits, toks_n[seed_idx][:, 1:])
-        return jnp.mean(nats), (jnp.sum(nats), stats)
-
-      (loss, (nats, stats)), grads = jax.value_and_grad(loss_fn, has_aux=True)(params)
+      (loss, (nats, stats)), grads = jax.value_and_grad(loss_fn, has_aux=True)(params, toks_n)
       new_p, new_opt, gnorm = unified_update(
           grads, opt, params, kind=num["opt_kind"], lr_t=sched(t), mults=mults, mask=mask,
           b1=o.b1, b2=o.b2, eps=o.eps, weight_decay=o.weight_decay, clip_norm=o.clip_norm,
           decay_rule=o.get("decay_rule", "lr"))
       ok = jnp.isfinite(loss) & jnp.isfinite(gnorm) & ~div
-      keep = lambda a, b: jnp.where(ok & train, a, b)
+      keep = lambda a, b: jnp.where(ok, a, b)
+      stats = {**stats, **ratios(new_p, params)}
       params = jax.tree.map(keep, new_p, params)
       opt = jax.tree.map(keep, new_opt, opt)
-      div = div | (train & ~ok)
+      div = div | ~ok
       return (params, opt, div), (jnp.where(div, jnp.nan, loss), jnp.where(div, jnp.nan, nats),
                                   stats)
+
+    def eval_step(carry, toks_n, t):
+      del t
+      params, opt, div = carry
+      loss, (nats, stats) = loss_fn(params, toks_n)
+      stats = {**stats, **{k: jnp.zeros([], jnp.float32) for k in ratios(params, params)}}
+      return carry, (jnp.where(div, jnp.nan, loss), jnp.where(div, jnp.nan, nats), stats)
+
+    def step(carry, xs):
+      toks_n, t, train = xs
+      # `train` is the same for every member (unbatched), so the cond stays a branch
+      return jax.lax.cond(train, train_step, eval_step, carry, toks_n, t)
 
     _, (losses, nats, stats) = jax.lax.scan(
         step, (params, unified_init(params), jnp.zeros([], bool)),
@@ -175,6 +191,37 @@ def train_members(config, data: text_lib.TokenData, hybrid: model_lib.Hybrid,
   out["diverged"] = ~np.isfinite(losses[:, steps - 1])
   last = max(1, steps // 10)
   out["final_loss"] = losses[:, steps - last:steps].mean(1)
+  return out
+
+
+def _by_path(tree) -> dict:
+  return {jax.tree_util.keystr(k): v for k, v in jax.tree_util.tree_flatten_with_path(tree)[0]}
+
+
+def update_ratios(new_params, params, groups: dict) -> dict:
+  """{'upd/<group>': ||new - old||_F / ||old||_F} over each group's leaves (paths)."""
+  new, old = _by_path(new_params), _by_path(params)
+  return {f"upd/{g}": jnp.sqrt(sum(jnp.sum(jnp.square(new[k] - old[k])) for k in ks)
+                               / sum(jnp.sum(jnp.square(old[k])) for k in ks))
+          for g, ks in groups.items()}
+
+
+# leaf name -> group of the update-to-weight ratio (`update_groups`)
+UPDATE_GROUP = {"embed": "embed", "unembed": "unembed", "q": "attn_qkvo", "k": "attn_qkvo",
+                "v": "attn_qkvo", "o": "attn_qkvo", "gate": "mlp", "up": "mlp", "down": "mlp",
+                "in_x": "mamba_in", "in_z": "mamba_in", "out": "mamba_out",
+                "x_dt": "ssm_dt", "dt_proj": "ssm_dt", "x_b": "ssm_b", "x_c": "ssm_c",
+                "conv_w": "conv"}
+
+
+def update_groups(hybrid: model_lib.Hybrid) -> dict:
+  """{group: [leaf path]} of the matrices (and conv) whose ||dW||/||W|| is tracked."""
+  from jaxpapers.nn import params as params_lib  # pylint: disable=g-import-not-at-top
+  out = {}
+  for path, _ in jax.tree_util.tree_flatten_with_path(hybrid.specs, is_leaf=params_lib.is_spec)[0]:
+    name = getattr(path[-1], "key", None)
+    if name in UPDATE_GROUP:
+      out.setdefault(UPDATE_GROUP[name], []).append(jax.tree_util.keystr(path))
   return out
 
 

@@ -1,0 +1,390 @@
+"""hybrid_mup, `study=width` (issue 43 items 3-5): the width sweep past the bigram regime.
+
+Pattern 'MA' at widths `width.widths` (muP base `width.base_width`), `width.steps` steps of
+batch x seq_len windows (warm-up + cosine, AdamW b2 0.95, decay 0.1 by MuAdamW's rule
+`optim.decay_rule='lr'`, clip 1), `width.seeds` seeds, the LR on a 2^(1/2) grid:
+lr = LR0[optimizer] * 2^(k/2) for integer k. `width.plan` names the grid per method and
+width ('method:width:kmin:kmax'); a point (method, width, k) is ONE saved file with its
+seeds (`cells/<method>_d<width>_k<k>.json`), so a killed job loses at most the program in
+flight and a grid is extended by widening the plan. Points of one width share compiled
+programs of about `width.program_s` estimated seconds; a job starts no program after
+`width.budget_s` seconds (run it again to continue).
+
+Held-out: `width.eval_windows` windows of seq_len bytes from the held-out split, the first
+half validation (selects the LR), the second half test. Every member logs its training
+loss (fresh windows every step, so it is a held-out estimate) in bins, and the update-to-
+weight ratio ||W_t+1 - W_t||_F / ||W_t||_F per parameter group (`sweep.update_groups`) in
+phases of training.
+
+Analysis (`analyse`): per method and width the seed-mean validation curve over k, the best
+grid point (an edge is flagged), a quadratic fit in log2 LR around it (`fit_optimum`), a
+seed bootstrap that re-selects the best point and refits (`bootstrap_optima`, seeds
+resampled jointly over the widths of a method), the drift of the optimum from the base
+width with its interval, the smallest drift the design detects (1.96 bootstrap sd), the
+transfer gap on test, and an add-k bigram model on the same windows.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+
+import numpy as np
+
+from jaxpapers.core import config as config_lib
+from jaxpapers.core import study as study_lib
+from jaxpapers.data import text as text_lib
+from jaxpapers.papers.hybrid_mup import experiment
+from jaxpapers.papers.hybrid_mup import model as model_lib
+from jaxpapers.papers.hybrid_mup import sweep
+
+# label -> (parametrization variant, optimizer)
+METHODS = {"sp": ("sp", "adamw"), "mup": ("mup", "adamw"),
+           "mup_adam_global": ("mup", "adam_global"), "mup_sgd": ("mup", "sgd")}
+LR0 = {"adamw": 1e-2, "adam_global": 1e-2, "sgd": 1.0}
+# seconds per member-step on one loaded core ('MA', 8 x 64, sequential scan; measured:
+# d=32 this sweep's first program, 64 and 128 a timing run, 256 results/issue43/timing.txt)
+COST_S = {32: 0.022, 64: 0.037, 128: 0.078, 256: 0.19}
+PHASES = ((0, 10), (10, 50), (50, 150), (150, 300), (300, 400))   # fractions of 400 steps
+LOSS_BINS = 10
+
+
+def lr_of(method: str, k: int) -> float:
+  return LR0[METHODS[method][1]] * 2.0 ** (k / 2)
+
+
+def parse_plan(plan) -> list[tuple[str, int, int]]:
+  """('method:width:kmin:kmax', ...) -> [(method, width, k)] in order, no repeats."""
+  out = []
+  for entry in plan:
+    parts = entry.split(":")
+    if len(parts) != 4 or parts[0] not in METHODS:
+      raise ValueError(f"bad width.plan entry {entry!r}; expected 'method:width:kmin:kmax' "
+                       f"with method in {sorted(METHODS)}")
+    m, w, lo, hi = parts[0], int(parts[1]), int(parts[2]), int(parts[3])
+    for k in range(lo, hi + 1):
+      if (m, w, k) not in out:
+        out.append((m, w, k))
+  return out
+
+
+def _cell_config(config, width):
+  s = config.width
+  return config_lib.override(config, {
+      "model.dim": width, "model.pattern": s.pattern, "model.base_width": s.base_width,
+      "data.seq_len": s.seq_len, "train.batch_size": s.batch_size, "train.steps": s.steps,
+      "model.scan": config.study.scan})
+
+
+def held_out(config, data):
+  s = config.width
+  w = text_lib.eval_windows(data.val, s.seq_len, s.eval_windows)
+  n = (len(w) // (2 * s.batch_size)) * s.batch_size
+  if n == 0:
+    raise ValueError(f"{len(w)} held-out windows cannot make validation and test halves")
+  return {"val": w[:n], "test": w[n:2 * n]}
+
+
+def _phase_means(x, steps):
+  """(P, steps) -> (P, len(PHASES)) means over the phases (scaled to `steps`)."""
+  out = []
+  for a, b in PHASES:
+    lo, hi = int(a * steps / 400), max(int(a * steps / 400) + 1, int(b * steps / 400))
+    out.append(np.nanmean(x[:, lo:hi], axis=1))
+  return np.stack(out, 1)
+
+
+def run_program(config, data, width, points) -> dict:
+  """Trains every (method, k) point of one width (all seeds) in one program; rows per point."""
+  s = config.width
+  cc = _cell_config(config, width)
+  hybrid = model_lib.build(cc, data.vocab_size)
+  members = []
+  for m, k in points:
+    variant, opt = METHODS[m]
+    num = model_lib.numerics(variant, opt, width, s.base_width, cc.model.n_heads,
+                             d_state=cc.model.d_state, base_state=cc.model.d_state,
+                             std=cc.model.init_std, d_conv=cc.model.d_conv)
+    members += [{"method": m, "k": k, "lr": lr_of(m, k), "seed": config.seed + i, "num": num}
+                for i in range(s.seeds)]
+  t0 = time.time()
+  res = sweep.train_members(cc, data, hybrid, members, held_out(config, data),
+                            update_groups=sweep.update_groups(hybrid))
+  took = time.time() - t0
+  print(f"[width] d={width}: {len(members)} members ({points}), "
+        f"params={model_lib.n_params(hybrid):,}: {took:.0f} s", flush=True)
+  steps = s.steps
+  curve = res["loss_curve"]
+  bins = np.stack([np.nanmean(c, 1) for c in np.array_split(curve, LOSS_BINS, axis=1)], 1)
+  upd = {k[4:]: _phase_means(v, steps) for k, v in res["stats"].items() if k.startswith("upd/")}
+  out = {}
+  r4 = lambda x: float(f"{x:.5g}")
+  for i, mem in enumerate(members):
+    out.setdefault((mem["method"], mem["k"]), []).append({
+        "method": mem["method"], "dim": width, "k": mem["k"], "lr": mem["lr"],
+        "seed": mem["seed"], "val_bpb": float(res["val_bpb"][i]),
+        "test_bpb": float(res["test_bpb"][i]), "final_train_loss": float(res["final_loss"][i]),
+        "diverged": bool(res["diverged"][i]),
+        "loss_bins": [r4(x) for x in bins[i]],
+        "upd": {g: [r4(x) for x in v[i]] for g, v in upd.items()},
+        "program_s": round(took, 1), "program_members": len(members)})
+  return out
+
+
+def run(config, workdir: str):
+  """study=width: trains the planned points not yet saved (until width.budget_s), then
+  analyses every saved point of the plan."""
+  commit = study_lib.git_commit(paths=("jaxpapers/papers/hybrid_mup", "configs/hybrid_mup.py",
+                                       "jaxpapers/nn", "jaxpapers/data/text.py"))
+  t_start = time.time()
+  config = experiment.resolve_corpus(config)
+  data = experiment.load_data(config)
+  s = config.width
+  cdir = os.path.join(workdir, "cells")
+  os.makedirs(cdir, exist_ok=True)
+  key = json.loads(json.dumps({**{n: v for n, v in s.to_dict().items()
+                                  if n not in ("plan", "budget_s", "program_s")},
+                               "optim": config.optim.to_dict(), "data": data.name,
+                               "seed": config.seed}))
+  path = lambda m, w, k: os.path.join(cdir, f"{m}_d{w}_k{k}.json")
+
+  def saved(m, w, k):
+    p = path(m, w, k)
+    if not os.path.exists(p):
+      return None
+    with open(p) as f:
+      d = json.load(f)
+    return d if d.get("key") == key else None
+
+  todo = [p for p in parse_plan(s.plan) if saved(*p) is None]
+  by_width = {}
+  for m, w, k in todo:
+    by_width.setdefault(w, []).append((m, k))
+  for w in sorted(by_width):
+    per_point = s.seeds * s.steps * COST_S.get(w, COST_S[max(COST_S)] * (w / max(COST_S)) ** 2)
+    n = max(1, int(s.program_s // per_point))
+    pts = by_width[w]
+    for i in range(0, len(pts), n):
+      if time.time() - t_start > s.budget_s:
+        print(f"[width] budget {s.budget_s} s spent; run again to continue", flush=True)
+        break
+      for (m, k), rows in run_program(config, data, w, pts[i:i + n]).items():
+        with open(path(m, w, k), "w") as f:
+          json.dump({"key": key, "commit": commit, "rows": rows}, f)
+    else:
+      continue
+    break
+  rows = [r for p in parse_plan(s.plan) if (d := saved(*p)) is not None for r in d["rows"]]
+  # 6 significant digits: the committed rows rebuild the committed tables exactly
+  rows = alias_sp_base([_short(r) for r in rows], s.base_width)
+  missing = [p for p in parse_plan(s.plan) if saved(*p) is None]
+  commits = sorted({saved(*p)["commit"] for p in parse_plan(s.plan) if saved(*p) is not None})
+  res = analyse(rows, s.base_width, bigram=bigram(data, held_out(config, data)))
+  header = (f"hybrid_mup width sweep on {data.name}: pattern {s.pattern}, widths "
+            f"{sorted({w for _, w, _ in parse_plan(s.plan)})} (muP base {s.base_width}), "
+            f"{s.steps} steps of {s.batch_size} x "
+            f"{s.seq_len}, {s.seeds} seeds, LR = LR0 * 2^(k/2) (LR0 {LR0}), decay rule "
+            f"{config.optim.decay_rule}, {s.eval_windows // 2} val / {s.eval_windows // 2} test "
+            f"windows. Points computed at commit(s) {commits}; analysis at {commit}. "
+            f"{len(rows)} rows, {len(missing)} planned points missing.")
+  write(workdir, res, rows, header)
+  print(f"[width] wall time {time.time() - t_start:.0f} s; missing {missing}", flush=True)
+  return res
+
+
+def _short(v):
+  return (float(f"{v:.6g}") if isinstance(v, float) else
+          [_short(x) for x in v] if isinstance(v, list) else
+          {n: _short(x) for n, x in v.items()} if isinstance(v, dict) else v)
+
+
+def alias_sp_base(rows, base_width):
+  """SP's rows at the base width are muP's (the same computation there: same parameters,
+  multipliers, attention scale and logits, tested), marked alias_of='mup'; unless SP was
+  run at the base width itself."""
+  if any(r["method"] == "sp" and r["dim"] == base_width for r in rows):
+    return rows
+  return rows + [{**r, "method": "sp", "alias_of": "mup"} for r in rows
+                 if r["method"] == "mup" and r["dim"] == base_width]
+
+
+# --- analysis -------------------------------------------------------------------------
+
+def fit_optimum(ks, vals, half_window: int = 2) -> tuple[float, int, bool]:
+  """Continuous optimum in k (half-octaves) of one validation curve.
+
+  The best finite grid point and its neighbours within `half_window` grid steps are fitted
+  with a quadratic in k; its vertex is the optimum when the curvature is positive and the
+  vertex lies inside the fitted points' range, else the best grid point. Returns
+  (k*, best grid k, fitted)."""
+  ks, vals = np.asarray(ks, float), np.asarray(vals, float)
+  ok = np.isfinite(vals)
+  ks, vals = ks[ok], vals[ok]
+  order = np.argsort(ks)
+  ks, vals = ks[order], vals[order]
+  if len(ks) == 0:
+    return float("nan"), None, False
+  i = int(np.argmin(vals))
+  sel = np.abs(ks - ks[i]) <= half_window
+  if sel.sum() < 3:
+    return float(ks[i]), int(ks[i]), False
+  a, b, _ = np.polyfit(ks[sel], vals[sel], 2)
+  if a <= 0:
+    return float(ks[i]), int(ks[i]), False
+  v = -b / (2 * a)
+  if not ks[sel].min() <= v <= ks[sel].max():
+    return float(ks[i]), int(ks[i]), False
+  return float(v), int(ks[i]), True
+
+
+def _curves(rows, method):
+  """{width: (ks, seeds, V (n_seeds, n_k) val bpb, T test bpb)} (inf where diverged)."""
+  out = {}
+  for w in sorted({r["dim"] for r in rows if r["method"] == method}):
+    rs = [r for r in rows if r["method"] == method and r["dim"] == w]
+    ks = sorted({r["k"] for r in rs})
+    seeds = sorted({r["seed"] for r in rs})
+    V = np.full((len(seeds), len(ks)), np.inf)
+    T = np.full((len(seeds), len(ks)), np.inf)
+    for r in rs:
+      if np.isfinite(r["val_bpb"]) and not r["diverged"]:
+        V[seeds.index(r["seed"]), ks.index(r["k"])] = r["val_bpb"]
+        T[seeds.index(r["seed"]), ks.index(r["k"])] = r["test_bpb"]
+    out[w] = (ks, seeds, V, T)
+  return out
+
+
+def bootstrap_optima(curves, n_boot: int = 2000, seed: int = 0) -> dict:
+  """{width: (n_boot,) k*} re-selecting and refitting on seed resamples; the same resampled
+  seed indices for every width of the method (runs with the same seed share their
+  training windows)."""
+  rng = np.random.default_rng(seed)
+  n_seeds = min(len(c[1]) for c in curves.values())
+  idx = rng.integers(0, n_seeds, size=(n_boot, n_seeds))
+  out = {}
+  for w, (ks, _, V, _) in curves.items():
+    out[w] = np.array([fit_optimum(ks, V[ix].mean(0))[0] for ix in idx])
+  return out
+
+
+def analyse(rows, base_width: int, *, bigram: dict | None = None, n_boot: int = 2000) -> dict:
+  table, lr_rows, upd_rows = [], [], []
+  for method in METHODS:
+    curves = _curves(rows, method)
+    if not curves:
+      continue
+    boots = bootstrap_optima(curves, n_boot)
+    base = curves.get(base_width)
+    kb = fit_optimum(base[0], base[2].mean(0))[0] if base else float("nan")
+    kb_grid = fit_optimum(base[0], base[2].mean(0))[1] if base else None
+    for w, (ks, seeds, V, T) in curves.items():
+      vmean = V.mean(0)
+      kstar, kbest, fitted = fit_optimum(ks, vmean)
+      edge = kbest in (ks[0], ks[-1])
+      b = boots[w]
+      row = {"method": method, "width": w, "grid_k": f"{ks[0]}..{ks[-1]}", "n_seeds": len(seeds),
+             "best_k": kbest, "best_lr": lr_of(method, kbest) if kbest is not None else None,
+             "edge": edge, "fitted": fitted,
+             "log2_lr_opt": math.log2(LR0[METHODS[method][1]]) + kstar / 2,
+             "opt_ci95": [round(float(math.log2(LR0[METHODS[method][1]]) + q / 2), 3)
+                          for q in np.nanpercentile(b, [2.5, 97.5])],
+             "best_val": float(vmean[ks.index(kbest)]) if kbest is not None else None,
+             "best_test": float(T[:, ks.index(kbest)].mean()) if kbest is not None else None,
+             "best_test_std": float(T[:, ks.index(kbest)].std()) if kbest is not None else None}
+      row.update({"drift_log2": None, "drift_ci95": None, "detectable_log2": None,
+                  "transferred_lr": None, "gap": None, "gap_std": None, "gap_at_k": None})
+      if base is not None and w != base_width:
+        d = (b - boots[base_width]) / 2
+        row["drift_log2"] = (kstar - kb) / 2
+        row["drift_ci95"] = [round(float(x), 3) for x in np.nanpercentile(d, [2.5, 97.5])]
+        # the bootstrap's variance of a mean over n seeds is (n - 1) / n of the sampling
+        # variance: corrected here (3 seeds: x 1.22)
+        n = len(seeds)
+        row["detectable_log2"] = float(1.96 * np.nanstd(d) * math.sqrt(n / max(n - 1, 1)))
+        # the transferred LR is the base's best grid point; where this width's grid does
+        # not reach it, the gap is taken at the grid point nearest it (a lower bound on
+        # the gap when the curve rises towards the transferred LR), flagged gap_at_k
+        kg = min(ks, key=lambda k: (abs(k - kb_grid), k))
+        g = T[:, ks.index(kg)] - T[:, ks.index(kbest)]
+        row["gap"], row["gap_std"] = float(g.mean()), float(g.std())
+        row["transferred_lr"] = lr_of(method, kb_grid)
+        row["gap_at_k"] = None if kg == kb_grid else kg
+      table.append(row)
+      for j, k in enumerate(ks):
+        lr_rows.append({"method": method, "width": w, "k": k, "lr": lr_of(method, k),
+                        "val_mean": float(V[:, j].mean()), "val_std": float(V[:, j].std()),
+                        "test_mean": float(T[:, j].mean()), "test_std": float(T[:, j].std())})
+      if kbest is not None:
+        rs = [r for r in rows if r["method"] == method and r["dim"] == w and r["k"] == kbest]
+        for g in rs[0]["upd"]:
+          ph = np.mean([r["upd"][g] for r in rs], 0)
+          upd_rows.append({"method": method, "width": w, "group": g,
+                           **{f"t{a}-{b2}": float(x) for (a, b2), x in zip(PHASES, ph)}})
+        lb = np.mean([r["loss_bins"] for r in rs], 0)
+        row["loss_bins"] = [float(x) for x in lb]
+        row["last_bin_drop"] = float(lb[-2] - lb[-1])
+  return {"table": table, "lr_rows": lr_rows, "upd_rows": upd_rows,
+          "upd_slopes": update_slopes(rows, base_width), "bigram": bigram}
+
+
+def update_slopes(rows, base_width: int) -> list[dict]:
+  """Log-log slope over width of the update-to-weight ratio (seed mean) per method, group
+  and phase, at ONE LR for every width: the base width's best grid point (the LR that
+  transfers), or the grid point nearest it that every width has. Adam's per-coordinate update ~ lr x mult whatever the gradient's scale, so
+  at a fixed LR the RMS ratio of a matrix with init std ~ fan_in^-1/2 goes as
+  width^-1/2 under muP (mult 1/width) and width^+1/2 under SP (mult 1); with std fixed
+  (0.02: embedding, unembedding, SP's Transformer layers) as width^0 under SP."""
+  out = []
+  for method in METHODS:
+    curves = _curves(rows, method)
+    if base_width not in curves:
+      continue
+    ks, _, V, _ = curves[base_width]
+    kbest = fit_optimum(ks, V.mean(0))[1]
+    common = set.intersection(*[set(c[0]) for c in curves.values()])
+    if len(curves) < 2 or not common:
+      continue
+    k0 = min(common, key=lambda k: (abs(k - kbest), k))   # nearest the base's best
+    rs = [r for r in rows if r["method"] == method and r["k"] == k0]
+    widths = sorted({r["dim"] for r in rs})
+    for g in rs[0]["upd"]:
+      for j, (a, b) in enumerate(PHASES):
+        y = [np.mean([r["upd"][g][j] for r in rs if r["dim"] == w]) for w in widths]
+        out.append({"method": method, "lr": lr_of(method, k0), "group": g, "phase": f"t{a}-{b}",
+                    "widths": widths, "ratio": [float(f"{v:.4g}") for v in y],
+                    "slope": float(np.polyfit(np.log2(widths), np.log2(y), 1)[0])})
+  return out
+
+
+def bigram(data, windows, ks=(1e-4, 1e-3, 1e-2, 0.1, 0.3, 1, 3, 10)) -> dict:
+  """Add-k bigram counts on the training split, k chosen on validation, test bits per byte."""
+  tr = np.asarray(data.train)
+  counts = np.zeros((data.vocab_size, data.vocab_size))
+  np.add.at(counts, (tr[:-1], tr[1:]), 1)
+
+  def bpb(win, k):
+    p = (counts + k) / (counts + k).sum(1, keepdims=True)
+    return float(-np.log(p[win[:, :-1], win[:, 1:]]).sum() / (math.log(2) * win[:, 1:].size))
+  vs = [bpb(windows["val"], k) for k in ks]
+  k = ks[int(np.argmin(vs))]
+  return {"k": k, "k_grid": list(ks), "val_bpb": min(vs), "test_bpb": bpb(windows["test"], k)}
+
+
+def write(workdir, res, rows, header):
+  t = [{k: v for k, v in r.items() if k != "loss_bins"} for r in res["table"]]
+  bg = res["bigram"]
+  h = header + (f" Bigram (add-k, k={bg['k']} chosen on validation): test {bg['test_bpb']:.3f} "
+                f"bpb." if bg else "")
+  md = study_lib.write_table(workdir, "width_summary", t, header=h, digits=3)
+  study_lib.write_table(workdir, "width_lr", res["lr_rows"], header=h, digits=4)
+  study_lib.write_table(workdir, "width_updates", res["upd_rows"], header=h, digits=4)
+  study_lib.write_table(workdir, "width_update_slopes", res["upd_slopes"], header=h, digits=3)
+  with open(os.path.join(workdir, "width_rows.json"), "w") as f:
+    # the rows as trained (SP's base-width alias is rebuilt by alias_sp_base)
+    json.dump({"header": h, "rows": [r for r in rows if "alias_of" not in r], "bigram": bg,
+               "loss_bins": {f"{r['method']}_d{r['width']}": r.get("loss_bins")
+                             for r in res["table"]}}, f)
+  from jaxpapers.papers.hybrid_mup import plots  # pylint: disable=g-import-not-at-top
+  plots.width_sweep(workdir, res)
+  print(md, flush=True)

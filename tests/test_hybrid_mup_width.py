@@ -1,0 +1,135 @@
+"""hybrid_mup, issue 43's width sweep analysis (width_sweep.py) on synthetic curves whose
+answer is known: the quadratic optimum in log2 LR, the re-selecting seed bootstrap, the
+drift and its interval, the transfer gap, the plan, the SP alias at the base width, the
+update-to-weight ratio against NumPy. NumPy only (no model is compiled): well under 1 s."""
+import math
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from jaxpapers.papers.hybrid_mup import sweep
+from jaxpapers.papers.hybrid_mup import width_sweep as ws
+
+
+def test_fit_optimum_recovers_a_quadratic_vertex_and_flags_edges():
+  ks = np.arange(-3, 4)
+  k, best, fitted = ws.fit_optimum(ks, 0.1 * (ks - 0.7) ** 2 + 2.0)
+  assert fitted and best == 1 and abs(k - 0.7) < 1e-9
+  # only the best point and its neighbours within 2 steps are fitted: far points that do
+  # not follow the parabola do not move the vertex
+  vals = 0.1 * (ks - 0.7) ** 2 + 2.0
+  vals[0] = 10.0
+  assert abs(ws.fit_optimum(ks, vals)[0] - 0.7) < 1e-9
+  # a monotone curve: the best point is the edge, no vertex inside the range
+  k, best, fitted = ws.fit_optimum(ks, -ks.astype(float))
+  assert (k, best, fitted) == (3.0, 3, False)
+  # diverged points (inf) are left out
+  vals = 0.1 * (ks + 1.2) ** 2
+  vals[-1] = np.inf
+  assert abs(ws.fit_optimum(ks, vals)[0] + 1.2) < 1e-9
+
+
+def _rows(opt_by_width, noise, seeds=3, ks=range(-5, 6), method="mup", seed=0):
+  r = np.random.default_rng(seed)
+  rows = []
+  for w, k0 in opt_by_width.items():
+    for s in range(seeds):
+      off = r.normal(0, noise, size=2)   # per seed: the optimum and level move a little
+      for k in ks:
+        v = 0.05 * (k - k0 - off[0]) ** 2 + 3.0 + off[1]
+        rows.append({"method": method, "dim": w, "k": k, "lr": ws.lr_of(method, k), "seed": s,
+                     "val_bpb": v, "test_bpb": v + 0.01, "diverged": False,
+                     "upd": {"mamba_in": [1.0] * len(ws.PHASES)}, "loss_bins": [3.0, 2.5]})
+  return rows
+
+
+def test_drift_estimate_interval_and_detectable_shift_on_known_curves():
+  # 12 seeds whose optimum moves N(0, 0.3^2) in k (half-octaves) per seed around the
+  # truth; equal curvature, so the seed-mean curve's vertex is the mean of the seeds'
+  # vertices: the drift's sampling sd is 0.5 * 0.3 * sqrt(2 / 12) = 0.0612 octaves
+  n, noise = 12, 0.3
+  rows = _rows({32: 0.3, 64: -0.7, 128: -1.7, 256: 0.3}, noise=noise, seeds=n)
+  res = ws.analyse(rows, 32, n_boot=1000)
+  t = {r["width"]: r for r in res["table"]}
+  assert t[32]["drift_log2"] is None and t[32]["fitted"]
+  sd = 0.5 * noise * math.sqrt(2 / n)
+  for w, true in ((64, -0.5), (128, -1.0), (256, 0.0)):   # (k0(w) - k0(32)) / 2 octaves
+    assert abs(t[w]["drift_log2"] - true) < 3 * sd, (w, t[w]["drift_log2"])
+    lo, hi = t[w]["drift_ci95"]
+    assert lo < t[w]["drift_log2"] < hi
+    # 1.96 x the (corrected) bootstrap sd against 1.96 x the true sd (12 draws: within 2x)
+    assert 0.5 < t[w]["detectable_log2"] / (1.96 * sd) < 2.0, t[w]["detectable_log2"]
+  assert t[128]["drift_ci95"][1] < 0     # a one-octave drift is detected at this noise
+  # the gap on test: the base's best grid point (k = 0) against the width's own best point
+  assert t[128]["best_k"] in (-2, -1) and t[128]["transferred_lr"] == ws.lr_of("mup", 0)
+  assert t[128]["gap"] > 0 and abs(t[256]["gap"]) < 0.05
+  assert t[256]["gap"] == pytest.approx(
+      np.mean([r["test_bpb"] for r in rows if r["dim"] == 256 and r["k"] == 0])
+      - np.mean([r["test_bpb"] for r in rows if r["dim"] == 256 and r["k"] == t[256]["best_k"]]))
+
+
+def test_bootstrap_reselects_the_grid_point_per_resample():
+  # seed 0's curve is best at k = -2, seeds 1 and 2 at k = +2 (no parabola through both):
+  # resamples drawing seed 0 mostly pick k near -2, the others near +2, so the bootstrap
+  # spread covers both while the seed-mean's estimate sits at +2
+  ks = list(range(-4, 5))
+  rows = []
+  for s, k0 in ((0, -2.0), (1, 2.0), (2, 2.0)):
+    for k in ks:
+      v = 0.05 * (k - k0) ** 2 + (2.0 if s else 2.3)
+      rows.append({"method": "mup", "dim": 32, "k": k, "seed": s, "val_bpb": v,
+                   "test_bpb": v, "diverged": False})
+  boots = ws.bootstrap_optima(ws._curves(rows, "mup"), n_boot=500)[32]
+  assert boots.min() < -1.0 and boots.max() > 1.5
+
+
+def test_plan_alias_and_update_ratios():
+  assert ws.parse_plan(("mup:32:-1:1", "sp:64:0:0", "mup:32:1:2")) == [
+      ("mup", 32, -1), ("mup", 32, 0), ("mup", 32, 1), ("sp", 64, 0), ("mup", 32, 2)]
+  with pytest.raises(ValueError, match="bad width.plan entry"):
+    ws.parse_plan(("adam:32:0:1",))
+  assert math.isclose(ws.lr_of("mup", -2), 5e-3) and math.isclose(ws.lr_of("mup_sgd", 2), 2.0)
+  rows = _rows({32: 0.0, 64: 0.0}, noise=0.1)
+  out = ws.alias_sp_base(rows, 32)
+  sp = [r for r in out if r["method"] == "sp"]
+  assert len(sp) == 33 and len(out) == len(rows) + 33 and {r["dim"] for r in sp} == {32} and all(r["alias_of"] == "mup" for r in sp)
+  # ||dW||_F / ||W||_F per group against NumPy
+  r = np.random.default_rng(0)
+  old = {"a": r.normal(size=(3, 4)), "b": r.normal(size=5), "c": r.normal(size=2)}
+  new = {k: v + r.normal(size=v.shape) * 0.1 for k, v in old.items()}
+  got = sweep.update_ratios(jax_tree(new), jax_tree(old), {"ab": ["['a']", "['b']"], "c": ["['c']"]})
+  want_ab = math.sqrt((np.sum((new["a"] - old["a"]) ** 2) + np.sum((new["b"] - old["b"]) ** 2))
+                      / (np.sum(old["a"] ** 2) + np.sum(old["b"] ** 2)))
+  assert math.isclose(float(got["upd/ab"]), want_ab, rel_tol=1e-5)
+  assert math.isclose(float(got["upd/c"]),
+                      np.linalg.norm(new["c"] - old["c"]) / np.linalg.norm(old["c"]), rel_tol=1e-5)
+
+
+def jax_tree(d):
+  return {k: jnp.asarray(v, jnp.float32) for k, v in d.items()}
+
+
+def test_committed_width_summary_is_rebuilt_from_its_rows():
+  import json, os  # pylint: disable=g-import-not-at-top,multiple-imports
+  d = os.path.join(os.path.dirname(__file__), "..", "jaxpapers", "papers", "hybrid_mup",
+                   "results", "width")
+  with open(os.path.join(d, "width_rows.json")) as f:
+    saved = json.load(f)
+  with open(os.path.join(d, "width_summary.json")) as f:
+    summary = json.load(f)
+  res = ws.analyse(ws.alias_sp_base(saved["rows"], 32), 32)
+  assert len(res["table"]) == len(summary)
+  for got, want in zip(res["table"], summary):
+    assert (got["method"], got["width"], got["best_k"], got["edge"]) == (
+        want["method"], want["width"], want["best_k"], want["edge"])
+    for k in ("log2_lr_opt", "best_val", "best_test", "drift_log2", "detectable_log2", "gap"):
+      if want[k] is None:
+        assert got[k] is None, k
+      else:
+        assert got[k] == pytest.approx(want[k], rel=1e-9, abs=1e-9), (k, got, want)
+    if want["drift_ci95"] is not None:
+      assert got["drift_ci95"] == want["drift_ci95"]
+  # the bigram baseline and the best runs: the acceptance bar (test < 3.0) and the margin
+  assert saved["bigram"]["test_bpb"] > 3.5
+  assert min(r["best_test"] for r in summary) < 3.0
