@@ -17,9 +17,10 @@ oracle under the same P99 TTFT / TPOT targets.
   # the paper-size plan (one PPO iteration over 8 devices):
   python launch/plan.py --config=configs/pd_autoscale.py:paper --devices=8 --platform=h100
 
-Expected on one core of the shared 2-core CPU: train ~5 min, study ~20 min (1195 s
-measured in three resumed chunks; the learned policy does NOT beat the tuned heuristics
-at this budget: numbers and verdicts in jaxpapers/papers/pd_autoscale/README.md).
+Expected on one core of the shared 2-core CPU: train ~5 min, study ~35 min (grids ~6 min,
+21 PPO members x 120 iterations ~25 min, measured in resumed chunks on a loaded machine;
+the learned policy does NOT beat the tuned heuristics at this budget: numbers and
+verdicts in jaxpapers/papers/pd_autoscale/README.md).
 `:smoke` runs a 60 s episode in seconds with a warm compilation cache (~2 min cold,
 compilation dominates).
 """
@@ -31,7 +32,8 @@ FAMILIES = ("conversation", "code", "diurnal", "bursts")
 
 SMOKE = dict(duration=60.0, warmup=10.0, tail=10.0, window=96, iterations=2, envs=2, seeds=1,
              eval_every=1, families=("conversation",), val_seeds=1, test_seeds=1,
-             ablations=False, max_extend=1, bench_clusters=2, bench_duration=60.0, n_max_factor=3.0,
+             ablations=False, max_extend=1, lr_extend=0, bench_clusters=2, bench_duration=60.0,
+             n_max_factor=3.0,
              chunk=4)
 PAPER = dict(rate_scale=4.0, max_prefill=16, max_decode=32, window=1024, dt=0.1,
              duration=3600.0, envs=64, iterations=500, seeds=3)
@@ -43,15 +45,18 @@ def get_config(arg=None):
       study="main", profile="distserve_opt13b_a100", rate_scale=1.5, duration=600.0,
       warmup=60.0, tail=60.0, dt=0.25, epoch_s=5.0, window=256, max_prefill=8,
       max_decode=12, startup=60.0, ttft_slo=2.0, tpot_slo=0.1, token_budget=2048.0,
-      kv_capacity=0.0, iterations=150, envs=4, seeds=3, lr=1e-3, hidden=64, recurrent=True,
-      masks=True, cooldowns=True, budget=0.005, eval_every=10, ckpt_every=5,
+      kv_capacity=0.0, iterations=120, envs=4, seeds=3, lr=1e-3, hidden=64, recurrent=True,
+      masks=True, cooldowns=True, budget=0.005, multiplier="per_family", eval_every=20,
+      ckpt_every=5,
       families=FAMILIES, val_seeds=2, test_seeds=3, ablations=True, ablation_seeds=3,
-      max_extend=3, trace="",
+      max_extend=3, lr_extend=2, trace="",
       trace_speedup=1.0, trace_start=0.0, trace_duration=0.0, bench_clusters=16,
       bench_duration=300.0, n_max_factor=2.5, chunk=32)
   bad = [f for f in arg.families if f not in FAMILIES]
   if bad:
     raise ValueError(f"config arg 'families': unknown {bad}; known: {', '.join(FAMILIES)}")
+  if arg.multiplier not in ("per_family", "shared"):
+    raise ValueError(f"config arg 'multiplier': {arg.multiplier!r}; known: per_family, shared")
   if arg.duration <= arg.warmup + arg.tail:
     raise ValueError("config args: duration must exceed warmup + tail")
   if abs(arg.epoch_s / arg.dt - round(arg.epoch_s / arg.dt)) > 1e-6:
@@ -112,6 +117,10 @@ def get_config(arg=None):
   config.rl.cooldown_down_s = 60.0  # no scale-down this long after a scale-up
   config.rl.cooldown_up_s = 30.0  # no scale-up this long after a scale-down
   config.rl.budget = arg.budget  # allowed violating fraction (P99 => <= 1%)
+  # One Lagrange multiplier per training trace family, each updated from its own
+  # family's violations ("shared": one multiplier for the whole training mix, which an
+  # infeasible family drives to its maximum; README, Results).
+  config.rl.multiplier = arg.multiplier
   config.rl.update_epochs = 4
   config.rl.minibatches = 2
   config.rl.gamma = 0.98
@@ -122,7 +131,10 @@ def get_config(arg=None):
   config.study = ml_collections.ConfigDict()
   config.study.name = arg.study
   config.study.ablations = arg.ablations
-  config.study.lrs = (3e-4, 1e-3, 3e-3)  # the PPO step-size grid (main variant)
+  # The PPO step-size grid (main variant, config.rl.seeds seeds each); a pick on its edge
+  # extends it one geometric step (lr_extend rounds; study.train_ppo).
+  config.study.lrs = (1e-4, 3e-4, 1e-3, 3e-3)
+  config.study.lr_extend = arg.lr_extend
   # Baseline grids (every value printed with the selection; an edge choice is flagged).
   config.study.ablation_seeds = arg.ablation_seeds  # training seeds per ablation
   # Baseline grids (every value printed with the selection). A feasible choice on an

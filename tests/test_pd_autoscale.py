@@ -465,3 +465,42 @@ def test_training_resumes_exactly(tmp_path):
   (cut1,), (full1,) = ([r for r in _runs.metrics_rows(tmp_path / d) if r["step"] == 1]
                        for d in "ba")
   assert {k: cut1.get(k) for k in full1} == full1
+
+
+def test_per_family_multipliers_update_from_their_own_family_only():
+  from jaxpapers.papers.pd_autoscale import ppo
+  pp = ppo.PPOSpec(n_fam=3, per_family=True, budget=0.01, lam_lr=0.5)
+  # One compiled program each (eager dispatch of the small ops is the slow part).
+  dual = jax.jit(ppo.dual_update, static_argnums=4)
+  ladv = jax.jit(ppo.lagrangian_advantage, static_argnums=4)
+  lam = jnp.array([5.0, 5.0, 5.0])
+  fam = jnp.array([0, 0, 1, 1])  # family 2 absent from this batch
+  arr = jnp.full((4, 6), 10.0)  # 60 arrivals per env
+  viol = jnp.zeros((4, 6)).at[2:, 0].set(3.0)  # family 1: 5% (> budget), family 0: 0
+  new, frac, frac_f = dual(lam, viol, arr, fam, pp)
+  np.testing.assert_allclose(frac_f, [0.0, 0.05, 0.0])
+  np.testing.assert_allclose(frac, 6.0 / 240.0)
+  np.testing.assert_allclose(new, [4.5, 5.5, 5.0])  # down, up (step clipped), unchanged
+  # Family 0's multiplier ignores family 1's violations, however large.
+  new2, _, _ = dual(lam, viol.at[2:].set(100.0), arr, fam, pp)
+  np.testing.assert_allclose(new2[0], new[0])
+  # Shared: one fraction (2.5% > 1%) moves every entry alike.
+  shared, _, _ = dual(lam, viol, arr, fam, pp._replace(per_family=False))
+  np.testing.assert_allclose(shared, [5.5, 5.5, 5.5])
+  # Advantages: each env uses its family's lambda and is standardised within its family
+  # (NumPy reference), so family 1's multiplier cannot rescale family 0's advantages.
+  rng = np.random.default_rng(0)
+  ar, ac = rng.normal(size=(4, 6)), rng.normal(size=(4, 6))
+  lam3 = jnp.array([2.0, 100.0, 7.0])
+  got = np.asarray(ladv(jnp.asarray(ar), jnp.asarray(ac), lam3, fam, pp))
+  for f, rows in ((0, [0, 1]), (1, [2, 3])):
+    a = ar[rows] - float(lam3[f]) * ac[rows]
+    np.testing.assert_allclose(got[rows], (a - a.mean()) / (a.std() + 1e-8), rtol=1e-4,
+                               atol=1e-5)
+  got_b = ladv(jnp.asarray(ar), jnp.asarray(ac), lam3.at[1].set(1.0), fam, pp)
+  np.testing.assert_allclose(np.asarray(got_b)[:2], got[:2], rtol=1e-6)
+  # Shared: one standardisation over the batch.
+  gs = np.asarray(ladv(jnp.asarray(ar), jnp.asarray(ac), jnp.full(3, 2.0),
+                                           fam, pp._replace(per_family=False)))
+  a = ar - 2.0 * ac
+  np.testing.assert_allclose(gs, (a - a.mean()) / (a.std() + 1e-8), rtol=1e-4, atol=1e-5)

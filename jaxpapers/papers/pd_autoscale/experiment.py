@@ -57,7 +57,8 @@ def setup(config):
                          config.data.rate_scale,
                          gpu_norm=float(spec.max_prefill + spec.max_decode) / 2)
   pp = ppo.PPOSpec(envs=r.envs, update_epochs=r.update_epochs, minibatches=r.minibatches,
-                   gamma=r.gamma, ent=r.ent, budget=r.budget)
+                   gamma=r.gamma, ent=r.ent, budget=r.budget, n_fam=len(r.train_families),
+                   per_family=r.multiplier == "per_family")
   return spec, ps, pp
 
 
@@ -200,8 +201,13 @@ def val_score(spec, summaries, families):
   return float(ok), -float(np.mean([s["gpus"] for s in summaries]))
 
 
+EVAL_MODES = ("greedy", "sampled")
+
+
 def train_policy(config, workdir, members, tag="rl", log=print):
-  """Trains the members (vmapped); returns dict(best=params [M], scores, history)."""
+  """Trains the members (vmapped); returns, per evaluation mode (greedy = argmax actions,
+  sampled = the stochastic policy it was trained as), each member's best snapshot on the
+  validation traces and its score: dict(best={mode: params [M]}, score={mode: [M, 2]})."""
   spec, ps, pp = setup(config)
   E = epochs_of(config, spec)
   M = len(members)
@@ -209,10 +215,12 @@ def train_policy(config, workdir, members, tag="rl", log=print):
   ts = population.stack([ppo.init_member(k, lr, fl, ps, pp)
                        for k, (_, fl, _, lr) in zip(keys, members)])
   iteration = _iteration(spec, ps, pp, E)
-  greedy = policy.controller(spec, ps, greedy=True)
+  ctrls = dict(greedy=policy.controller(spec, ps, greedy=True),
+               sampled=policy.controller(spec, ps, greedy=False))
   val = make_traces(config, "val", config.data.val_seeds)
   fams = [t[0] for t in val]
-  state = dict(ts=ts, best=ts.params, score=jnp.full((M, 2), -1e9), it=jnp.int32(0))
+  state = dict(ts=ts, best={m: ts.params for m in EVAL_MODES},
+               score={m: jnp.full((M, 2), -1e9) for m in EVAL_MODES}, it=jnp.int32(0))
   ckpt = checkpoint_lib.Checkpointer(os.path.join(workdir, tag), keep=2)
   state, _ = ckpt.restore_or(state)
   start = int(state["it"])
@@ -222,53 +230,88 @@ def train_policy(config, workdir, members, tag="rl", log=print):
   metrics_lib.truncate_after(workdir, start, splits=("train",), tag=tag)
   writer = metrics_lib.MetricsWriter(workdir, total_steps=config.rl.iterations, verbose=False)
   r = config.rl
+  F = len(r.train_families)
   t0 = time.perf_counter()
   for it in range(start, r.iterations):
-    tr = []
+    tr, fam_idx = [], []
     for e in range(r.envs):
-      fam = r.train_families[(it * r.envs + e) % len(r.train_families)]
+      f = (it * r.envs + e) % F
+      fam = r.train_families[f]
       seed = SPLIT_SEED["train"] + config.seed * 10_000_000 + it * 1000 + e
       tr.append((fam, seed, workloads.generate(fam, config.data.duration, seed,
                                                config.data.rate_scale)))
+      fam_idx.append(f)
     wl, _, _ = batch(config, spec, tr)
     wl_m = jax.tree.map(lambda x: jnp.broadcast_to(x, (M,) + x.shape), wl)
     n0 = jnp.broadcast_to(n0_of(config, r.envs), (M, r.envs, 2))
+    fam_m = jnp.broadcast_to(jnp.asarray(fam_idx, jnp.int32), (M, r.envs))
     ks = jax.random.split(jax.random.PRNGKey(config.seed + 7), M)
-    ts, m = iteration(state["ts"], wl_m, n0, ks)
+    ts, m = iteration(state["ts"], wl_m, n0, ks, fam_m)
     m = jax.device_get(m)
-    row = {f"{tag}/{k}": float(np.mean(v)) for k, v in m.items()}
+    per_fam = {"lam_f", "viol_f", "gpus_f", "seen_f"}
+    row = {f"{tag}/{k}": float(np.mean(v)) for k, v in m.items() if k not in per_fam}
     row.update({f"{tag}/gpus/m{j}": float(m["gpus"][j]) for j in range(M)})
     row.update({f"{tag}/viol_frac/m{j}": float(m["viol_frac"][j]) for j in range(M)})
+    row.update({f"{tag}/lam/m{j}": float(np.mean(m["lam_f"][j])) for j in range(M)})
+    # Per training family (mean over members): multiplier, violating fraction and GPUs
+    # of this iteration's episodes of that family (absent families: no row).
+    for f, fam in enumerate(r.train_families):
+      row[f"{tag}/lam/{fam}"] = float(np.mean(m["lam_f"][:, f]))
+      row.update({f"{tag}/lam/{fam}/m{j}": float(m["lam_f"][j, f]) for j in range(M)})
+      if m["seen_f"][0, f]:
+        row[f"{tag}/viol/{fam}"] = float(np.mean(m["viol_f"][:, f]))
+        row[f"{tag}/gpus/{fam}"] = float(np.mean(m["gpus_f"][:, f]))
+        row.update({f"{tag}/viol/{fam}/m{j}": float(m["viol_f"][j, f]) for j in range(M)})
+        row.update({f"{tag}/gpus/{fam}/m{j}": float(m["gpus_f"][j, f]) for j in range(M)})
     state = dict(state, ts=ts, it=jnp.int32(it + 1))
     if (it + 1) % r.eval_every == 0 or it + 1 == r.iterations:
       params = dict(net=ts.params, flags=ts.flags)
-      summ, _ = run_clusters(config, spec, greedy, params, val, seed=it)
-      scores = np.array([val_score(spec, s, fams) for s in summ])
-      best_score = np.asarray(state["score"])
-      better = (scores[:, 0] > best_score[:, 0]) | (
-          (scores[:, 0] == best_score[:, 0]) & (scores[:, 1] > best_score[:, 1]))
-      sel = lambda new, old: np.where(better.reshape((M,) + (1,) * (new.ndim - 1)), new, old)
-      state = dict(state, best=jax.tree.map(sel, jax.device_get(ts.params),
-                                            jax.device_get(state["best"])),
-                   score=np.where(better[:, None], scores, np.asarray(state["score"])))
-      row.update({f"{tag}/val_feasible/m{j}": float(scores[j, 0]) for j in range(M)})
-      row.update({f"{tag}/val_gpus/m{j}": float(-scores[j, 1]) for j in range(M)})
+      best, score = dict(state["best"]), dict(state["score"])
+      for mode, ctrl in ctrls.items():
+        summ, _ = run_clusters(config, spec, ctrl, params, val, seed=it)
+        scores = np.array([val_score(spec, s, fams) for s in summ])
+        old = np.asarray(score[mode])
+        better = (scores[:, 0] > old[:, 0]) | (
+            (scores[:, 0] == old[:, 0]) & (scores[:, 1] > old[:, 1]))
+        sel = lambda new, prev: np.where(better.reshape((M,) + (1,) * (new.ndim - 1)), new, prev)
+        best[mode] = jax.tree.map(sel, jax.device_get(ts.params), jax.device_get(best[mode]))
+        score[mode] = np.where(better[:, None], scores, old)
+        sfx = "" if mode == "greedy" else "_sampled"
+        row.update({f"{tag}/val_feasible{sfx}/m{j}": float(scores[j, 0]) for j in range(M)})
+        row.update({f"{tag}/val_gpus{sfx}/m{j}": float(-scores[j, 1]) for j in range(M)})
+      state = dict(state, best=best, score=score)
     metrics_lib.check_finite(it + 1, row)
     writer.write(it + 1, row)
     el = time.perf_counter() - t0
+    fam_txt = " ".join(
+        f"{fam[:4]} lam {row[f'{tag}/lam/{fam}']:.1f}"
+        + (f" viol {row[f'{tag}/viol/{fam}']:.3f} gpus {row[f'{tag}/gpus/{fam}']:.1f}"
+           if f"{tag}/viol/{fam}" in row else "")
+        for fam in r.train_families)
     log(f"[{tag} {it + 1}/{r.iterations}] gpus {row[f'{tag}/gpus']:.2f} viol "
-        f"{row[f'{tag}/viol_frac']:.4f} lam {row[f'{tag}/lam']:.2f} ent {row[f'{tag}/ent']:.3f}"
+        f"{row[f'{tag}/viol_frac']:.4f} ent {row[f'{tag}/ent']:.3f} | {fam_txt}"
         f" ({el / (it + 1 - start):.1f} s/it, ETA {el / (it + 1 - start) * (r.iterations - it - 1):.0f} s)")
     if (it + 1) % r.ckpt_every == 0 or it + 1 == r.iterations:
       ckpt.save(it + 1, state)
   ckpt.close()
-  return dict(best=state["best"], flags=state["ts"].flags, score=np.asarray(state["score"]),
+  return dict(best=state["best"], flags=state["ts"].flags,
+              score={m: np.asarray(v) for m, v in state["score"].items()},
               final=state["ts"].params)
 
 
 def main_variant(config):
   r = config.rl
   return ("ppo", policy.flags(r.recurrent, r.masks, r.cooldowns))
+
+
+def mean_score(score):
+  """A set of members' validation scores [M, 2] -> (mean feasible families, mean -GPUs)."""
+  return tuple(float(v) for v in np.mean(np.asarray(score), axis=0))
+
+
+def pick_mode(score):
+  """The evaluation mode (greedy / sampled) with the better mean validation score."""
+  return max(EVAL_MODES, key=lambda m: mean_score(score[m]))
 
 
 def aggregate(spec, summaries, families, methods):
@@ -296,18 +339,25 @@ def train_and_evaluate(config, workdir):
   name, fl = main_variant(config)
   members = member_grid(config, [(name, fl)], list(range(config.rl.seeds)), [config.rl.lr])
   out = train_policy(config, workdir, members)
-  greedy = policy.controller(spec, ps, greedy=True)
   test = make_traces(config, "test", config.data.test_seeds)
   test = test + real
-  params = dict(net=out["best"], flags=out["flags"])
-  summ, _ = run_clusters(config, spec, greedy, params, test, seed=1)
   fams = [t[0] for t in test]
-  rows = aggregate(spec, [[s for m in summ for s in m]],
-                   [f for _ in summ for f in fams], ["ppo"])
-  final = {}
+  # Both evaluation modes on test; the validation-selected one is the "ppo" row.
+  chosen = pick_mode(out["score"])
+  print(f"[select] evaluation mode on validation: {chosen} "
+        f"({ {m: mean_score(out['score'][m]) for m in EVAL_MODES} })", flush=True)
+  rows, final = [], {}
+  for mode in EVAL_MODES:
+    ctrl = policy.controller(spec, ps, greedy=mode == "greedy")
+    params = dict(net=out["best"][mode], flags=out["flags"])
+    summ, _ = run_clusters(config, spec, ctrl, params, test, seed=1)
+    name = "ppo" if mode == chosen else f"ppo_{mode}"
+    rows += aggregate(spec, [[s for m in summ for s in m]],
+                      [f for _ in summ for f in fams], [name])
   for r in rows:
-    for k in ("gpus", "p99_ttft", "p99_tpot", "attainment"):
-      final[f"test/{r['family']}/{k}"] = r[k]
+    if r["method"] == "ppo":
+      for k in ("gpus", "p99_ttft", "p99_tpot", "attainment"):
+        final[f"test/{r['family']}/{k}"] = r[k]
   writer = metrics_lib.MetricsWriter(workdir, verbose=False)
   writer.write(config.rl.iterations, {k: (v if np.isfinite(v) else 1e9) for k, v in final.items()},
                split="eval")
@@ -373,7 +423,8 @@ def plan(config):
   wl = sim.Workload(f32(M, pp.envs, N), f32(M, pp.envs, N), f32(M, pp.envs, N))
   n0 = jax.ShapeDtypeStruct((M, pp.envs, 2), jnp.int32)
   keys = jax.ShapeDtypeStruct((M, 2), jnp.uint32)
-  fn, args = sharding.spread_plan(ppo.make_iteration(spec, ps, pp, E), ts, wl, n0, keys)
+  fam = jax.ShapeDtypeStruct((M, pp.envs), jnp.int32)
+  fn, args = sharding.spread_plan(ppo.make_iteration(spec, ps, pp, E), ts, wl, n0, keys, fam)
   return planner.Plan(fn=fn, args=args, steps=config.rl.iterations,
                       label=f"pd_autoscale PPO iteration: {M} members x {pp.envs} clusters x "
                             f"{E * spec.ticks_per_epoch} ticks (window {spec.window})")

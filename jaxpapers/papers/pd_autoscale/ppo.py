@@ -13,6 +13,15 @@ fraction: lambda <- clip(lambda + lam_lr clip(viol / budget - 1, -1, 1), 0, lam_
 Lagrangian over a fixed penalty because the penalty weight that makes P99 land at the
 target differs by trace family and load, and would itself need a grid search.
 
+Multipliers (`PPOSpec.per_family`): the constraint is the SLO on each workload, so with
+per_family=True there is one multiplier per training trace family, each updated from its
+own family's violation fraction only, and each family's Lagrangian advantage is
+standardised within the family. With one shared multiplier (per_family=False, the
+original set-up) a family whose targets no controller can meet within the pool bounds
+keeps the shared lambda climbing and pushes every family's pools to the maximum (README,
+Results); per family, its multiplier saturates at lam_max and only its own episodes
+carry that weight.
+
 A member (one seed x learning rate) is a train state; `iteration` is one rollout of
 `envs` clusters (whole episodes, the GRU carried through) and `update_epochs` passes of
 minibatched PPO over full sequences. Members are vmapped (and spread over devices by
@@ -45,13 +54,15 @@ class PPOSpec(NamedTuple):
   lam_init: float = 5.0
   lam_lr: float = 0.5  # at most this much per iteration
   lam_max: float = 100.0
+  n_fam: int = 1  # training trace families (multipliers and per-family metrics)
+  per_family: bool = True  # one multiplier per family (False: one shared multiplier)
 
 
 class TrainState(NamedTuple):
   params: dict  # network weights
   flags: dict  # ablation switches (policy.flags), constant
   opt: tuple
-  lam: jax.Array
+  lam: jax.Array  # [n_fam]; all equal when the multiplier is shared
   step: jax.Array
 
 
@@ -64,7 +75,8 @@ def init_member(key, lr, flags, ps: policy.PolicySpec, pp: PPOSpec) -> TrainStat
   params = policy.init_params(key, ps)
   opt = optimizer(pp.max_grad_norm).init(params)
   opt[1].hyperparams["learning_rate"] = jnp.asarray(lr, jnp.float32)
-  return TrainState(params, flags, opt, jnp.float32(pp.lam_init), jnp.int32(0))
+  return TrainState(params, flags, opt, jnp.full((pp.n_fam,), pp.lam_init, jnp.float32),
+                    jnp.int32(0))
 
 
 def _gae(rew, val, gamma, lam):
@@ -88,8 +100,38 @@ def signals(spec: sim.Spec, ps: policy.PolicySpec, pp: PPOSpec, rows):
   return rew, cost, viol
 
 
+def lagrangian_advantage(adv_r, adv_c, lam, fam, pp: PPOSpec):
+  """Standardised A_r - lambda_f A_c per env [envs, T]; fam [envs] is each env's family.
+
+  Shared multiplier: lam's entries are equal and the standardisation is over the batch.
+  Per family: each env uses its family's lambda and is standardised with its family's
+  envs only (an infeasible family's saturated lambda does not shrink the others' step)."""
+  adv = adv_r - lam[fam][:, None] * adv_c
+  if not pp.per_family:
+    return (adv - adv.mean()) / (adv.std() + 1e-8)
+  onehot = (fam[:, None] == jnp.arange(pp.n_fam)[None]).astype(adv.dtype)  # [envs, F]
+  cnt = jnp.maximum(onehot.sum(0) * adv.shape[1], 1.0)
+  mean = (onehot.T @ adv.sum(1)) / cnt
+  var = (onehot.T @ ((adv - mean[fam][:, None]) ** 2).sum(1)) / cnt
+  return (adv - mean[fam][:, None]) / (jnp.sqrt(var)[fam][:, None] + 1e-8)
+
+
+def dual_update(lam, viol, arrivals, fam, pp: PPOSpec):
+  """Dual ascent on lambda from the batch's violating fraction: one shared fraction, or
+  each family's own (families absent from the batch keep their multiplier)."""
+  onehot = (fam[:, None] == jnp.arange(pp.n_fam)[None]).astype(jnp.float32)  # [envs, F]
+  v_f, a_f = onehot.T @ viol.sum(1), onehot.T @ arrivals.sum(1)
+  frac_f = v_f / jnp.maximum(a_f, 1.0)
+  frac = jnp.sum(viol) / jnp.maximum(jnp.sum(arrivals), 1.0)
+  step = jnp.clip(jnp.where(pp.per_family, frac_f, frac) / pp.budget - 1.0, -1.0, 1.0)
+  seen = (onehot.sum(0) > 0) | (not pp.per_family)
+  new = jnp.clip(lam + pp.lam_lr * step, 0.0, pp.lam_max)
+  return jnp.where(seen, new, lam), frac, frac_f
+
+
 def make_iteration(spec: sim.Spec, ps: policy.PolicySpec, pp: PPOSpec, epochs: int):
-  """iteration(ts, wl [envs, ...], n0 [envs, 2], key) -> (ts, metrics) for one member."""
+  """iteration(ts, wl [envs, ...], n0 [envs, 2], key, fam [envs]) -> (ts, metrics) for
+  one member; fam is each env's training family (index into the multipliers)."""
   ctrl = policy.controller(spec, ps)
   ep = episode.episode_fn(spec, ctrl, epochs)
   tx = optimizer(pp.max_grad_norm)
@@ -109,7 +151,7 @@ def make_iteration(spec: sim.Spec, ps: policy.PolicySpec, pp: PPOSpec, epochs: i
     return pg + pp.vf * vloss - pp.ent * ent, dict(pg=pg, v=vloss, ent=ent,
                                                     kl=jnp.mean(batch["logp"] - logp))
 
-  def iteration(ts: TrainState, wl, n0, key):
+  def iteration(ts: TrainState, wl, n0, key, fam):
     k_roll, k_perm = jax.random.split(jax.random.fold_in(key, ts.step))
     fut = jnp.zeros((pp.envs, epochs, 2))
     _, rows = jax.vmap(ep, in_axes=(None, 0, 0, 0, 0))(
@@ -117,8 +159,7 @@ def make_iteration(spec: sim.Spec, ps: policy.PolicySpec, pp: PPOSpec, epochs: i
     rew, cost, viol = signals(spec, ps, pp, rows)
     adv_r = jax.vmap(lambda r, v: _gae(r, v, pp.gamma, pp.gae))(rew, rows["v_r"])
     adv_c = jax.vmap(lambda r, v: _gae(r, v, pp.gamma, pp.gae))(cost, rows["v_c"])
-    adv = adv_r - ts.lam * adv_c
-    adv = (adv - adv.mean()) / (adv.std() + 1e-8)
+    adv = lagrangian_advantage(adv_r, adv_c, ts.lam, fam, pp)
     batch = dict(x=rows["x"], mask=rows["mask"], a=rows["a"], logp=rows["logp"], adv=adv,
                  ret_r=adv_r + rows["v_r"], ret_c=adv_c + rows["v_c"])
     mb = pp.envs // pp.minibatches
@@ -138,10 +179,11 @@ def make_iteration(spec: sim.Spec, ps: policy.PolicySpec, pp: PPOSpec, epochs: i
 
     (params, opt), aux = jax.lax.scan(epoch_step, (ts.params, ts.opt),
                                       jax.random.split(k_perm, pp.update_epochs))
-    frac = jnp.sum(viol) / jnp.maximum(jnp.sum(rows["arrivals"]), 1.0)
-    lam = jnp.clip(ts.lam + pp.lam_lr * jnp.clip(frac / pp.budget - 1.0, -1.0, 1.0), 0.0,
-                   pp.lam_max)
-    metrics = dict(gpus=jnp.mean(rows["gpus"]), viol_frac=frac, lam=ts.lam,
+    lam, frac, frac_f = dual_update(ts.lam, viol, rows["arrivals"], fam, pp)
+    onehot = (fam[:, None] == jnp.arange(pp.n_fam)[None]).astype(jnp.float32)
+    gpus_f = (onehot.T @ rows["gpus"].mean(1)) / jnp.maximum(onehot.sum(0), 1.0)
+    metrics = dict(gpus=jnp.mean(rows["gpus"]), viol_frac=frac, lam=jnp.mean(ts.lam),
+                   lam_f=ts.lam, viol_f=frac_f, gpus_f=gpus_f, seen_f=onehot.sum(0) > 0,
                    ret=jnp.mean(jnp.sum(rew, -1)), **{k: jnp.mean(v) for k, v in aux.items()})
     return TrainState(params, ts.flags, opt, lam, ts.step + 1), metrics
 

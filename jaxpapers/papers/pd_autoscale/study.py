@@ -6,9 +6,11 @@
    feasible choice on an axis' edge extends that axis (`run_grid`); the selections are
    printed with their grids and extensions, an edge left flagged with its reason. Grid
    results are cached in the workdir (a rerun resumes; PPO resumes from its checkpoint).
-2. PPO members (the main variant at config.rl.seeds seeds and the step-size grid, and the
-   ablations without recurrence / masks / cooldowns) train in one vmapped program; each
-   member's snapshot is selected on the same validation traces.
+2. PPO members (the main variant at config.rl.seeds seeds for every step size of
+   config.study.lrs, and the ablations without recurrence / masks / cooldowns) train in
+   one vmapped program; a step-size pick on the grid's edge extends the grid
+   (`train_ppo`). Each member's snapshot is selected on the same validation traces, in
+   both evaluation modes (greedy and sampled); the mode is selected on validation too.
 3. Everything selected runs on held-out test traces (config.data.test_seeds per family):
    average GPUs, P99 TTFT / TPOT, attainment, scaling events and GPU transitions, mean and
    std over seeds, and the fluid lower bound on GPUs. Table, rows, plots, verdicts.
@@ -176,7 +178,7 @@ def run(config, workdir, commit):
   test = ex.make_traces(config, "test", config.data.test_seeds)
   fv, ft = [t[0] for t in val], [t[0] for t in test]
   families = list(config.data.families)
-  selections, chosen = [], {}
+  selections, chosen_pts = [], {}
   timings = {}
   gdir = os.path.join(workdir, "grids")
   os.makedirs(gdir, exist_ok=True)
@@ -186,7 +188,7 @@ def run(config, workdir, commit):
     points, axes, summ, extensions = _cached_grid(
         os.path.join(gdir, f"{name}.json"),
         lambda: run_grid(config, spec, name, points, axes, bounds, val, fv, families, log))
-    chosen[name] = {}
+    chosen_pts[name] = {}
     static_pts = {}
     if name == "static":  # per family: the smallest pools meeting each target alone
       pp_ = list(range(spec.max_prefill))  # (p, max_decode), p = 1..max_prefill
@@ -224,7 +226,7 @@ def run(config, workdir, commit):
           notes.append(f"{k}={side} ({why})")
         edges = notes
         ext = extensions
-      chosen[name][fam] = point
+      chosen_pts[name][fam] = point
       selections.append(dict(method=name, family=fam, chosen=json.dumps(point),
                              feasible_on_val=feas, val_gpus=cost,
                              edge=",".join(edges) or "-",
@@ -236,91 +238,80 @@ def run(config, workdir, commit):
     log(f"[grid] {name}: {len(points)} points x {len(val)} traces in {timings[name]:.0f} s"
         " (0 s: cached)")
 
-  # ---- PPO members: main variant (seeds x lrs) and ablations, one vmapped program
-  r = config.rl
-  main = ex.main_variant(config)
-  variants = [main]
-  members = ex.member_grid(config, [main], list(range(r.seeds)), [r.lr])
-  for lr in config.study.lrs:
-    if lr != r.lr:
-      members += ex.member_grid(config, [main], [0], [lr])
-  if config.study.ablations:
-    abl = [("no_recurrence", policy.flags(False, True, True)),
-           ("no_masks", policy.flags(True, False, True)),
-           ("no_cooldowns", policy.flags(True, True, False))]
-    members += ex.member_grid(config, abl, list(range(config.study.ablation_seeds)), [r.lr])
-  log(f"[ppo] {len(members)} members: " + ", ".join(f"{n}/s{s}/lr{lr:g}" for n, _, s, lr in members))
-  t0 = time.perf_counter()
-  out = ex.train_policy(config, workdir, members, tag="rl", log=log)
-  timings["ppo"] = time.perf_counter() - t0
-  scores = out["score"]
+  # ---- PPO: the step-size grid and the ablations (one program), extensions (train_ppo)
+  ppo_runs, lr_scores, lr_note = train_ppo(config, workdir, log)
+  timings["ppo"] = sum(r["wall_s"] for r in ppo_runs)
+  best_lr, main_run = lr_note["best_lr"], lr_note["main_run"]
   sel_rows = []
-  for j, (n, _, s, lr) in enumerate(members):
-    sel_rows.append(dict(member=j, variant=n, seed=s, lr=lr, val_feasible=scores[j, 0],
-                         val_gpus=-scores[j, 1]))
-  # The step size: the main-variant lr with the best mean validation score (seed 0 rows).
-  def lr_score(lr):
-    js = [j for j, (n, _, s, l) in enumerate(members) if n == "ppo" and l == lr and s == 0]
-    return tuple(scores[js[0]])
-  lrs = sorted({l for n, _, _, l in members if n == "ppo"})
-  best_lr = max(lrs, key=lr_score)
-  log(f"[select] ppo lr grid {lrs}: val (feasible families, -gpus) "
-      f"{[lr_score(l) for l in lrs]} -> {best_lr:g}"
-      + (" (edge)" if len(lrs) > 1 and best_lr in (min(lrs), max(lrs)) else ""))
+  for run_ in ppo_runs:
+    for j, (n, _, sd, lr) in enumerate(run_["members"]):
+      sel_rows.append(dict(run=run_["name"], member=j, variant=n, seed=sd, lr=f"{lr:g}",
+                           **{f"val_{m}": "(%.0f, %.2f)" % (run_["score"][m][j, 0],
+                                                           -run_["score"][m][j, 1])
+                              for m in ex.EVAL_MODES}))
 
-  # ---- test
-  greedy = policy.controller(spec, ps, greedy=True)
-  params = dict(net=out["best"], flags=out["flags"])
-  summ_ppo, (st_ppo, rows_ppo) = ex.run_clusters(config, spec, greedy, params, test, seed=3)
-  methods, summaries = [], []
-  for j, (n, _, s, lr) in enumerate(members):
-    if n == "ppo" and lr != r.lr:
-      continue
-    methods.append(n)
-    summaries.append(summ_ppo[j])
-  # Merge the seeds of a variant: rows per (variant, family) over members x test seeds.
-  merged = {}
-  for m, s in zip(methods, summaries):
-    merged.setdefault(m, ([], []))
-    merged[m][0].extend(s)
-    merged[m][1].extend(ft)
-  traces_by_method = {}
+  # ---- test: the main variant at the selected step size in both evaluation modes (the
+  # validation-selected one is the "ppo" row), each ablation in its selected mode.
+  merged, modes_of = {}, {}
+  rows_ppo = None
+  for run_ in ppo_runs:
+    names = [n for n, _, _, _ in run_["members"]]
+    variants = sorted({n for n in names if n != "ppo" or run_ is main_run}, key=names.index)
+    for v in variants:
+      js = [j for j, (n, _, _, l) in enumerate(run_["members"])
+            if n == v and (v != "ppo" or l == best_lr)]
+      chosen = ex.pick_mode({m: run_["score"][m][js] for m in ex.EVAL_MODES})
+      for mode in (ex.EVAL_MODES if v == "ppo" else (chosen,)):
+        ctrl = policy.controller(spec, ps, greedy=mode == "greedy")
+        params = dict(net=jax.tree.map(lambda x: np.asarray(x)[js], run_["best"][mode]),
+                      flags=jax.tree.map(lambda x: np.asarray(x)[js], run_["flags"]))
+        summ, (_, rows_m) = ex.run_clusters(config, spec, ctrl, params, test, seed=3)
+        name = v if mode == chosen else f"{v}_{mode}"
+        modes_of[name] = mode + (" (val-selected)" if mode == chosen else "")
+        merged[name] = ([s for ss in summ for s in ss], [f for _ in summ for f in ft])
+        if name == "ppo":
+          rows_ppo = rows_m
   for name in HEURISTICS + ("oracle",):
     ctrl = baselines.BUILDERS[name](spec)
-    pts = [chosen[name][f] for f in families]
+    pts = [chosen_pts[name][f] for f in families]
     summ, _ = ex.run_clusters(config, spec, ctrl, stack_points(pts), test,
                               oracle=name == "oracle", seed=5)
     merged[name] = ([summ[families.index(f)][t] for t, f in enumerate(ft)], list(ft))
   rows = []
   for m, (ss, ff) in merged.items():
-    rows += ex.aggregate(spec, [ss], ff, [m])
+    rows += [dict(r, policy=modes_of.get(m, "-")) for r in ex.aggregate(spec, [ss], ff, [m])]
   # Fluid lower bound (no queueing, no start-up): mean over the scored epochs.
   E = ex.epochs_of(config, spec)
   e0 = int(config.data.warmup // spec.epoch_s)
   for fam in families:
     lb = [float(np.sum(episode.fluid_demand(spec, *t[2], E)[e0:].mean(axis=0)))
           for t in test if t[0] == fam]
-    rows.append(dict(method="fluid_bound", family=fam, seeds=len(lb), meets="-",
+    rows.append(dict(method="fluid_bound", policy="-", family=fam, seeds=len(lb), meets="-",
                      gpus=float(np.mean(lb)), gpus_std=float(np.std(lb))))
   verdicts = judge(spec, rows, families)
-  cols = ["method", "family", "seeds", "meets", "gpus", "gpus_std", "prefill_gpus",
+  cols = ["method", "policy", "family", "seeds", "meets", "gpus", "gpus_std", "prefill_gpus",
           "decode_gpus", "p99_ttft", "p99_ttft_std", "p99_tpot", "p99_tpot_std",
           "attainment", "scaling_events", "gpu_transitions"]
   head = (f"### pd_autoscale study (commit {commit}): test traces, {config.data.test_seeds} "
-          f"seeds per family ({len(members)} PPO members), targets P99 TTFT <= "
+          f"seeds per family (PPO at lr {best_lr:g}, {config.rl.multiplier} multipliers), "
+          f"targets P99 TTFT <= "
           f"{spec.ttft_slo} s and TPOT <= {spec.tpot_slo} s")
   md = study_lib.write_table(workdir, "study", rows, columns=cols, header=head)
   study_lib.write_table(workdir, "selections", selections,
                         columns=["method", "family", "chosen", "feasible_on_val", "val_gpus",
                                  "edge", "grid", "extended"],
                         header="### Baseline selections (validation)")
-  study_lib.write_table(workdir, "ppo_members", sel_rows, header="### PPO members (validation)")
+  study_lib.write_table(workdir, "ppo_members", sel_rows,
+                        header="### PPO members: best validation snapshot per evaluation mode "
+                               "(families meeting both targets on every trace, mean GPUs)\n\n"
+                               + lr_note["text"])
   with open(os.path.join(workdir, "study_rows.json"), "w") as f:
     json.dump(dict(commit=commit, rows=rows, selections=selections, members=sel_rows,
-                   verdicts=verdicts, best_lr=best_lr, timings=timings,
+                   verdicts=verdicts, best_lr=best_lr, lr_scores=lr_scores,
+                   multiplier=config.rl.multiplier, timings=timings,
                    wall_s=time.perf_counter() - t_start), f, indent=1, default=str)
   plot(config, spec, workdir, rows, families, test, rows_ppo)
-  learning_curve(workdir, members)
+  learning_curve(workdir, ppo_runs, best_lr, list(config.rl.train_families))
   print(md, flush=True)
   for v in verdicts:
     log(f"[verdict] {v['claim']}: {v['verdict']} ({v['ours']})")
@@ -328,39 +319,133 @@ def run(config, workdir, commit):
   return dict(wall_s=time.perf_counter() - t_start)
 
 
-def learning_curve(workdir, members, every=10):
-  """The PPO members' learning curve from metrics.jsonl, per variant (markdown): training
-  GPUs and violating fraction (mean over the variant's members and the 5 iterations
-  ending at each row: the training traces change every iteration), the multiplier, and
-  each member's greedy validation score at every snapshot."""
+def train_ppo(config, workdir, log):
+  """The PPO runs of the study, each in workdir/<run> (resumable). First one vmapped
+  program (per-iteration costs are shared): the main variant at config.rl.seeds seeds for
+  every step size of config.study.lrs, and the ablations at config.rl.lr. While the
+  validation pick of the step size sits on the grid's edge, the next step size beyond it
+  (geometric) at the same seeds, up to config.study.lr_extend rounds. A step size's
+  score: the better evaluation mode's (greedy or sampled) mean over seeds of (families
+  meeting both targets, -GPUs) on validation."""
+  r = config.rl
+  main = ex.main_variant(config)
+  seeds = list(range(r.seeds))
+  runs = []
+
+  def train(name, members):
+    log(f"[ppo] {name}: {len(members)} members: "
+        + ", ".join(f"{n}/s{sd}/lr{lr:g}" for n, _, sd, lr in members))
+    t0 = time.perf_counter()
+    out = ex.train_policy(config, os.path.join(workdir, name), members, tag="rl", log=log)
+    runs.append(dict(name=name, members=members, wall_s=time.perf_counter() - t0, **out))
+
+  def lr_score(lr):
+    for run_ in runs:
+      js = [j for j, (n, _, _, l) in enumerate(run_["members"]) if n == "ppo" and l == lr]
+      if js:
+        return max(ex.mean_score(run_["score"][m][js]) for m in ex.EVAL_MODES)
+    raise KeyError(lr)
+
+  tried = sorted(config.study.lrs)
+  members = ex.member_grid(config, [main], seeds, tried)
+  if config.study.ablations:
+    abl = [("no_recurrence", policy.flags(False, True, True)),
+           ("no_masks", policy.flags(True, False, True)),
+           ("no_cooldowns", policy.flags(True, True, False))]
+    members += ex.member_grid(config, abl, list(range(config.study.ablation_seeds)), [r.lr])
+  train("ppo_grid", members)
+  extended = []
+  for _ in range(config.study.lr_extend):
+    best = max(tried, key=lr_score)
+    if len(tried) < 2 or min(tried) < best < max(tried):
+      break
+    nb = tried[1] if best == min(tried) else tried[-2]
+    new = float(f"{best * best / nb:.3g}")
+    log(f"[select] ppo lr {best:g} on the grid's edge: extending to {new:g}")
+    train(f"ppo_lr{new:g}", ex.member_grid(config, [main], seeds, [new]))
+    tried = sorted(tried + [new])
+    extended.append(new)
+  best = max(tried, key=lr_score)
+  edge = len(tried) > 1 and best in (min(tried), max(tried))
+  scores = {f"{lr:g}": lr_score(lr) for lr in tried}
+  text = (f"PPO step size (main variant, {len(seeds)} seeds each, validation score = the "
+          f"better mode's mean (families meeting both targets, -GPUs)): "
+          + ", ".join(f"{k}: ({v[0]:.2f}, {v[1]:.2f})" for k, v in scores.items())
+          + f" -> {best:g}" + (" (EDGE: extension rounds used up)" if edge else " (interior)")
+          + (f"; extended with {extended}" if extended else ""))
+  log(f"[select] {text}")
+  main_run = next(run_ for run_ in runs
+                  if any(n == "ppo" and l == best for n, _, _, l in run_["members"]))
+  return runs, scores, dict(best_lr=best, main_run=main_run, text=text, edge=edge)
+
+
+def _train_rows(path):
   rows = {}
-  with open(os.path.join(workdir, "metrics.jsonl")) as f:
+  with open(os.path.join(path, "metrics.jsonl")) as f:
     for line in f:
       r = json.loads(line)
       if r.get("split") == "train" and "rl/gpus" in r:
         rows[r["step"]] = r
-  groups = {}
-  for j, (n, _, _, lr) in enumerate(members):
-    groups.setdefault(n if n != "ppo" else f"ppo lr={lr:g}", []).append(j)
-  steps = sorted(rows)
-  out = ["### PPO learning curve (training: GPUs / violating fraction, mean of the last 5 "
-         "iterations; lambda: mean over members)", "",
-         "| iteration | " + " | ".join(groups) + " | lambda |", "|---" * (len(groups) + 2) + "|"]
+  return rows
+
+
+def learning_curve(workdir, runs, best_lr, train_families, every=10):
+  """The PPO learning curves from each run's metrics.jsonl (markdown): per group (variant,
+  step size) the training GPUs and violating fraction (mean over the group's members and
+  the 5 iterations ending at each row: the training traces change every iteration); per
+  training family for the selected main variant, its multiplier, violating fraction and
+  GPUs; and the validation score of every snapshot in both evaluation modes."""
+  groups = []  # (label, rows, member indices)
+  for run_ in runs:
+    rows = _train_rows(os.path.join(workdir, run_["name"]))
+    keys = []
+    for j, (n, _, _, lr) in enumerate(run_["members"]):
+      k = n if n != "ppo" else f"ppo lr={lr:g}"
+      if k not in keys:
+        keys.append(k)
+    for k in keys:
+      js = [j for j, (n, _, _, lr) in enumerate(run_["members"])
+            if (n if n != "ppo" else f"ppo lr={lr:g}") == k]
+      groups.append((k, rows, js))
+  steps = sorted(groups[0][1])
+  mean_of = lambda win, key, js: np.mean([w[f"{key}/m{j}"] for w in win for j in js
+                                          if f"{key}/m{j}" in w])
+  out = ["### PPO learning curve (training: GPUs / violating fraction / multiplier, mean of "
+         "the last 5 iterations over the group's members)", "",
+         "| iteration | " + " | ".join(g[0] for g in groups) + " |",
+         "|---" * (len(groups) + 1) + "|"]
+  for it in [s for s in steps if s == 1 or s % every == 0]:
+    cells = []
+    for _, rows, js in groups:
+      win = [rows[s] for s in range(max(1, it - 4), it + 1) if s in rows]
+      cells.append(f"{mean_of(win, 'rl/gpus', js):.1f} / {mean_of(win, 'rl/viol_frac', js):.3f}"
+                   f" / {mean_of(win, 'rl/lam', js):.1f}")
+    out.append(f"| {it} | " + " | ".join(cells) + " |")
+  label = f"ppo lr={best_lr:g}"
+  _, rows, js = next(g for g in groups if g[0] == label)
+  out += ["", f"### Per training family ({label}; multiplier / violating fraction / GPUs of "
+          "that family's training episodes, mean of the last 5 iterations)", "",
+          "| iteration | " + " | ".join(train_families) + " |",
+          "|---" * (len(train_families) + 1) + "|"]
   for it in [s for s in steps if s == 1 or s % every == 0]:
     win = [rows[s] for s in range(max(1, it - 4), it + 1) if s in rows]
-    cells = [f"{np.mean([w[f'rl/gpus/m{j}'] for w in win for j in js]):.1f} / "
-             f"{np.mean([w[f'rl/viol_frac/m{j}'] for w in win for j in js]):.3f}"
-             for js in groups.values()]
-    out.append(f"| {it} | " + " | ".join(cells) + f" | {rows[it]['rl/lam']:.1f} |")
-  out += ["", "### Greedy snapshots on validation (families meeting both targets on every "
-          "trace, mean GPUs), per member", "",
-          "| iteration | " + " | ".join(groups) + " |", "|---" * (len(groups) + 1) + "|"]
+    cells = [f"{mean_of(win, f'rl/lam/{f}', js):.1f} / {mean_of(win, f'rl/viol/{f}', js):.3f}"
+             f" / {mean_of(win, f'rl/gpus/{f}', js):.1f}" for f in train_families]
+    out.append(f"| {it} | " + " | ".join(cells) + " |")
+  out += ["", "### Snapshots on validation (families meeting both targets on every trace, "
+          "mean GPUs), greedy | sampled, per member", "",
+          "| iteration | " + " | ".join(g[0] for g in groups) + " |",
+          "|---" * (len(groups) + 1) + "|"]
   for it in steps:
-    if "rl/val_feasible/m0" in rows[it]:
-      cells = [" ".join(f"({rows[it][f'rl/val_feasible/m{j}']:.0f}, "
-                        f"{rows[it][f'rl/val_gpus/m{j}']:.1f})" for j in js)
-               for js in groups.values()]
-      out.append(f"| {it} | " + " | ".join(cells) + " |")
+    if "rl/val_feasible/m0" not in groups[0][1].get(it, {}):
+      continue
+    cells = []
+    for _, rows, js in groups:
+      r = rows.get(it, {})
+      cell = lambda sfx: " ".join(f"({r[f'rl/val_feasible{sfx}/m{j}']:.0f}, "
+                                  f"{r[f'rl/val_gpus{sfx}/m{j}']:.1f})" for j in js)
+      cells.append(cell("") + " \\| " + cell("_sampled") if r else "-")
+    out.append(f"| {it} | " + " | ".join(cells) + " |")
   md = "\n".join(out) + "\n"
   with open(os.path.join(workdir, "learning_curve.md"), "w") as f:
     f.write(md)
