@@ -27,7 +27,10 @@ Width sweep (issue 43, `:study=width`, ~71 single-core minutes; widths 32-256 at
 400 steps of 8 x 64, 2^(1/2) LR grid, 3 seeds): muP's optimum moves -0.26 / -0.15 / +0.21
 octaves at 2x / 4x / 8x width while SP's moves -0.93 / -1.80 / -2.56; best runs 2.58-2.85
 test bits per byte (bigram 3.62); muP's best is 0.03-0.06 bpb worse than SP tuned per
-width; curves not flat at 400 steps; depth and the SGD / global-Adam ablations not rerun.
+width; curves not flat at 400 steps; depth not rerun. Claim 3's ablations (muP with
+global Adam / SGD, widths 32 -> 128, same setting): global Adam's optimum drifts -0.63
+octaves (detectable 0.16), SGD's -0.12 (detectable 0.74), gaps <= 0.010 bpb; SGD is
+0.31 bpb worse and its gradients leave the SSM's B, C, Delta projections untouched.
 Coordinate check (issue 43, microsoft/mup's protocol, widths 32-512, `:study=coord`,
 ~80 s): SP's activations, SSM parts included, grow with width; muP's stay flat (SSM parts
 within |slope| 0.14). The first study (commit 143d914, widths 16-64, 80 steps, bigram-level
@@ -85,11 +88,16 @@ def get_config(arg=None):
       # rows (the two are the same computation there, tested)
       width_base=32, width_steps=400, width_seeds=3, width_eval=512, width_seq=64,
       width_batch=8, width_pattern="MA", width_program_s=300, width_budget_s=320,
+      width_restore="",
       width_plan=("mup:32:-4:6", "mup:64:-2:4", "sp:64:-3:3", "mup:128:-2:4", "sp:128:-6:0",
                   # width 256: three or four points per method around the optimum
                   # found at 128 (muP's k = 2, then 3, added while the best was the top)
                   "mup:256:0:0", "sp:256:-4:-4", "mup:256:1:1", "sp:256:-3:-3",
-                  "sp:256:-5:-5", "mup:256:2:2", "mup:256:3:3"))
+                  "sp:256:-5:-5", "mup:256:2:2", "mup:256:3:3",
+                  # claim 3's ablations (muP's multipliers, the optimizer swapped), widths 32
+                  # and 128; SGD's grid from a 1-seed d = 32 probe (k = -8..4 every 2)
+                  "mup_sgd:32:-8:-2", "mup_adam_global:32:-2:4",
+                  "mup_sgd:128:-9:-3", "mup_adam_global:128:-3:3"))
   c = ml_collections.ConfigDict()
   c.experiment = "jaxpapers.papers.hybrid_mup.experiment"
   c.seed = arg.seed
@@ -203,4 +211,6 @@ def get_config(arg=None):
   c.width.pattern = arg.width_pattern
   c.width.program_s = arg.width_program_s  # estimated seconds per compiled program
   c.width.budget_s = arg.width_budget_s    # no new program after this (rerun to continue)
+  c.width.restore = arg.width_restore  # a committed width_rows.json of the same setting:
+  #                                      its points stand in for unsaved planned points
   return config_lib.lock(c)

@@ -118,8 +118,24 @@ def test_committed_width_summary_is_rebuilt_from_its_rows():
     saved = json.load(f)
   with open(os.path.join(d, "width_summary.json")) as f:
     summary = json.load(f)
-  res = ws.analyse(ws.alias_sp_base(saved["rows"], 32), 32)
+  res = ws.analyse(ws.alias_sp_base(saved["rows"], 32), 32, sched=saved["sched"])
   assert len(res["table"]) == len(summary)
+  # claim 3's ablations are in the committed rows (widths 32 and 128, >= 7 LRs each, the
+  # best point inside its grid) and item 5's optimizer contrast is rebuilt from them
+  for m in ("mup_sgd", "mup_adam_global"):
+    got = {r["width"]: r for r in summary if r["method"] == m}
+    assert set(got) >= {32, 128}, m
+    for r in got.values():
+      lo, hi = map(int, r["grid_k"].split(".."))
+      assert hi - lo >= 6 and not r["edge"], r
+  with open(os.path.join(d, "width_update_contrast.json")) as f:
+    contrast = json.load(f)
+  assert len(res["upd_contrast"]) == len(contrast)
+  for got, want in zip(res["upd_contrast"], contrast):
+    assert (got["method"], got["group"], got["phase"], got["widths"]) == (
+        want["method"], want["group"], want["phase"], want["widths"])
+    assert got["slope"] == pytest.approx(want["slope"], rel=1e-9, abs=1e-9)
+    assert got["decay_only"] == want["decay_only"]
   for got, want in zip(res["table"], summary):
     assert (got["method"], got["width"], got["best_k"], got["edge"]) == (
         want["method"], want["width"], want["best_k"], want["edge"])
@@ -133,3 +149,40 @@ def test_committed_width_summary_is_rebuilt_from_its_rows():
   # the bigram baseline and the best runs: the acceptance bar (test < 3.0) and the margin
   assert saved["bigram"]["test_bpb"] > 3.5
   assert min(r["best_test"] for r in summary) < 3.0
+
+
+def test_restore_writes_committed_points_of_the_same_setting_only(tmp_path):
+  import json, types  # pylint: disable=g-import-not-at-top,multiple-imports
+  s = types.SimpleNamespace(steps=400, batch_size=8, seq_len=64, seeds=3, pattern="MA",
+                            base_width=32, eval_windows=512,
+                            plan=("mup:32:0:1", "mup_sgd:32:0:0"))
+  header = ("hybrid_mup width sweep on x: pattern MA, widths [32] (muP base 32), 400 steps of "
+            "8 x 64, 3 seeds, LR = ..., decay rule lr, 256 val / 256 test windows. Points "
+            "computed at commit(s) ['abc']; analysis at abc.")
+  rows = [{"method": "mup", "dim": 32, "k": k, "seed": i} for k in (0, 1, 2) for i in range(3)]
+  rows.append({"method": "sp", "dim": 32, "k": 0, "seed": 0, "alias_of": "mup"})
+  src = tmp_path / "width_rows.json"
+  src.write_text(json.dumps({"header": header, "rows": rows}))
+  path = lambda m, w, k: str(tmp_path / f"{m}_d{w}_k{k}.json")
+  (tmp_path / "mup_d32_k1.json").write_text("{}")   # a saved point is never overwritten
+  ws.restore(str(src), s, "lr", {"K": 1}, path)
+  got = json.loads((tmp_path / "mup_d32_k0.json").read_text())
+  assert got["key"] == {"K": 1} and len(got["rows"]) == 3 and "['abc']" in got["commit"]
+  assert (tmp_path / "mup_d32_k1.json").read_text() == "{}"
+  assert not (tmp_path / "mup_d32_k2.json").exists()       # not planned
+  assert not (tmp_path / "mup_sgd_d32_k0.json").exists()   # planned, not in the rows
+  with pytest.raises(ValueError, match="another setting"):
+    ws.restore(str(src), s, "lr_mult", {"K": 1}, path)
+
+
+def test_decay_only_ratio_is_lr_times_decay_over_the_schedule():
+  base = {"steps": 400, "warmup_frac": 0.1, "min_lr_frac": 0.1, "weight_decay": 0.1,
+          "decay_rule": "lr"}
+  # after the warm-up (40 steps) a constant schedule decays by lr x wd every step
+  assert ws.decay_only_ratio(0.5, {**base, "schedule": "constant"})[2:] == pytest.approx(
+      [0.05] * 3, rel=1e-12)
+  got = ws.decay_only_ratio(0.5, {**base, "schedule": "cosine"})
+  assert got[0] == pytest.approx(0.05 * np.mean(np.arange(10) / 40))   # steps 0-9 of warm-up
+  # steps 300-399: cosine from frac 260/360 to 359/360, floor 0.1
+  f = (np.arange(300, 400) - 40) / 360
+  assert got[4] == pytest.approx(0.05 * np.mean(0.1 + 0.9 * 0.5 * (1 + np.cos(np.pi * f))))

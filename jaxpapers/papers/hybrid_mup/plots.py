@@ -155,7 +155,9 @@ def width_sweep(workdir, res, name="width_sweep.png"):
              if any(r["method"] == m for r in res["lr_rows"])]
   widths = sorted({r["width"] for r in res["lr_rows"]})
   colors = dict(zip(widths, plt.cm.viridis(np.linspace(0, 0.9, len(widths)))))
-  n = len(methods) + 2
+  contrast = [u for u in res.get("upd_contrast", []) if u["phase"] == "t10-50"
+              and u.get("decay_only")]
+  n = len(methods) + 2 + bool(contrast)
   fig, axes = plt.subplots(1, n, figsize=(4.2 * n, 3.6))
   for ax, m in zip(axes, methods):
     for w in widths:
@@ -183,14 +185,34 @@ def width_sweep(workdir, res, name="width_sweep.png"):
   ax.set_ylim(1.7, 2.6)
   ax.legend(fontsize=6)
   ax = axes[len(methods) + 1]
+  styles = {"sp": "--", "mup": "-", "mup_adam_global": "-.", "mup_sgd": ":"}
   for u in res["upd_rows"]:
-    if u["method"] in ("sp", "mup") and u["group"] == "mamba_in":
+    if u["group"] == "mamba_in":
       ys = [v for k, v in u.items() if k.startswith("t")]
-      ax.semilogy(range(len(ys)), ys, color=colors[u["width"]],
-                  ls="-" if u["method"] == "mup" else "--", label=f"{u['method']} d={u['width']}")
+      ax.semilogy(range(len(ys)), ys, color=colors[u["width"]], ls=styles[u["method"]],
+                  label=f"{u['method']} d={u['width']}")
   ax.set_title("||dW||/||W||, Mamba in_proj, best LR")
   ax.set_xlabel("phase of training")
   ax.legend(fontsize=6)
+  if contrast:
+    # item 5: each group's ratio over the decay-only ratio lr_t x wd (1 = moved by its
+    # weight decay alone), steps 10-50, muP under AdamW / global Adam / SGD
+    ax = axes[-1]
+    groups = sorted({u["group"] for u in contrast})
+    marks = {"mup": "o", "mup_adam_global": "s", "mup_sgd": "^"}
+    for j, m in enumerate(marks):
+      for u in contrast:
+        if u["method"] != m:
+          continue
+        x = groups.index(u["group"]) + 0.25 * (j - 1)
+        for w, y, fill in zip(u["widths"], u["ratio"], ("full", "none")):
+          ax.semilogy(x, y / u["decay_only"], marker=marks[m], fillstyle=fill, ls="",
+                      color=f"C{j}", label=f"{m} d={w}" if u["group"] == groups[0] else None)
+    ax.axhline(1.0, color="k", lw=0.8)
+    ax.set_xticks(range(len(groups)))
+    ax.set_xticklabels(groups, rotation=60, fontsize=7)
+    ax.set_title("||dW||/||W|| over decay-only lr_t wd, t 10-50")
+    ax.legend(fontsize=6)
   fig.tight_layout()
   fig.savefig(os.path.join(workdir, name), dpi=80)
   plt.close(fig)

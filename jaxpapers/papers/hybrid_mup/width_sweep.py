@@ -144,7 +144,7 @@ def run(config, workdir: str):
   cdir = os.path.join(workdir, "cells")
   os.makedirs(cdir, exist_ok=True)
   key = json.loads(json.dumps({**{n: v for n, v in s.to_dict().items()
-                                  if n not in ("plan", "budget_s", "program_s")},
+                                  if n not in ("plan", "budget_s", "program_s", "restore")},
                                "optim": config.optim.to_dict(), "data": data.name,
                                "seed": config.seed}))
   path = lambda m, w, k: os.path.join(cdir, f"{m}_d{w}_k{k}.json")
@@ -157,6 +157,8 @@ def run(config, workdir: str):
       d = json.load(f)
     return d if d.get("key") == key else None
 
+  if s.get("restore"):
+    restore(s.restore, s, config.optim.decay_rule, key, path)
   todo = [p for p in parse_plan(s.plan) if saved(*p) is None]
   by_width = {}
   for m, w, k in todo:
@@ -180,7 +182,9 @@ def run(config, workdir: str):
   rows = alias_sp_base([_short(r) for r in rows], s.base_width)
   missing = [p for p in parse_plan(s.plan) if saved(*p) is None]
   commits = sorted({saved(*p)["commit"] for p in parse_plan(s.plan) if saved(*p) is not None})
-  res = analyse(rows, s.base_width, bigram=bigram(data, held_out(config, data)))
+  sched = {"steps": s.steps, **{n: config.optim[n] for n in (
+      "schedule", "warmup_frac", "min_lr_frac", "weight_decay", "decay_rule")}}
+  res = analyse(rows, s.base_width, bigram=bigram(data, held_out(config, data)), sched=sched)
   header = (f"hybrid_mup width sweep on {data.name}: pattern {s.pattern}, widths "
             f"{sorted({w for _, w, _ in parse_plan(s.plan)})} (muP base {s.base_width}), "
             f"{s.steps} steps of {s.batch_size} x "
@@ -191,6 +195,35 @@ def run(config, workdir: str):
   write(workdir, res, rows, header)
   print(f"[width] wall time {time.time() - t_start:.0f} s; missing {missing}", flush=True)
   return res
+
+
+def restore(rows_json, s, decay_rule, key, path):
+  """Writes a point file for every planned point that is not saved but whose rows are in
+  `rows_json` (a committed `width_rows.json` of the same setting: its header is checked),
+  so a sweep extended later (new methods or LRs) reuses the committed points instead of
+  retraining them. The file's commit says where its rows came from."""
+  with open(rows_json) as f:
+    d = json.load(f)
+  h = d["header"]
+  for need in (f"{s.steps} steps of {s.batch_size} x {s.seq_len}, {s.seeds} seeds",
+               f"pattern {s.pattern}, ", f"(muP base {s.base_width})", f"decay rule {decay_rule},",
+               f"{s.eval_windows // 2} val / {s.eval_windows // 2} test windows"):
+    if need not in h:
+      raise ValueError(f"width.restore={rows_json!r} is another setting: {need!r} not in "
+                       f"its header {h!r}")
+  commits = h.split("computed at commit(s) ")[1].split(";")[0]
+  points = {}
+  for r in d["rows"]:
+    if "alias_of" not in r:
+      points.setdefault((r["method"], r["dim"], r["k"]), []).append(r)
+  n = 0
+  for (m, w, k) in parse_plan(s.plan):
+    if (m, w, k) in points and not os.path.exists(path(m, w, k)):
+      with open(path(m, w, k), "w") as f:
+        json.dump({"key": key, "commit": f"restored from the committed rows (points computed "
+                   f"at {commits})", "rows": points[(m, w, k)]}, f)
+      n += 1
+  print(f"[width] restored {n} points from {rows_json}", flush=True)
 
 
 def _short(v):
@@ -268,7 +301,10 @@ def bootstrap_optima(curves, n_boot: int = 2000, seed: int = 0) -> dict:
   return out
 
 
-def analyse(rows, base_width: int, *, bigram: dict | None = None, n_boot: int = 2000) -> dict:
+def analyse(rows, base_width: int, *, bigram: dict | None = None, n_boot: int = 2000,
+            sched: dict | None = None) -> dict:
+  """Tables from the rows; `sched` (steps, schedule, warmup_frac, min_lr_frac, weight_decay,
+  decay_rule) adds the decay-only update ratio to `upd_contrast`."""
   table, lr_rows, upd_rows = [], [], []
   for method in METHODS:
     curves = _curves(rows, method)
@@ -325,7 +361,49 @@ def analyse(rows, base_width: int, *, bigram: dict | None = None, n_boot: int = 
         row["loss_bins"] = [float(x) for x in lb]
         row["last_bin_drop"] = float(lb[-2] - lb[-1])
   return {"table": table, "lr_rows": lr_rows, "upd_rows": upd_rows,
-          "upd_slopes": update_slopes(rows, base_width), "bigram": bigram}
+          "upd_slopes": update_slopes(rows, base_width),
+          "upd_contrast": update_contrast(rows, base_width, sched), "bigram": bigram,
+          "sched": sched}
+
+
+ABLATION_CONTRAST = ("mup", "mup_adam_global", "mup_sgd")
+
+
+def decay_only_ratio(lr: float, sched: dict) -> list[float]:
+  """||dW||/||W|| per phase of a decayed matrix whose gradient term is zero: lr_t x wd under
+  MuAdamW's rule (`lm.schedule`'s warm-up + cosine, in NumPy). A group whose measured
+  ratio sits at this level is moved by its weight decay, not by its gradients."""
+  steps = sched["steps"]
+  t = np.arange(steps, dtype=float)
+  warm = max(1, int(sched["warmup_frac"] * steps))
+  frac = np.clip((t - warm) / max(1, steps - warm), 0.0, 1.0)
+  floor = sched["min_lr_frac"]
+  down = (floor + (1 - floor) * 0.5 * (1 + np.cos(np.pi * frac))
+          if sched["schedule"] == "cosine" else np.ones_like(frac))
+  lr_t = lr * np.where(t < warm, t / warm, down)
+  return [float(x) for x in _phase_means((lr_t * sched["weight_decay"])[None], steps)[0]]
+
+
+def update_contrast(rows, base_width: int, sched: dict | None = None) -> list[dict]:
+  """Item 5's Adam-vs-SGD contrast: `update_slopes` of muP under AdamW, global Adam and
+  SGD over the SAME widths (those every one of them was run at), each at its own
+  transferred LR (the base width's best grid point). Empty unless two of them share two
+  widths."""
+  have = {m: {r["dim"] for r in rows if r["method"] == m} for m in ABLATION_CONTRAST}
+  have = {m: w for m, w in have.items() if w}
+  if len(have) < 2:
+    return []
+  widths = set.intersection(*have.values())
+  if len(widths) < 2:
+    return []
+  out = update_slopes([r for r in rows if r["method"] in have and r["dim"] in widths],
+                      base_width)
+  if sched and sched["decay_rule"] == "lr" and sched["weight_decay"]:
+    phases = [f"t{a}-{b}" for a, b in PHASES]
+    for r in out:   # every tracked group but the embedding is decayed (DECAYED roles)
+      r["decay_only"] = (None if r["group"] == "embed" else float(
+          f"{decay_only_ratio(r['lr'], sched)[phases.index(r['phase'])]:.4g}"))
+  return out
 
 
 def update_slopes(rows, base_width: int) -> list[dict]:
@@ -380,9 +458,13 @@ def write(workdir, res, rows, header):
   study_lib.write_table(workdir, "width_lr", res["lr_rows"], header=h, digits=4)
   study_lib.write_table(workdir, "width_updates", res["upd_rows"], header=h, digits=4)
   study_lib.write_table(workdir, "width_update_slopes", res["upd_slopes"], header=h, digits=3)
+  if res["upd_contrast"]:
+    study_lib.write_table(workdir, "width_update_contrast", res["upd_contrast"], header=h,
+                          digits=3)
   with open(os.path.join(workdir, "width_rows.json"), "w") as f:
     # the rows as trained (SP's base-width alias is rebuilt by alias_sp_base)
     json.dump({"header": h, "rows": [r for r in rows if "alias_of" not in r], "bigram": bg,
+               "sched": res["sched"],
                "loss_bins": {f"{r['method']}_d{r['width']}": r.get("loss_bins")
                              for r in res["table"]}}, f)
   from jaxpapers.papers.hybrid_mup import plots  # pylint: disable=g-import-not-at-top
