@@ -28,7 +28,7 @@ METHODS = ("stgnn", "stgib", "gsat", "decoupled", "attention", "stid", "gib", "g
 SMOKE = dict(rows=2, cols=3, days=3.0, steps=20, eval_every=10, ckpt_every=10, batch=4,
              hidden=8, seeds=1, test_windows=16, explain_windows=4, val_windows=16,
              gnnexp_steps=5, ig_steps=4, lrs=(3e-3,), gwnet_lrs=(3e-3,), methods=METHODS,
-             generators=("markov", "flicker"), study_seeds=1)
+             generators=("markov", "flicker"), study_seeds=1, gib_mis=(0.1,), gib_pps=(0.3,))
 # METR-LA: 207 sensors, 34,272 five-minute steps, 1,515 directed edges in DCRNN's graph (the
 # plan uses a ring with 7 chords per node, 1,449 edges, as no file is needed to plan);
 # DCRNN trains with batch 64 for about 100 epochs of 23,974 windows.
@@ -42,12 +42,13 @@ def get_config(arg=None):
       study="main", source="sim", path="", adj="", rows=3, cols=4, days=14.0, sim_seed=0,
       generator="markov", delays=(3, 6), incident_len=(3, 12), kind="stgib", hidden=16,
       temp=1.0, kappa=0.8, beta=1.0,
-      final_r=0.7, edge_msg=True, edge_drop=0.2,
+      final_r=0.7, edge_msg=True, edge_drop=0.2, gib_mi=0.1, gib_pp=0.3, gib_inner=50,
+      gib_out_relu=False,
       feature_masks=True, recursive=True, steps=1200, batch=16, eval_every=100,
       ckpt_every=300, val_windows=128, lr=1e-2, seeds=3, halt_after=0, test_windows=384,
       explain_windows=48, sparsity=0.2, gnnexp_steps=100, ig_steps=16,
       lrs=(3e-3, 1e-2, 3e-2), gwnet_lrs=(1e-3, 3e-3, 1e-2, 3e-2), methods=METHODS,
-      generators=("markov", "flicker"),
+      generators=("markov", "flicker"), gib_mis=(0.01, 0.1, 1.0), gib_pps=(0.1, 0.3, 0.6),
       study_seeds=3, ablation=True, plan_nodes=0, plan_edges=0, plan_steps=0)
   bad = [m for m in arg.methods if m not in METHODS]
   if bad:
@@ -86,6 +87,12 @@ def get_config(arg=None):
   # Keep rate of the prior Bernoulli(r) after GSAT's schedule (0.9, -0.1 every tenth of
   # training), shared by every masked method (STGIB's Markov prior has marginal r).
   config.model.final_r = arg.final_r
+  # GIB's weights (its code's defaults mi_weight 0.1, pp_weight 0.3, inner_loop 50) and
+  # whether its discriminator ends in a ReLU (see model.gib_disc).
+  config.model.gib_mi = arg.gib_mi
+  config.model.gib_pp = arg.gib_pp
+  config.model.gib_inner = arg.gib_inner
+  config.model.gib_out_relu = arg.gib_out_relu
 
   config.train = ml_collections.ConfigDict()
   config.train.steps = arg.steps
@@ -112,5 +119,9 @@ def get_config(arg=None):
   config.study.methods = tuple(arg.methods)
   config.study.generators = tuple(arg.generators)
   config.study.seeds = arg.study_seeds
+  # GIB's mi_weight x pp_weight grid, tuned on seed 0 before its seeds run (one value each:
+  # no tuning, as in the smoke study).
+  config.study.gib_mi = tuple(arg.gib_mis)
+  config.study.gib_pp = tuple(arg.gib_pps)
   config.study.ablation = arg.ablation  # STGIB with kappa = 0 (markov generator)
   return config_lib.lock(config)

@@ -6,6 +6,7 @@ import pickle
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optax
 import pytest
 
 from jaxpapers.core import config as config_lib
@@ -287,13 +288,15 @@ def test_gib_connectivity_dv_bound_and_inner_loop():
   sub = (g + 0.1 * rng.standard_normal(g.shape)).astype(np.float32)
   key = jax.random.PRNGKey(5)
   d = jax.tree.map(np.asarray, p["disc"])
-  T = lambda a, b: np.maximum(np.maximum(np.concatenate([a, b], -1) @ d["l1"]["w"] +
-                                         d["l1"]["b"], 0) @ d["l2"]["w"] + d["l2"]["b"], 0)[:, 0]
   gf, sf = g.reshape(24, 16), sub.reshape(24, 16)
   perm = np.asarray(jax.random.permutation(key, 24))
-  want = T(gf, sf).mean() - np.log(np.mean(np.exp(T(gf[perm], sf))))
-  got = float(model_lib.dv_bound(p["disc"], jnp.asarray(g), jnp.asarray(sub), key))
-  assert got == pytest.approx(want, rel=1e-4, abs=1e-6)
+  for out_relu in (False, True):
+    act = (lambda v: np.maximum(v, 0)) if out_relu else (lambda v: v)
+    T = lambda a, b: act(np.maximum(np.concatenate([a, b], -1) @ d["l1"]["w"] + d["l1"]["b"],  # pylint: disable=cell-var-from-loop
+                                    0) @ d["l2"]["w"] + d["l2"]["b"])[:, 0]
+    want = T(gf, sf).mean() - np.log(np.mean(np.exp(T(gf[perm], sf))))
+    got = float(model_lib.dv_bound(p["disc"], jnp.asarray(g), jnp.asarray(sub), key, out_relu))
+    assert got == pytest.approx(want, rel=1e-4, abs=1e-6)
   const = jax.tree.map(jnp.zeros_like, p["disc"])
   const["l2"]["b"] = jnp.ones((1,))
   assert float(model_lib.dv_bound(const, jnp.asarray(g), jnp.asarray(sub), key)) == (
@@ -305,6 +308,29 @@ def test_gib_connectivity_dv_bound_and_inner_loop():
                                 jax.random.PRNGKey(1))
   before = float(model_lib.dv_bound(st["params"]["disc"], *emb, key))
   assert float(model_lib.dv_bound(disc, *emb, key)) > before + 0.05
+
+
+def test_gib_inner_loop_revives_a_discriminator_whose_output_is_negative_everywhere():
+  # The third run's GIB members had T's output pre-activation below 0 on every pair by
+  # step 100: with an output ReLU (GIB's classification code) T = 0 and its gradient is 0,
+  # so no inner-loop step can move it and the DV estimate stays 0 for good, although the
+  # embeddings are dependent. The default discriminator (GIB's DV code, no output ReLU)
+  # must climb out of the same start.
+  rng = np.random.default_rng(0)
+  g = rng.standard_normal((8, 3, 16)).astype(np.float32)
+  emb = (jnp.asarray(g), jnp.asarray(g + 0.1 * rng.standard_normal(g.shape), jnp.float32))
+  w = lambda *shape: jnp.asarray(rng.standard_normal(shape) / np.sqrt(shape[0]), jnp.float32)
+  dead = dict(l1=dict(w=w(32, 16), b=jnp.zeros(16)), l2=dict(w=w(16, 1), b=jnp.full((1,), -20.0)))
+  assert float(jnp.max(model_lib.gib_disc_pre(dead, *emb)[1])) < 0
+  key = jax.random.PRNGKey(5)
+  grad = jax.grad(lambda d: model_lib.dv_bound(d, *emb, key, True))(dead)
+  assert all(float(jnp.abs(v).max()) == 0.0 for v in jax.tree.leaves(grad))  # stuck
+  assert float(model_lib.dv_bound(dead, *emb, key, True)) == 0.0
+  spec = _spec("gib", gib_inner=20)
+  assert not spec.gib_out_relu  # the default
+  disc, _ = train_lib.gib_inner(spec, dead, optax.scale_by_adam().init(dead), emb, 1e-2,
+                                jax.random.PRNGKey(1))
+  assert float(model_lib.dv_bound(disc, *emb, key)) > 0.05
 
 
 def test_gwnet_matches_a_shrinking_valid_convolution_loop():
@@ -423,6 +449,23 @@ def test_gnnexplainer_lowers_its_objective_from_the_pyg_initialisation():
   assert objective(m) < objective(m0) - 0.05
 
 
+def test_gnnexplainer_feature_mask_lowers_its_objective_from_the_pyg_initialisation():
+  spec = _spec("stgnn")
+  p = model_lib.init(spec, jax.random.PRNGKey(0))
+  x = jax.random.normal(jax.random.PRNGKey(1), (12, G.n, 4))
+  fwd = jax.jit(lambda fm: model_lib.forward(spec, p, x, jax.random.PRNGKey(0), 0.7, False,
+                                             foverride=fm)[0])
+  full = np.asarray(fwd(jnp.ones(x.shape)))
+
+  def objective(m):  # PyG's node_mask_type="attributes" loss terms, written out independently
+    h = -(m * np.log(m + 1e-15) + (1 - m) * np.log(1 - m + 1e-15))
+    return np.mean((np.asarray(fwd(jnp.asarray(m))) - full) ** 2) + 1.0 * m.mean() + 0.1 * h.mean()
+
+  m = np.asarray(explain.gnnexplainer_features(spec, p, x, 0.7, steps=50))
+  assert m.shape == x.shape and np.all((m > 0) & (m < 1))
+  assert objective(m) < objective(np.full_like(m, 0.5)) - 0.05  # from the N(0, 0.1) logits
+
+
 def test_historical_average_on_a_hand_case():
   T, N = 288 * 3, 2
   vals = np.tile(np.arange(288, dtype=np.float32)[:, None] + 10, (3, N))
@@ -523,7 +566,9 @@ def test_bad_config_values_give_one_clear_error():
                    ("sparsity=1.5", "sparsity"), ("source=pems", "path= and adj="),
                    ("steps=15,eval_every=10", "multiple"),
                    ("path=configs/stgib.py", "source=metr"), ("edge_drop=1.0", "edge_drop"),
-                   ("delays=4+2", "delays"), ("incident_len=0+3", "incident_len")]:
+                   ("delays=4+2", "delays"), ("incident_len=0+3", "incident_len"),
+                   ("gib_pp=1.0", "gib"), ("gib_mis=0.1+-1.0", "gib"),
+                   ("gib_inner=0", "gib_inner")]:
     cfg = config_lib.load(f"configs/stgib.py:{arg}")
     with pytest.raises(ValueError, match=msg):
       ex.validate(cfg)

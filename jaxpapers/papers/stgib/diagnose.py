@@ -9,6 +9,14 @@
       on validation, prints the validation curve, test MAE vs historical average and
       persistence, and fid+ / fid- of the ground truth, random scores, the truth with its
       after-the-window arrivals first, the last input steps, and saliency
+  python -m jaxpapers.papers.stgib.diagnose gib "<config arg>"
+      trains GIB (3 seeds, train.lr) and after every eval_every steps probes its
+      discriminator T on 64 training windows in training mode: T's output
+      pre-activation (joint / marginal pairs) and the share at or below 0 (a dead output
+      ReLU), the hidden units dead on every input, E_joint[T], log E_marg[e^T], the DV
+      estimate, the embeddings' spread, the subgraph's share (mean sqrt(m_e)), and the DV a fresh
+      discriminator without the output ReLU reaches on these embeddings (300 Adam steps
+      on half of the pairs, scored on the other half): whether there is MI left to find
 """
 from __future__ import annotations
 
@@ -18,9 +26,15 @@ import time
 
 import numpy as np
 
+import jax
+import jax.numpy as jnp
+import optax
+
 from jaxpapers.core import config as config_lib
+from jaxpapers.core import population
 from jaxpapers.papers.stgib import data as data_lib
 from jaxpapers.papers.stgib import experiment as ex
+from jaxpapers.papers.stgib import model as model_lib
 from jaxpapers.papers.stgib import simulator as sim_lib
 from jaxpapers.papers.stgib import train as train_lib
 
@@ -105,8 +119,83 @@ def backbone(arg, kind="stgnn"):
         for k in ms[0]))
 
 
+def _fresh_dv(spec, g, sub, key, steps=300, lr=1e-2):
+  """DV of a freshly initialised discriminator (no output ReLU) trained on half of the
+  (g, sub) pairs, scored on the other half: the MI the embeddings still carry."""
+  g = g.reshape(-1, g.shape[-1])
+  sub = sub.reshape(-1, sub.shape[-1])
+  half = g.shape[0] // 2
+  disc = model_lib.init(spec, key)["disc"]
+  opt = optax.adam(lr)
+
+  def body(c, k):
+    d, o = c
+    gr = jax.grad(lambda d_: -model_lib.dv_bound(d_, g[:half], sub[:half], k, False))(d)
+    u, o = opt.update(gr, o, d)
+    return (optax.apply_updates(d, u), o), None
+
+  (disc, _), _ = jax.lax.scan(body, (disc, opt.init(disc)), jax.random.split(key, steps))
+  return model_lib.dv_bound(disc, g[half:], sub[half:], jax.random.fold_in(key, 3), False)
+
+
+def gib(arg):
+  cfg = config_lib.load(f"configs/stgib.py:{arg}")
+  tr = data_lib.load(cfg.data)
+  w = data_lib.windows(tr, 12, 12)
+  spec = ex.spec_of(cfg, tr, kind="gib")
+  t = cfg.train
+  seeds = list(range(cfg.train.seeds))
+  members = population.stack([train_lib.member_init(spec, 1000 * s + 17, t.steps)
+                              for s in seeds])
+  lr = jnp.full((len(seeds),), t.lr, jnp.float32)
+  chunk = train_lib.make_chunk(spec, t.batch, t.eval_every, t.steps, w.mean, w.std)
+  feats, target = jnp.asarray(w.feats), jnp.asarray(w.target)
+  train_last = jnp.asarray(w.split["train"], jnp.int32)
+  probe = ex.even(w.split["train"], 64)
+  xp, _ = data_lib.gather(w, probe, 12, 12)
+  xp = jnp.asarray(xp)
+  print(f"== gib {arg}: out_relu {spec.gib_out_relu} mi {spec.gib_mi} pp {spec.gib_pp} "
+        f"inner {spec.gib_inner}, lr {t.lr:g}, seeds {seeds}; per seed: out_pre joint / "
+        "marg mean, dead_out (share of pairs with T's output pre-activation <= 0), "
+        "dead_hid (hidden units <= 0 on every pair), E_joint[T], log E_marg[e^T], DV, "
+        "std(g), std(sub), subgraph share (mean sqrt of m_e = S_src S_dst), fresh-critic DV")
+
+  @jax.jit
+  def stats(params, key):
+    def one(p, k):
+      ks = jax.random.split(k, xp.shape[0])
+      _, aux = jax.vmap(lambda xi, ki: model_lib.forward(spec, p, xi, ki, 0.7, True))(xp, ks)
+      g = aux["gib_g"].reshape(-1, aux["gib_g"].shape[-1])
+      sub = aux["gib_sub"].reshape(-1, aux["gib_sub"].shape[-1])
+      perm = jax.random.permutation(jax.random.fold_in(k, 1), g.shape[0])
+      hj, oj = model_lib.gib_disc_pre(p["disc"], g, sub)
+      hm, om = model_lib.gib_disc_pre(p["disc"], g[perm], sub)
+      act = (lambda v: jax.nn.relu(v)) if spec.gib_out_relu else (lambda v: v)
+      tj, tm = act(oj), act(om)
+      lme = jax.nn.logsumexp(tm) - jnp.log(tm.shape[0])
+      dead_hid = jnp.mean(jnp.all(jnp.concatenate([hj, hm]) <= 0, 0))
+      fresh = _fresh_dv(spec, g, sub, jax.random.fold_in(k, 2))
+      return jnp.stack([oj.mean(), om.mean(), jnp.mean(jnp.concatenate([oj, om]) <= 0),
+                        dead_hid, tj.mean(), lme, tj.mean() - lme, g.std(0).mean(),
+                        sub.std(0).mean(), jnp.sqrt(aux["edge"]).mean(), fresh])  # sqrt(S_src S_dst): ~ S[:, 0]
+    return jax.vmap(one)(params, jax.random.split(key, len(seeds)))
+
+  names = ("oj", "om", "dead_out", "dead_hid", "Ej", "logEm", "DV", "sd_g", "sd_sub",
+           "sub", "fresh")
+  t0 = time.time()
+  for step0 in range(0, t.steps, t.eval_every):
+    members, tl, dv = chunk(members, lr, jnp.int32(step0), feats, target, train_last)
+    st = np.asarray(stats(members["params"], jax.random.PRNGKey(step0)))
+    print(f"[{step0 + t.eval_every:5d}] train_mae {float(jnp.mean(tl)):.4f} "
+          f"train DV {float(jnp.mean(dv)):.4f} ({time.time() - t0:.0f}s)")
+    for i, s in enumerate(seeds):
+      print(f"     seed {s}: " + " ".join(f"{n} {v:.3f}" for n, v in zip(names, st[i])))
+
+
 if __name__ == "__main__":
   if sys.argv[1] == "oracle":
     oracle()
+  elif sys.argv[1] == "gib":
+    gib(*sys.argv[2:])
   else:
     backbone(*sys.argv[2:])

@@ -55,6 +55,12 @@ def validate(config):
     raise ValueError(f"config kappa={config.model.kappa} must be in [0, 1)")
   if not 0 <= config.model.edge_drop < 1:
     raise ValueError(f"config edge_drop={config.model.edge_drop} must be in [0, 1)")
+  for mi, pp in [(config.model.gib_mi, config.model.gib_pp)] + [
+      (a, b) for a in config.study.gib_mi for b in config.study.gib_pp]:
+    if not (mi >= 0 and 0 <= pp < 1):
+      raise ValueError(f"config gib mi={mi} pp={pp}: need mi >= 0 and 0 <= pp < 1")
+  if config.model.gib_inner < 1:
+    raise ValueError(f"config gib_inner={config.model.gib_inner} must be >= 1")
   for name in ("delays", "incident_len"):
     v = tuple(d[name])
     if len(v) != 2 or not 1 <= v[0] <= v[1]:
@@ -69,7 +75,8 @@ def spec_of(config, tr, kind=None, **over):
             t_out=config.data.t_out, channels=len(data_lib.CHANNELS), temp=m.temp,
             kappa=m.kappa, beta=m.beta, feature_masks=m.feature_masks,
             recursive=m.recursive, final_r=m.final_r, edge_msg=m.edge_msg,
-            edge_drop=m.edge_drop)
+            edge_drop=m.edge_drop, gib_mi=m.gib_mi, gib_pp=m.gib_pp, gib_inner=m.gib_inner,
+            gib_out_relu=m.gib_out_relu)
   kw.update(over)
   return model_lib.Spec(**kw)
 
@@ -170,20 +177,24 @@ def posthoc_scores(spec, params, x, r, name, cfg):
   return np.asarray(fn(params))
 
 
-def feature_scores(spec, params, x, r, name=None):
-  """[M, W, t_in, N, C]: the method's own feature masks, or (name = saliency / ig) a
-  post-hoc attribution of each member's input."""
+def feature_scores(spec, params, x, r, name=None, gnnexp_steps=100):
+  """[M, W, t_in, N, C]: the method's own feature masks, or (name = saliency / ig /
+  gnnexplainer) a post-hoc attribution of each member's input."""
   xx = jnp.asarray(x)
+  keys = jax.random.split(jax.random.PRNGKey(4), len(x))
   if name is None:
-    one = lambda p, xi: model_lib.forward(spec, p, xi, jax.random.PRNGKey(0), r,
-                                          False)[1]["feat"]
+    one = lambda p, xi, k: model_lib.forward(spec, p, xi, jax.random.PRNGKey(0), r,
+                                             False)[1]["feat"]
   elif name == "saliency":
-    one = lambda p, xi: explain.feature_saliency(spec, p, xi, r)
+    one = lambda p, xi, k: explain.feature_saliency(spec, p, xi, r)
   elif name == "ig":
-    one = lambda p, xi: explain.feature_ig(spec, p, xi, r)
+    one = lambda p, xi, k: explain.feature_ig(spec, p, xi, r)
+  elif name == "gnnexplainer":
+    one = lambda p, xi, k: explain.gnnexplainer_features(spec, p, xi, r, steps=gnnexp_steps,
+                                                         key=k)
   else:
     raise ValueError(name)
-  fn = sharding.spread(lambda p: jax.vmap(lambda xi: one(p, xi))(xx))
+  fn = sharding.spread(lambda p: jax.vmap(lambda xi, k: one(p, xi, k))(xx, keys))
   return np.asarray(fn(params))
 
 

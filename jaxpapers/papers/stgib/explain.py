@@ -24,8 +24,8 @@ Metrics (per window, then averaged):
                 and edge), so every edge keeps its sparsity but its mask flips at random
                 between steps; consistency above it is temporal structure, not sparsity
                 or a static edge choice
-  feature AUROC the feature masks [t_in, N, C] (STGIB's; saliency / IG of the input for
-                the backbone) against the simulator's feature truth: the distractor
+  feature AUROC the feature masks [t_in, N, C] (STGIB's; saliency / IG of the input and
+                GNNExplainer's feature mask for the backbone) against the simulator's feature truth: the distractor
                 channel is non-causal (0), speed and time of day are causal (1)
 """
 from __future__ import annotations
@@ -61,6 +61,33 @@ def gnnexplainer(spec, params, x, r, steps=100, lr=0.01, size=0.005, ent=1.0, ke
     lg, o = carry
     g = jax.grad(loss)(lg)
     u, o = opt.update(g, o, lg)
+    return (optax.apply_updates(lg, u), o), None
+
+  (lg, _), _ = jax.lax.scan(body, (logits, opt.init(logits)), None, length=steps)
+  return jax.nn.sigmoid(lg)
+
+
+def gnnexplainer_features(spec, params, x, r, steps=100, lr=0.01, size=1.0, ent=0.1,
+                          key=None):
+  """[t_in, N, C] feature mask of one window: PyG's GNNExplainer with
+  node_mask_type="attributes" and no edge mask (one entry per step, node and channel,
+  multiplying the input; init N(0, 0.1) logits; MSE + 1.0 * mean(mask) + 0.1 * mean
+  entropy, PyG's node_feat_size / node_feat_reduction / node_feat_ent)."""
+  key = jax.random.PRNGKey(0) if key is None else key
+  pred = lambda fm: model_lib.forward(spec, params, x, jax.random.PRNGKey(0), r, False,
+                                      foverride=fm)[0]
+  full = jax.lax.stop_gradient(pred(None))
+  logits = 0.1 * jax.random.normal(key, x.shape)
+  opt = optax.adam(lr)
+
+  def loss(lg):
+    m = jax.nn.sigmoid(lg)
+    h = -m * jnp.log(m + 1e-15) - (1 - m) * jnp.log(1 - m + 1e-15)
+    return jnp.mean((pred(m) - full) ** 2) + size * m.mean() + ent * h.mean()
+
+  def body(carry, _):
+    lg, o = carry
+    u, o = opt.update(jax.grad(loss)(lg), o, lg)
     return (optax.apply_updates(lg, u), o), None
 
   (lg, _), _ = jax.lax.scan(body, (logits, opt.init(logits)), None, length=steps)

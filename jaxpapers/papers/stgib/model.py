@@ -77,6 +77,11 @@ class Spec:
   gib_mi: float = 0.1
   gib_pp: float = 0.3
   gib_inner: int = 50
+  # The discriminator's output ReLU: GIB's graph-classification code has it (under its
+  # chi-square-like estimator); its DV code (model/layers.py) does not. Under the DV bound
+  # the ReLU'd output dies (pre-activation < 0 on every pair, zero gradient, DV = 0 while
+  # the embeddings still carry ~3 nats: README, "GIB's DV estimate"), so off by default.
+  gib_out_relu: bool = False
 
   @property
   def e(self) -> int:
@@ -162,7 +167,7 @@ def init(spec: Spec, key):
   if spec.kind == "gib":
     p["asg1"] = _dense(next(k), 2 * H, H)
     p["asg2"] = _dense(next(k), H, 2)
-    # The discriminator T(g, g_sub) of the DV bound (GIB's: Linear-ReLU-Linear-ReLU on the
+    # The discriminator T(g, g_sub) of the DV bound (GIB's: Linear-ReLU-Linear on the
     # concatenated embeddings); trained only by its own inner loop in train.py.
     p["disc"] = dict(l1=_dense(next(k), 4 * H, 2 * H), l2=_dense(next(k), 2 * H, 1))
   if spec.kind == "decoupled":
@@ -318,7 +323,8 @@ def loss_fn(spec: Spec, params, x, yz, valid, key, r):
   kl = aux["kl"].mean()
   if spec.kind == "gib":  # the discriminator is fixed here (its own loop trains it)
     emb = (aux["gib_g"], aux["gib_sub"])
-    dv = dv_bound(jax.lax.stop_gradient(params["disc"]), *emb, jax.random.fold_in(key, 7))
+    dv = dv_bound(jax.lax.stop_gradient(params["disc"]), *emb, jax.random.fold_in(key, 7),
+                  spec.gib_out_relu)
     con = aux["con"].mean()
     loss = (1 - spec.gib_pp) * (mae + spec.gib_mi * dv) + spec.gib_pp * con
     return loss, (mae, dv, jax.lax.stop_gradient(emb))
@@ -363,13 +369,20 @@ def gib_connectivity(S, adj):
   return jnp.mean((jnp.diag(a) - 1.0) ** 2)
 
 
-def gib_disc(disc, g, sub):
-  """GIB's discriminator T(g, g_sub): relu(l2(relu(l1([g, g_sub]))))."""
-  h = jax.nn.relu(_ap(disc["l1"], jnp.concatenate([g, sub], -1)))
-  return jax.nn.relu(_ap(disc["l2"], h))[..., 0]
+def gib_disc_pre(disc, g, sub):
+  """The discriminator's pre-activations: hidden [..., 2H] and output [...]."""
+  hp = _ap(disc["l1"], jnp.concatenate([g, sub], -1))
+  return hp, _ap(disc["l2"], jax.nn.relu(hp))[..., 0]
 
 
-def dv_bound(disc, g, sub, key):
+def gib_disc(disc, g, sub, out_relu=False):
+  """GIB's discriminator T(g, g_sub) = l2(relu(l1([g, g_sub]))) (its DV code); with
+  out_relu the relu of its output as its graph-classification code has it."""
+  t = gib_disc_pre(disc, g, sub)[1]
+  return jax.nn.relu(t) if out_relu else t
+
+
+def dv_bound(disc, g, sub, key, out_relu=False):
   """Donsker-Varadhan bound I(G; G_sub) >= E_joint[T] - log E_marginal[e^T].
 
   g, sub [..., D]: pairs from the same window and step are joint samples; the marginal
@@ -378,8 +391,8 @@ def dv_bound(disc, g, sub, key):
   g = g.reshape(-1, g.shape[-1])
   sub = sub.reshape(-1, sub.shape[-1])
   perm = jax.random.permutation(key, g.shape[0])
-  joint = gib_disc(disc, g, sub)
-  margin = gib_disc(disc, g[perm], sub)
+  joint = gib_disc(disc, g, sub, out_relu)
+  margin = gib_disc(disc, g[perm], sub, out_relu)
   return joint.mean() - (jax.nn.logsumexp(margin) - jnp.log(margin.shape[0]))
 
 

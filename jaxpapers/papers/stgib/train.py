@@ -52,7 +52,7 @@ def gib_inner(spec, disc, dopt, emb, lr, key):
 
   def body(c, k):
     d, o = c
-    g = jax.grad(lambda d_: -model_lib.dv_bound(d_, *emb, k))(d)
+    g = jax.grad(lambda d_: -model_lib.dv_bound(d_, *emb, k, spec.gib_out_relu))(d)
     u, o = opt.update(g, o, d)
     return (jax.tree.map(lambda p, u_: p - lr * u_, d, u), o), None
 
