@@ -115,8 +115,9 @@ def get_config(arg=None):
       n=400, n_inter=6, encoder="mlp", conv=(8, 16), hidden=(128, 64), feat=16,
       head_hidden=32, flow_hidden=(64, 64), flow_steps=500, source_steps=400,
       steps_per_round=60, batch=128, flow_batch=64, retrain_steps=400,
-      goat_retrain_steps=100, rv_steps=200, source_reg=False,
-      lr_grid=(3e-4, 1e-3, 3e-3), wd_grid=(1e-3, 1e-2, 1e-1), grids="",
+      goat_retrain_steps=100, rv_steps=200, source_reg=False, dann_init="fresh",
+      dann_domains="target", lr_grid=(3e-4, 1e-3, 3e-3), wd_grid=(1e-3, 1e-2, 1e-1),
+      grids="",
       benchmarks="moons+digits+fashion_mnist+gauss+tabular", sensitivity="1+2+4",
       methods="source_only+oracle+target_st+gst+gst_fresh+gst_linear+dann+goat+goat_fresh+"
               "ggf+flowgda", variants=VARIANTS, stop_after="")
@@ -161,9 +162,10 @@ def get_config(arg=None):
   config.source = ml_collections.ConfigDict()
   config.source.steps = arg.source_steps  # Adam steps of the source model
   # The shared source model (source-only row; the start of the continued-teacher methods
-  # and DANN; the frozen encoder of GOAT, GGF and FlowGDA) trained with the fresh GST's
-  # recipe: L2 weight decay from adapt.wd_grid and early stopping on 20% of the source
-  # rows, (lr, wd) chosen on the held-out source split. Off: plain Adam, lr grid only.
+  # and of DANN with dann_init=source; the frozen encoder of GOAT, GGF and FlowGDA)
+  # trained with the fresh GST's recipe: L2 weight decay from adapt.wd_grid and early
+  # stopping on 20% of the source rows, (lr, wd) chosen on the held-out source split.
+  # Off: plain Adam, lr grid only.
   config.source.regularised = arg.source_reg
   grid = tuple(arg.lr_grid)
   grids = _parse_grids(arg.grids)
@@ -184,6 +186,12 @@ def get_config(arg=None):
   config.adapt.ggf_score_sigma = 0.1  # GGF: denoising score matching noise
   config.adapt.dann_lambda = 1.0  # DANN: final weight of the reversed domain loss
   config.adapt.dann_disc_hidden = 64  # DANN: discriminator width
+  # DANN as in Ganin & Lempitsky (2015): a fresh network, source vs target. The first
+  # study's reading (issue 44: it lost to a plain DANN) is kept as options:
+  # dann_init=source (start from the shared source model), dann_domains=pooled (every
+  # unlabeled domain on the discriminator's "target" side).
+  config.adapt.dann_init = arg.dann_init  # fresh | source
+  config.adapt.dann_domains = arg.dann_domains  # target | pooled
   # Fresh-student GST / linear GST / GOAT on it (Kumar et al.'s `retrain`): a new network
   # per round, L2 weight decay from wd_grid (tuned with the lr grid by the same rules),
   # early stopping on `holdout` of the round's pseudo-labelled rows every eval_every steps.
@@ -232,6 +240,10 @@ def get_config(arg=None):
   if bad or "flowgda" not in config.flow.variants:
     raise ValueError(f"config arg 'variants': unknown {sorted(bad)} or no 'flowgda' "
                      f"(known: {VARIANTS})")
+  if (arg.dann_init not in ("fresh", "source")
+      or arg.dann_domains not in ("target", "pooled")):
+    raise ValueError(f"config args 'dann_init' / 'dann_domains': {arg.dann_init!r} / "
+                     f"{arg.dann_domains!r}; known: fresh|source / target|pooled")
   if arg.encoder not in ("mlp", "cnn"):
     raise ValueError(f"config arg 'encoder': {arg.encoder!r} is neither 'mlp' nor 'cnn'")
   for k in ("retrain_steps", "goat_retrain_steps"):

@@ -11,9 +11,10 @@
   simulated with Langevin steps on a target score network (denoising score matching),
   plus a rectified-flow sample-based velocity and a classifier-based sign step that
   keeps labels, the head fine-tuned on pseudo-labeled particles every `alpha` steps;
-- DANN (Ganin et al. 2016): source cross-entropy plus a domain discriminator on the
-  features through a gradient-reversal layer (the min-max), the unlabeled domains pooled
-  as the "target" side, lambda ramped 2 / (1 + exp(-10 p)) - 1.
+- DANN (Ganin et al. 2016): a fresh network, source cross-entropy plus a domain
+  discriminator (source vs target) on the features through a gradient-reversal layer
+  (the min-max), lambda ramped 2 / (1 + exp(-10 p)) - 1; options: start from the source
+  model, pool every unlabeled domain as the "target" side (the first study's reading).
 
 Every adaptation method gets the same number of gradient steps on its classifier
 (`rounds * steps_per_round`) and its learning rate from the same grid.
@@ -209,16 +210,32 @@ def _gr_bwd(lam, g):
 grad_reverse.defvjp(_gr_fwd, _gr_bwd)
 
 
-def dann(key, params, x_DxNxP, y_src_N, class_mask, lr, hp):
-  """Adversarial min-max: features must fool a domain discriminator (source vs rest)."""
-  k_init, k_run = jax.random.split(key)
+def dann(key, params, x_DxNxP, y_src_N, class_mask, lr, hp, init_fn=None):
+  """DANN (Ganin & Lempitsky 2015): feature extractor + label classifier + domain
+  classifier behind a gradient-reversal layer, trained jointly (one Adam on all three,
+  loss = source cross-entropy + domain cross-entropy, the reversal scaling the domain
+  gradient that reaches the features by -lambda_p, lambda_p = dann_lambda (2 / (1 +
+  exp(-10 p)) - 1)).
+
+  Textbook by default (issue 44): the network starts fresh (`init_fn(key)`) and the
+  discriminator tells the labeled source from the target only. Two non-textbook options
+  of the first study, kept off by default: `dann_init="source"` starts from `params` (the
+  shared source model), `dann_domains="pooled"` puts every unlabeled domain (the
+  intermediate ones and the target) on the discriminator's "target" side.
+  """
+  k_net, k_disc, k_run = jax.random.split(key, 3)
+  if hp.get("dann_init", "fresh") == "fresh":
+    params = init_fn(k_net)
   feat = params["head"][0][0].shape[0]
-  disc = nets.mlp_init(k_init, (feat, hp["dann_disc_hidden"], 1))
+  disc = nets.mlp_init(k_disc, (feat, hp["dann_disc_hidden"], 1))
   both = {"net": params, "disc": disc}
   opt = nets.adam(lr)
   state = opt.init(both)
   total = (x_DxNxP.shape[0] - 1) * hp["steps_per_round"]
-  unlabeled = x_DxNxP[1:].reshape(-1, *x_DxNxP.shape[2:])
+  if hp.get("dann_domains", "target") == "pooled":
+    unlabeled = x_DxNxP[1:].reshape(-1, *x_DxNxP.shape[2:])
+  else:
+    unlabeled = x_DxNxP[-1]
   n, b = x_DxNxP.shape[1], hp["batch"]
 
   def step(carry, t):

@@ -97,7 +97,8 @@ def _hp(cfg):
           "ggf_alpha": a.ggf_alpha, "ggf_eta_langevin": a.ggf_eta_langevin,
           "ggf_eta_classifier": a.ggf_eta_classifier,
           "ggf_score_sigma": a.ggf_score_sigma, "dann_lambda": a.dann_lambda,
-          "dann_disc_hidden": a.dann_disc_hidden,
+          "dann_disc_hidden": a.dann_disc_hidden, "dann_init": a.dann_init,
+          "dann_domains": a.dann_domains,
           "hidden": tuple(cfg.flow.hidden), "lr": cfg.flow.lr, "steps": cfg.flow.steps,
           "holdout": a.holdout, "eval_every": a.eval_every, "retrain_steps": a.retrain_steps,
           "goat_retrain_steps": a.goat_retrain_steps}
@@ -346,9 +347,9 @@ def run(cfg, name, seeds, n_inter=None, methods=METHODS, variants=tuple(VARIANTS
       _call(on_phase, m, src, out)
   if todo("dann", "dann" in methods):
     t0 = time.perf_counter()
-    f = _program(("dann", hps), lambda: seeds_program(jax.vmap(
-        functools.partial(baselines.dann, hp=hp), (None, None, None, None, None, 0)),
-        (0, 0, 0, 0, None, None)))
+    f = _program(("dann", hps, _static(arch), in_dim), lambda: seeds_program(jax.vmap(
+        functools.partial(_net_dann, hp=hp, arch=arch, in_dim=in_dim),
+        (None, None, None, None, None, 0)), (0, 0, 0, 0, None, None)))
     params = f(keys("dann"), src, a["x"], a["y"][:, 0], mask, lrs("dann"))
     record("dann", net_preds, params, x_in, t0, lrs("dann"))
     _call(on_phase, "dann", src, out)
@@ -420,6 +421,11 @@ def _net_gst_fresh(key, x_src, y_src, domains, mask, lr, wd, hp, arch, in_dim):
   init_fn, apply_fn = _net_fns(mask, arch, in_dim)
   return baselines.gst_from_source(key, init_fn, apply_fn, x_src, y_src, domains, lr, wd,
                                    hp)
+
+
+def _net_dann(key, src, x, y_src, mask, lr, hp, arch, in_dim):
+  init_fn, _ = _net_fns(mask, arch, in_dim)
+  return baselines.dann(key, src, x, y_src, mask, lr, hp, init_fn)
 
 
 def _net_fit_fresh(key, x, y, mask, lr, wd, hp, arch, in_dim):
