@@ -141,6 +141,11 @@ def get_config(arg=None):
   # axis' edge extends that axis (max_extend rounds, study.run_grid); an edge left is
   # flagged with its reason (natural bound, no feasible point).
   config.study.max_extend = arg.max_extend
+  # The reactive baselines (KPA, APA, threshold) do not scale down during the first
+  # start_hold_s of an episode (baselines.start_guard): one KPA stable window (60 s, = one
+  # pod start-up). Episodes start empty at the full rate, and without it KPA halved the
+  # decode pool in the first seconds and its start-up backlog landed in the scored window.
+  config.study.start_hold_s = 60.0
   config.study.kpa_target_p = (0.5, 1.0, 2.0, 3.0)  # in-flight prefill requests / pod
   config.study.kpa_target_d = (3.0, 5.0, 10.0, 20.0, 30.0)  # in-flight decode requests / pod
   config.study.kpa_delay_s = (0.0, 60.0, 300.0)  # scale-down delay (Knative default 0)

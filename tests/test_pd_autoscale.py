@@ -392,6 +392,34 @@ def test_apa_tolerance_band_and_rate_limits():
   assert (int(tp), int(td)) == (8, 5)
 
 
+def test_start_guard_holds_every_reactive_baseline_then_lets_go():
+  """No scale-down during the first start_hold_s (config.study.start_hold_s) of an
+  episode, for KPA, APA and threshold; an idle system scales down without it (positive
+  control) and after it."""
+  spec = _small_spec()  # 5 s intervals
+  params = dict(kpa=dict(target_p=2.0, target_d=10.0, delay=0.0),
+                apa=dict(target_p=0.5, target_d=0.8, cooldown=0.0),
+                threshold=dict(hi_p=1.0, hi_d=0.5))
+  for name in baselines.REACTIVE:
+    p = {k: jnp.float32(v) for k, v in params[name].items()}
+    got = {}
+    for hold_s in (0.0, 20.0):  # 20 s = 4 intervals
+      ctrl = baselines.make(name, spec, hold_s)
+      act = jax.jit(ctrl.act)
+      cs, out = ctrl.init(p), []
+      for e in range(8):  # idle: nothing in flight, 4 + 1 starting prefill, 6 decode
+        o = _obs(4, 1, 6, 0)
+        o.update(epoch=jnp.float32(e))
+        cs, tp, td, _ = act(p, cs, o, None)
+        out.append((int(tp), int(td)))
+      got[hold_s] = out
+    assert got[0.0][0] != (5, 6), (name, got[0.0])  # scales down at once without it
+    assert all(tp >= 5 and td >= 6 for tp, td in got[20.0][:4]), (name, got[20.0])
+    # ... and at the first interval after it (threshold: a cancelled scale-down did not
+    # start its 30 s cooldown).
+    assert got[20.0][4][0] < 5 or got[20.0][4][1] < 6, (name, got[20.0])
+
+
 def test_fluid_bound_of_a_constant_load():
   spec = _small_spec()
   # 2 requests/s, 1000-token prompts, 101 output tokens, 100 s.
@@ -480,13 +508,25 @@ def test_per_family_multipliers_update_from_their_own_family_only():
   new, frac, frac_f = dual(lam, viol, arr, fam, pp)
   np.testing.assert_allclose(frac_f, [0.0, 0.05, 0.0])
   np.testing.assert_allclose(frac, 6.0 / 240.0)
-  np.testing.assert_allclose(new, [4.5, 5.5, 5.0])  # down, up (step clipped), unchanged
+  # Down by lam_lr (0 violations), up by lam_lr (5% / 1% - 1) = 2.0, unchanged (absent).
+  np.testing.assert_allclose(new, [4.5, 7.0, 5.0])
   # Family 0's multiplier ignores family 1's violations, however large.
   new2, _, _ = dual(lam, viol.at[2:].set(100.0), arr, fam, pp)
   np.testing.assert_allclose(new2[0], new[0])
   # Shared: one fraction (2.5% > 1%) moves every entry alike.
   shared, _, _ = dual(lam, viol, arr, fam, pp._replace(per_family=False))
-  np.testing.assert_allclose(shared, [5.5, 5.5, 5.5])
+  np.testing.assert_allclose(shared, [5.75, 5.75, 5.75])
+  # The step tracks the MEAN violating fraction: three clean iterations and one at 4x the
+  # budget (mean = the budget) leave lambda where it was (a step clipped to [-1, 1], the
+  # first version, lowered it by 2 lam_lr: it tracked the median).
+  one = lambda lam, v: dual(lam, jnp.zeros((4, 6)).at[:, 0].set(v), arr, fam, pp)[0]
+  lam_t = lam
+  for v in (0.0, 0.0, 0.0, 2.4):  # 2.4 / 60 = 4% = 4x the budget
+    lam_t = one(lam_t, v)
+  np.testing.assert_allclose(lam_t[:2], [5.0, 5.0], atol=1e-5)
+  # The safety cap: all requests violating moves lambda by at most lam_lr x step_cap.
+  capped = dual(lam, jnp.full((4, 6), 10.0), arr, fam, pp._replace(step_cap=10.0))[0]
+  np.testing.assert_allclose(capped, [10.0, 10.0, 5.0])
   # Advantages: each env uses its family's lambda and is standardised within its family
   # (NumPy reference), so family 1's multiplier cannot rescale family 0's advantages.
   rng = np.random.default_rng(0)

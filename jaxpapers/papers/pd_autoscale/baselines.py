@@ -26,6 +26,9 @@ grid) acting per pool every decision interval:
   oracle     knows the future: sizes each pool at headroom x the fluid need (episode.
              fluid_demand with the full-batch decode iteration) over the next start-up
              delay + one interval, so pods are ready when the load arrives.
+
+  KPA, APA and threshold do not scale down during the first start_hold intervals of an
+  episode (`start_guard`; the study's config.study.start_hold_s = 60 s).
 """
 from __future__ import annotations
 
@@ -62,16 +65,35 @@ def hold_ready(plan, ready, starting):
   return jnp.maximum(plan, keep).astype(jnp.int32)
 
 
-def _guard(desired, obs):
-  """(prefill, decode) targets of a controller's desired pool sizes, `hold_ready` per pool."""
-  return (hold_ready(desired[0], obs["p_ready"], obs["p_starting"]),
-          hold_ready(desired[1], obs["d_ready"], obs["d_starting"]))
+def _guard(desired, obs, start_hold: int = 0):
+  """(prefill, decode) targets of a controller's desired pool sizes, `hold_ready` per pool,
+  and no scale-down during the first `start_hold` decision intervals of an episode (the
+  start guard of the reactive baselines, `make`)."""
+  tp = hold_ready(desired[0], obs["p_ready"], obs["p_starting"])
+  td = hold_ready(desired[1], obs["d_ready"], obs["d_starting"])
+  return start_guard(tp, td, obs, start_hold)
+
+
+def start_guard(tp, td, obs, start_hold: int):
+  """No scale-down in the first `start_hold` intervals: target >= ready + starting pods.
+
+  An episode starts with no request in flight and the full rate from t = 0, so a
+  metric averaged over the first intervals describes a system still filling up: KPA
+  halved the decode pool (4 -> 2) in the first seconds and the 60 s start-up of the pods
+  it then needed built a decode backlog scored from 60 s on (README, Baselines).
+  Knative's autoscaler likewise does not scale down before it has one stable window of
+  data."""
+  early = obs["epoch"] < start_hold
+  ap = (obs["p_ready"] + obs["p_starting"]).astype(jnp.int32)
+  ad = (obs["d_ready"] + obs["d_starting"]).astype(jnp.int32)
+  return (jnp.where(early, jnp.maximum(tp, ap), tp).astype(jnp.int32),
+          jnp.where(early, jnp.maximum(td, ad), td).astype(jnp.int32))
 
 
 # ---------------------------------------------------------------------------- KPA
 
 def kpa(spec: sim.Spec, stable_s: float = 60.0, panic_threshold: float = 2.0,
-        max_delay_s: float = 600.0):
+        max_delay_s: float = 600.0, start_hold: int = 0):
   stable = max(int(round(stable_s / spec.epoch_s)), 1)
   dmax = max(int(round(max_delay_s / spec.epoch_s)), 1)
 
@@ -110,7 +132,7 @@ def kpa(spec: sim.Spec, stable_s: float = 60.0, panic_threshold: float = 2.0,
     recent = jnp.arange(dmax)[None, :] >= dmax - jnp.maximum(delay, 1)[:, None]
     desired = jnp.max(jnp.where(recent, rec, 0), axis=1)
     cs = dict(hist=hist, n=n, panic=panic, maxpanic=maxpanic, rec=rec)
-    return cs, *_guard(desired, obs), {}
+    return cs, *_guard(desired, obs, start_hold), {}
 
   return episode.Controller("kpa", init, act)
 
@@ -118,7 +140,7 @@ def kpa(spec: sim.Spec, stable_s: float = 60.0, panic_threshold: float = 2.0,
 # ---------------------------------------------------------------------------- APA
 
 def apa(spec: sim.Spec, up_tol: float = 0.1, down_tol: float = 0.2, max_up: float = 2.0,
-        max_down: float = 2.0):
+        max_down: float = 2.0, start_hold: int = 0):
   def init(params):
     del params
     return dict(last_up=jnp.full((2,), -10 ** 6, jnp.int32))
@@ -142,14 +164,14 @@ def apa(spec: sim.Spec, up_tol: float = 0.1, down_tol: float = 0.2, max_up: floa
     down = (ratio < 1 - down_tol) & (want < act_i) & ~cool
     desired = jnp.where(up | down, want, act_i)
     last_up = jnp.where(up, e, cs["last_up"])
-    return dict(last_up=last_up), *_guard(desired, obs), {}
+    return dict(last_up=last_up), *_guard(desired, obs, start_hold), {}
 
   return episode.Controller("apa", init, act)
 
 
 # ---------------------------------------------------------------------------- threshold
 
-def threshold(spec: sim.Spec, cooldown_s: float = 30.0):
+def threshold(spec: sim.Spec, cooldown_s: float = 30.0, start_hold: int = 0):
   cool = max(int(round(cooldown_s / spec.epoch_s)), 1)
 
   def init(params):
@@ -169,10 +191,12 @@ def threshold(spec: sim.Spec, cooldown_s: float = 30.0):
     under = (sig < 0.5 * hi) & jnp.stack([True, obs["dqueue"] < 0.5])
     e = obs["epoch"].astype(jnp.int32)
     ok = e - cs["last"] >= cool
-    step = jnp.where(ok & over, 1, jnp.where(ok & under, -1, 0))
+    # A scale-down the start guard would cancel is not taken: it must not start the
+    # 30 s cooldown, which would block a scale-up the load needs.
+    step = jnp.where(ok & over, 1, jnp.where(ok & under & (e >= start_hold), -1, 0))
     last = jnp.where(step != 0, e, cs["last"])
     desired = active + step
-    return dict(last=last), *_guard(desired, obs), {}
+    return dict(last=last), *_guard(desired, obs, start_hold), {}
 
   return episode.Controller("threshold", init, act)
 
@@ -330,3 +354,14 @@ def oracle_future(spec: sim.Spec, arr, prompt, output, epochs: int):
 
 BUILDERS = dict(kpa=kpa, apa=apa, threshold=threshold, static=static, erlang=erlang,
                 oracle=oracle)
+REACTIVE = ("kpa", "apa", "threshold")  # the baselines that get the start guard
+
+
+def make(name: str, spec: sim.Spec, start_hold_s: float = 0.0):
+  """A baseline controller; the reactive ones (KPA, APA, threshold) with no scale-down
+  during the first `start_hold_s` seconds of an episode (config.study.start_hold_s;
+  `start_guard`). Erlang-C has its own cold-start fix (its forecast), static and the
+  oracle do not react."""
+  if name in REACTIVE:
+    return BUILDERS[name](spec, start_hold=int(round(start_hold_s / spec.epoch_s)))
+  return BUILDERS[name](spec)

@@ -34,7 +34,7 @@ RUN = """runs = {}
 # The study's diurnal selections (results/selections.md).
 for name, point in [('kpa', dict(target_p=2.0, target_d=10.0, delay=0.0)),
                     ('oracle', dict(h_p=1.0, h_d=0.85))]:
-  ctrl = baselines.BUILDERS[name](spec)
+  ctrl = baselines.make(name, spec, config.study.start_hold_s)  # KPA with the start guard
   params = {k: jnp.asarray([v], jnp.float32) for k, v in point.items()}
   summ, (st, rows) = experiment.run_clusters(config, spec, ctrl, params, trace,
                                              oracle=name == 'oracle')

@@ -9,7 +9,14 @@ TPOT targets" (P99 <= target  <=>  at most 1% of requests miss it; the budget si
 1% for a margin). Reward r_t = -GPUs_t / gpu_norm; cost c_t = violations_t - budget x
 arrivals_t (normalised by rate_norm x interval). Separate value heads for r and c; the
 advantage is A_r - lambda A_c; lambda follows dual ascent on the batch's violation
-fraction: lambda <- clip(lambda + lam_lr clip(viol / budget - 1, -1, 1), 0, lam_max). We chose the
+fraction: lambda <- clip(lambda + lam_lr min(viol / budget - 1, step_cap), 0, lam_max).
+The step is linear in the violating fraction, so its expectation is zero exactly where
+the MEAN fraction equals the budget. (The first version clipped it to [-1, 1]: then an
+episode with no violation moved lambda down as far as one with 40x the budget moved it
+up, and lambda settled where about half of the episodes were under budget: the median,
+not the mean. In the committed study the mean violating fraction stayed at 6.5-11% while
+lambda fell; review rev39, B1.) step_cap = 100 (a fraction of 50.5% at budget 0.005) is a
+safety cap only: below it the step is exact. We chose the
 Lagrangian over a fixed penalty because the penalty weight that makes P99 land at the
 target differs by trace family and load, and would itself need a grid search.
 
@@ -19,8 +26,7 @@ own family's violation fraction only, and each family's Lagrangian advantage is
 standardised within the family. With one shared multiplier (per_family=False, the
 original set-up) a family whose targets no controller can meet within the pool bounds
 keeps the shared lambda climbing and pushes every family's pools to the maximum (README,
-Results); per family, its multiplier saturates at lam_max and only its own episodes
-carry that weight.
+Results); per family, a large multiplier weighs only its own episodes.
 
 A member (one seed x learning rate) is a train state; `iteration` is one rollout of
 `envs` clusters (whole episodes, the GRU carried through) and `update_epochs` passes of
@@ -52,7 +58,11 @@ class PPOSpec(NamedTuple):
   max_grad_norm: float = 0.5
   budget: float = 0.005
   lam_init: float = 5.0
-  lam_lr: float = 0.5  # at most this much per iteration
+  # Dual step per iteration: lam_lr x (violating fraction / budget - 1), at most
+  # lam_lr x step_cap. A clean iteration lowers lambda by lam_lr (0.05); one at 10x the
+  # budget raises it by 0.45.
+  lam_lr: float = 0.05
+  step_cap: float = 100.0
   lam_max: float = 100.0
   n_fam: int = 1  # training trace families (multipliers and per-family metrics)
   per_family: bool = True  # one multiplier per family (False: one shared multiplier)
@@ -123,7 +133,8 @@ def dual_update(lam, viol, arrivals, fam, pp: PPOSpec):
   v_f, a_f = onehot.T @ viol.sum(1), onehot.T @ arrivals.sum(1)
   frac_f = v_f / jnp.maximum(a_f, 1.0)
   frac = jnp.sum(viol) / jnp.maximum(jnp.sum(arrivals), 1.0)
-  step = jnp.clip(jnp.where(pp.per_family, frac_f, frac) / pp.budget - 1.0, -1.0, 1.0)
+  # Linear in the fraction (mean-tracking; >= -1 since frac >= 0), capped for safety only.
+  step = jnp.minimum(jnp.where(pp.per_family, frac_f, frac) / pp.budget - 1.0, pp.step_cap)
   seen = (onehot.sum(0) > 0) | (not pp.per_family)
   new = jnp.clip(lam + pp.lam_lr * step, 0.0, pp.lam_max)
   return jnp.where(seen, new, lam), frac, frac_f

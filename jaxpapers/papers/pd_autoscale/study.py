@@ -135,7 +135,7 @@ def run_grid(config, spec, name, points, axes, bounds, val, fv, families, log):
   """Runs a baseline's grid on the validation traces; while a family's feasible choice
   sits on an axis' edge, extends that axis beyond it (new points: the new value x every
   other axis' values) and reruns the new points, up to config.study.max_extend rounds."""
-  ctrl = baselines.BUILDERS[name](spec)
+  ctrl = baselines.make(name, spec, config.study.start_hold_s)
   run = lambda pts: ex.run_clusters(config, spec, ctrl, stack_points(pts), val,
                                     oracle=name == "oracle")[0]
   points, axes = list(points), {k: list(v) for k, v in axes.items()}
@@ -184,7 +184,7 @@ def run(config, workdir, commit):
   os.makedirs(gdir, exist_ok=True)
   for name, (points, axes, bounds) in grids(config, spec).items():
     t0 = time.perf_counter()
-    ctrl = baselines.BUILDERS[name](spec)
+    ctrl = baselines.make(name, spec, config.study.start_hold_s)
     points, axes, summ, extensions = _cached_grid(
         os.path.join(gdir, f"{name}.json"),
         lambda: run_grid(config, spec, name, points, axes, bounds, val, fv, families, log))
@@ -272,7 +272,7 @@ def run(config, workdir, commit):
         if name == "ppo":
           rows_ppo = rows_m
   for name in HEURISTICS + ("oracle",):
-    ctrl = baselines.BUILDERS[name](spec)
+    ctrl = baselines.make(name, spec, config.study.start_hold_s)
     pts = [chosen_pts[name][f] for f in families]
     summ, _ = ex.run_clusters(config, spec, ctrl, stack_points(pts), test,
                               oracle=name == "oracle", seed=5)
