@@ -46,7 +46,8 @@ def get_config(arg=None):
       warmup=60.0, tail=60.0, dt=0.25, epoch_s=5.0, window=256, max_prefill=8,
       max_decode=12, startup=60.0, ttft_slo=2.0, tpot_slo=0.1, token_budget=2048.0,
       kv_capacity=0.0, iterations=120, envs=4, seeds=3, lr=1e-3, hidden=64, recurrent=True,
-      masks=True, cooldowns=True, budget=0.005, multiplier="per_family", eval_every=20,
+      masks=True, cooldowns=True, budget=0.005, multiplier="per_family", lam_lr=0.05,
+      dual_cap=100.0, eval_every=20,
       ckpt_every=5,
       families=FAMILIES, val_seeds=2, test_seeds=3, ablations=True, ablation_seeds=3,
       max_extend=3, lr_extend=2, trace="",
@@ -121,6 +122,14 @@ def get_config(arg=None):
   # family's violations ("shared": one multiplier for the whole training mix, which an
   # infeasible family drives to its maximum; README, Results).
   config.rl.multiplier = arg.multiplier
+  # Dual ascent: lambda += lam_lr x min(violating fraction / budget - 1, dual_cap) (ppo.py).
+  # The committed PPO rows of the study table were trained with the first version's
+  # clipped step, which is `lam_lr=0.5,dual_cap=1` (the lower clip at -1 never binds).
+  if not (arg.lam_lr > 0 and arg.dual_cap > 0):
+    raise ValueError(f"config args 'lam_lr'={arg.lam_lr}, 'dual_cap'={arg.dual_cap}: both "
+                     "must be > 0")
+  config.rl.lam_lr = arg.lam_lr
+  config.rl.dual_cap = arg.dual_cap
   config.rl.update_epochs = 4
   config.rl.minibatches = 2
   config.rl.gamma = 0.98

@@ -58,7 +58,8 @@ def setup(config):
                          gpu_norm=float(spec.max_prefill + spec.max_decode) / 2)
   pp = ppo.PPOSpec(envs=r.envs, update_epochs=r.update_epochs, minibatches=r.minibatches,
                    gamma=r.gamma, ent=r.ent, budget=r.budget, n_fam=len(r.train_families),
-                   per_family=r.multiplier == "per_family")
+                   per_family=r.multiplier == "per_family", lam_lr=r.lam_lr,
+                   step_cap=r.dual_cap)
   return spec, ps, pp
 
 
