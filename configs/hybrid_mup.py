@@ -28,9 +28,10 @@ Width sweep (issue 43, `:study=width`, ~71 single-core minutes; widths 32-256 at
 octaves at 2x / 4x / 8x width while SP's moves -0.93 / -1.80 / -2.56; best runs 2.58-2.85
 test bits per byte (bigram 3.62); muP's best is 0.03-0.06 bpb worse than SP tuned per
 width; curves not flat at 400 steps; depth not rerun. Claim 3's ablations (muP with
-global Adam / SGD, widths 32 -> 128, same setting): global Adam's optimum drifts -0.63
-octaves (detectable 0.16), SGD's -0.12 (detectable 0.74), gaps <= 0.010 bpb; SGD is
-0.31 bpb worse and its gradients leave the SSM's B, C, Delta projections untouched.
+global Adam / SGD, SGD also without weight decay, widths 32, 64, 128, same setting):
+global Adam's optimum drifts -0.32 octaves per width doubling (detectable 0.08; muP/AdamW
++0.07, SP -0.86), SGD's -0.06 with decay and -0.21 without (detectable 0.37 / 0.36), gaps
+<= 0.010 bpb; without decay SGD is 0.21-0.24 bpb better, still 0.08-0.11 worse than AdamW.
 Coordinate check (issue 43, microsoft/mup's protocol, widths 32-512, `:study=coord`,
 ~80 s): SP's activations, SSM parts included, grow with width; muP's stay flat (SSM parts
 within |slope| 0.14). The first study (commit 143d914, widths 16-64, 80 steps, bigram-level
@@ -97,7 +98,11 @@ def get_config(arg=None):
                   # claim 3's ablations (muP's multipliers, the optimizer swapped), widths 32
                   # and 128; SGD's grid from a 1-seed d = 32 probe (k = -8..4 every 2)
                   "mup_sgd:32:-8:-2", "mup_adam_global:32:-2:4",
-                  "mup_sgd:128:-9:-3", "mup_adam_global:128:-3:3"))
+                  "mup_sgd:128:-9:-3", "mup_adam_global:128:-3:3",
+                  # the middle width for both, and muP SGD without weight decay (the decay
+                  # confound: SGD's lr x wd at its best LR is 6-12x Adam's)
+                  "mup_adam_global:64:-3:3", "mup_sgd:64:-9:-3",
+                  "mup_sgd_wd0:32:-9:-1", "mup_sgd_wd0:64:-7:-1", "mup_sgd_wd0:128:-7:-1"))
   c = ml_collections.ConfigDict()
   c.experiment = "jaxpapers.papers.hybrid_mup.experiment"
   c.seed = arg.seed

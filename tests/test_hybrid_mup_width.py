@@ -69,6 +69,26 @@ def test_drift_estimate_interval_and_detectable_shift_on_known_curves():
       - np.mean([r["test_bpb"] for r in rows if r["dim"] == 256 and r["k"] == t[256]["best_k"]]))
 
 
+def test_drift_slope_over_three_widths_on_known_curves():
+  # the optimum falls 1 grid step (half an octave) per width doubling: slope -0.5; the
+  # seeds' optima scatter N(0, 0.3^2) in k, independently per width, so the slope's
+  # sampling sd is 0.5 * 0.3 / sqrt(12) / sqrt(sum (x - mean x)^2 = 2) = 0.0306 octaves
+  n, noise = 12, 0.3
+  exact = ws.analyse(_rows({32: 0.3, 64: -0.7, 128: -1.7}, noise=0.0), 32, n_boot=50)
+  assert exact["drift_slopes"][0]["slope"] == pytest.approx(-0.5, abs=1e-9)
+  res = ws.analyse(_rows({32: 0.3, 64: -0.7, 128: -1.7}, noise=noise, seeds=n), 32,
+                   n_boot=1000)
+  (d,) = res["drift_slopes"]
+  sd = 0.5 * noise / math.sqrt(n) / math.sqrt(2)
+  assert d["method"] == "mup" and d["widths"] == [32, 64, 128]
+  assert abs(d["slope"] + 0.5) < 3 * sd and d["slope_ci95"][0] < d["slope"] < d["slope_ci95"][1]
+  assert 0.5 < d["detectable"] / (1.96 * sd) < 2.0, d["detectable"]
+  # two widths: the slope is the drift over log2 of the width ratio
+  two = ws.analyse(_rows({32: 0.3, 128: -1.7}, noise=noise), 32, n_boot=200)
+  t = {r["width"]: r for r in two["table"]}
+  assert two["drift_slopes"][0]["slope"] == pytest.approx(t[128]["drift_log2"] / 2)
+
+
 def test_bootstrap_reselects_the_grid_point_per_resample():
   # seed 0's curve is best at k = -2, seeds 1 and 2 at k = +2 (no parabola through both):
   # resamples drawing seed 0 mostly pick k near -2, the others near +2, so the bootstrap
@@ -120,14 +140,22 @@ def test_committed_width_summary_is_rebuilt_from_its_rows():
     summary = json.load(f)
   res = ws.analyse(ws.alias_sp_base(saved["rows"], 32), 32, sched=saved["sched"])
   assert len(res["table"]) == len(summary)
-  # claim 3's ablations are in the committed rows (widths 32 and 128, >= 7 LRs each, the
-  # best point inside its grid) and item 5's optimizer contrast is rebuilt from them
-  for m in ("mup_sgd", "mup_adam_global"):
+  # claim 3's ablations are in the committed rows (widths 32, 64 and 128, >= 7 LRs each,
+  # the best point inside its grid; SGD also without decay) and item 5's optimizer
+  # contrast is rebuilt from them
+  for m in ("mup_sgd", "mup_adam_global", "mup_sgd_wd0"):
     got = {r["width"]: r for r in summary if r["method"] == m}
-    assert set(got) >= {32, 128}, m
+    assert set(got) >= {32, 64, 128}, m
     for r in got.values():
       lo, hi = map(int, r["grid_k"].split(".."))
       assert hi - lo >= 6 and not r["edge"], r
+  with open(os.path.join(d, "width_drift_slopes.json")) as f:
+    slopes = json.load(f)
+  assert [(r["method"], r["widths"]) for r in res["drift_slopes"]] == [
+      (r["method"], r["widths"]) for r in slopes]
+  for got, want in zip(res["drift_slopes"], slopes):
+    assert got["slope"] == pytest.approx(want["slope"], rel=1e-9, abs=1e-9)
+    assert got["slope_ci95"] == want["slope_ci95"]
   with open(os.path.join(d, "width_update_contrast.json")) as f:
     contrast = json.load(f)
   assert len(res["upd_contrast"]) == len(contrast)
@@ -186,3 +214,30 @@ def test_decay_only_ratio_is_lr_times_decay_over_the_schedule():
   # steps 300-399: cosine from frac 260/360 to 359/360, floor 0.1
   f = (np.arange(300, 400) - 40) / 360
   assert got[4] == pytest.approx(0.05 * np.mean(0.1 + 0.9 * 0.5 * (1 + np.cos(np.pi * f))))
+
+
+def test_member_weight_decay_scale_in_the_unified_update():
+  """Issue 43's decay confound: a member's traced wd_scale (mup_sgd_wd0: 0) switches its
+  decay off inside a shared program. Zero gradients: the step is the decay alone,
+  p (1 - lr wd s) under MuAdamW's rule; with gradients, s = 0 equals weight_decay = 0."""
+  import jax  # pylint: disable=g-import-not-at-top
+  p = {"w": jnp.full((3, 2), 2.0), "v": jnp.full((2,), 2.0)}
+  mults, mask = {"w": 0.25, "v": 4.0}, {"w": True, "v": False}
+  lr, wd = 0.1, 0.5
+  kw = dict(kind=2, lr_t=lr, mults=mults, mask=mask, b1=0.9, b2=0.95, eps=1e-8,
+            clip_norm=1.0, decay_rule="lr")
+
+  def step(g, s):
+    return sweep.unified_update(g, sweep.unified_init(p), p, weight_decay=wd, wd_scale=s,
+                                **kw)[0]
+  zero = jax.tree.map(jnp.zeros_like, p)
+  got = jax.vmap(step, in_axes=(None, 0))(zero, jnp.asarray([1.0, 0.5, 0.0]))
+  np.testing.assert_allclose(np.asarray(got["w"][:, 0, 0]),
+                             [2 - lr * wd * 2, 2 - lr * wd * 0.5 * 2, 2.0], rtol=1e-6)
+  np.testing.assert_allclose(np.asarray(got["v"]), 2.0)   # not decayed (mask)
+  g = {"w": jnp.arange(6.0).reshape(3, 2) / 10, "v": jnp.asarray([0.3, -0.2])}
+  off = sweep.unified_update(g, sweep.unified_init(p), p, weight_decay=0.0, **kw)[0]
+  for k in p:
+    np.testing.assert_allclose(np.asarray(step(g, jnp.float32(0.0))[k]), np.asarray(off[k]),
+                               rtol=1e-7)
+  assert ws.WD_SCALE["mup_sgd_wd0"] == 0.0 and ws.METHODS["mup_sgd_wd0"] == ("mup", "sgd")

@@ -151,7 +151,7 @@ def width_sweep(workdir, res, name="width_sweep.png"):
   fitted optimum marked; the best runs' training loss; the update-to-weight ratio of the
   Mamba in-projection and the attention over training per width."""
   plt = _plt()
-  methods = [m for m in ("sp", "mup", "mup_adam_global", "mup_sgd")
+  methods = [m for m in ("sp", "mup", "mup_adam_global", "mup_sgd", "mup_sgd_wd0")
              if any(r["method"] == m for r in res["lr_rows"])]
   widths = sorted({r["width"] for r in res["lr_rows"]})
   colors = dict(zip(widths, plt.cm.viridis(np.linspace(0, 0.9, len(widths)))))
@@ -185,7 +185,8 @@ def width_sweep(workdir, res, name="width_sweep.png"):
   ax.set_ylim(1.7, 2.6)
   ax.legend(fontsize=6)
   ax = axes[len(methods) + 1]
-  styles = {"sp": "--", "mup": "-", "mup_adam_global": "-.", "mup_sgd": ":"}
+  styles = {"sp": "--", "mup": "-", "mup_adam_global": "-.", "mup_sgd": ":",
+            "mup_sgd_wd0": (0, (1, 3))}
   for u in res["upd_rows"]:
     if u["group"] == "mamba_in":
       ys = [v for k, v in u.items() if k.startswith("t")]
@@ -205,7 +206,9 @@ def width_sweep(workdir, res, name="width_sweep.png"):
         if u["method"] != m:
           continue
         x = groups.index(u["group"]) + 0.25 * (j - 1)
-        for w, y, fill in zip(u["widths"], u["ratio"], ("full", "none")):
+        # filled: the smallest width, half: the middle ones, open: the largest
+        fills = ["full"] + ["left"] * (len(u["widths"]) - 2) + ["none"]
+        for w, y, fill in zip(u["widths"], u["ratio"], fills):
           ax.semilogy(x, y / u["decay_only"], marker=marks[m], fillstyle=fill, ls="",
                       color=f"C{j}", label=f"{m} d={w}" if u["group"] == groups[0] else None)
     ax.axhline(1.0, color="k", lw=0.8)

@@ -46,10 +46,12 @@ def unified_init(params):
 
 
 def unified_update(grads, state, params, *, kind, lr_t, mults, mask, b1, b2, eps,
-                   weight_decay, clip_norm, decay_rule: str = "lr"):
+                   weight_decay, clip_norm, decay_rule: str = "lr", wd_scale=1.0):
   """One step of AdamW (kind 0), global-second-moment Adam (1) or momentum SGD (2).
 
-  Decay: p -= lr (m u + wd p) for decay_rule 'lr' (MuAdamW), lr m (u + wd p) for 'lr_mult'.
+  Decay: p -= lr (m u + wd p) for decay_rule 'lr' (MuAdamW), lr m (u + wd p) for 'lr_mult',
+  with wd = weight_decay x wd_scale (a member's traced factor: 0 turns its decay off, so
+  decayed and undecayed members share one program).
 
   SGD's heavy-ball trace m_t = g_t + b1 m_{t-1} equals mu_t / (1 - b1) for the EMA
   mu_t = b1 mu_{t-1} + (1 - b1) g_t, so all three share the first moment.
@@ -75,9 +77,10 @@ def unified_update(grads, state, params, *, kind, lr_t, mults, mask, b1, b2, eps
     u = jnp.where(kind == 0, adam, jnp.where(kind == 1, glob, sgd))
     if not (weight_decay and decay):
       return p - lr_t * mult * u
+    wd = weight_decay * wd_scale
     if decay_rule == "lr":
-      return p - lr_t * (mult * u + weight_decay * p)
-    return p - lr_t * mult * (u + weight_decay * p)
+      return p - lr_t * (mult * u + wd * p)
+    return p - lr_t * mult * (u + wd * p)
 
   new = jax.tree.map(one, mu, nu, params, mults, mask)
   return new, {"count": count, "mu": mu, "nu": nu, "nu_g": nu_g}, gnorm
@@ -87,6 +90,9 @@ def train_members(config, data: text_lib.TokenData, hybrid: model_lib.Hybrid,
                   members: list[dict], windows: dict, *, chunk: int = 0,
                   mapper=sharding.spread, update_groups: dict | None = None) -> dict:
   """Trains `members` ([{seed, lr, num}]) of `hybrid`'s shape; returns per-member arrays.
+
+  A member's num may hold 'wd_scale' (its weight decay is optim.weight_decay x wd_scale;
+  every member of a call then needs it).
 
   windows: {'val': (Nv, T+1), 'test': (Nt, T+1)} held-out windows (Nv, Nt multiples of
   the batch size) scored after training. They are scored by extra iterations of the same
@@ -139,7 +145,7 @@ def train_members(config, data: text_lib.TokenData, hybrid: model_lib.Hybrid,
       new_p, new_opt, gnorm = unified_update(
           grads, opt, params, kind=num["opt_kind"], lr_t=sched(t), mults=mults, mask=mask,
           b1=o.b1, b2=o.b2, eps=o.eps, weight_decay=o.weight_decay, clip_norm=o.clip_norm,
-          decay_rule=o.get("decay_rule", "lr"))
+          decay_rule=o.get("decay_rule", "lr"), wd_scale=num.get("wd_scale", 1.0))
       ok = jnp.isfinite(loss) & jnp.isfinite(gnorm) & ~div
       keep = lambda a, b: jnp.where(ok, a, b)
       stats = {**stats, **ratios(new_p, params)}

@@ -21,7 +21,9 @@ grid point (an edge is flagged), a quadratic fit in log2 LR around it (`fit_opti
 seed bootstrap that re-selects the best point and refits (`bootstrap_optima`, seeds
 resampled jointly over the widths of a method), the drift of the optimum from the base
 width with its interval, the smallest drift the design detects (1.96 bootstrap sd), the
-transfer gap on test, and an add-k bigram model on the same windows.
+drift over all widths as one slope (octaves per width doubling, `drift_slope`), the
+transfer gap on test, and an add-k bigram model on the same windows. `mup_sgd_wd0` is muP
+SGD without weight decay (`WD_SCALE`: a member's decay factor, traced).
 """
 from __future__ import annotations
 
@@ -41,7 +43,12 @@ from jaxpapers.papers.hybrid_mup import sweep
 
 # label -> (parametrization variant, optimizer)
 METHODS = {"sp": ("sp", "adamw"), "mup": ("mup", "adamw"),
-           "mup_adam_global": ("mup", "adam_global"), "mup_sgd": ("mup", "sgd")}
+           "mup_adam_global": ("mup", "adam_global"), "mup_sgd": ("mup", "sgd"),
+           "mup_sgd_wd0": ("mup", "sgd")}
+# label -> factor on optim.weight_decay (1 unless named): mup_sgd_wd0 is muP SGD without
+# decay, issue 43's check of the decay confound (under the width-independent rule lr x wd,
+# SGD's decay per step at its best LR is ~9x Adam's)
+WD_SCALE = {"mup_sgd_wd0": 0.0}
 LR0 = {"adamw": 1e-2, "adam_global": 1e-2, "sgd": 1.0}
 # seconds per member-step on one loaded core ('MA', 8 x 64, sequential scan; measured:
 # d=32 this sweep's first program, 64 and 128 a timing run, 256 results/issue43/timing.txt)
@@ -106,6 +113,7 @@ def run_program(config, data, width, points) -> dict:
     num = model_lib.numerics(variant, opt, width, s.base_width, cc.model.n_heads,
                              d_state=cc.model.d_state, base_state=cc.model.d_state,
                              std=cc.model.init_std, d_conv=cc.model.d_conv)
+    num = {**num, "wd_scale": WD_SCALE.get(m, 1.0)}
     members += [{"method": m, "k": k, "lr": lr_of(m, k), "seed": config.seed + i, "num": num}
                 for i in range(s.seeds)]
   t0 = time.time()
@@ -301,16 +309,36 @@ def bootstrap_optima(curves, n_boot: int = 2000, seed: int = 0) -> dict:
   return out
 
 
+def drift_slope(curves, boots) -> dict:
+  """The optimum's drift over all widths of a method as one number: the least-squares slope
+  of log2 LR* against log2 width (octaves per width doubling; 0 = transfer), with the
+  95% interval and the detectable slope (1.96 sd x sqrt(n / (n - 1)), as the drift's) of
+  the same seed bootstrap, refitting the line on each resample's optima."""
+  widths = sorted(curves)
+  x = np.log2(widths)
+  k = np.array([fit_optimum(curves[w][0], curves[w][2].mean(0))[0] for w in widths])
+  b = np.stack([boots[w] for w in widths], 1) / 2          # (n_boot, n_widths), octaves
+  ok = np.isfinite(b).all(1)
+  xc = x - x.mean()
+  bs = (b[ok] - b[ok].mean(1, keepdims=True)) @ xc / (xc @ xc)
+  n = min(len(curves[w][1]) for w in widths)
+  return {"widths": widths, "slope": float(np.polyfit(x, k / 2, 1)[0]),
+          "slope_ci95": [round(float(q), 3) for q in np.percentile(bs, [2.5, 97.5])],
+          "detectable": float(1.96 * bs.std() * math.sqrt(n / max(n - 1, 1)))}
+
+
 def analyse(rows, base_width: int, *, bigram: dict | None = None, n_boot: int = 2000,
             sched: dict | None = None) -> dict:
   """Tables from the rows; `sched` (steps, schedule, warmup_frac, min_lr_frac, weight_decay,
   decay_rule) adds the decay-only update ratio to `upd_contrast`."""
-  table, lr_rows, upd_rows = [], [], []
+  table, lr_rows, upd_rows, slopes = [], [], [], []
   for method in METHODS:
     curves = _curves(rows, method)
     if not curves:
       continue
     boots = bootstrap_optima(curves, n_boot)
+    if len(curves) >= 2:
+      slopes.append({"method": method, **drift_slope(curves, boots)})
     base = curves.get(base_width)
     kb = fit_optimum(base[0], base[2].mean(0))[0] if base else float("nan")
     kb_grid = fit_optimum(base[0], base[2].mean(0))[1] if base else None
@@ -360,13 +388,13 @@ def analyse(rows, base_width: int, *, bigram: dict | None = None, n_boot: int = 
         lb = np.mean([r["loss_bins"] for r in rs], 0)
         row["loss_bins"] = [float(x) for x in lb]
         row["last_bin_drop"] = float(lb[-2] - lb[-1])
-  return {"table": table, "lr_rows": lr_rows, "upd_rows": upd_rows,
+  return {"table": table, "lr_rows": lr_rows, "upd_rows": upd_rows, "drift_slopes": slopes,
           "upd_slopes": update_slopes(rows, base_width),
           "upd_contrast": update_contrast(rows, base_width, sched), "bigram": bigram,
           "sched": sched}
 
 
-ABLATION_CONTRAST = ("mup", "mup_adam_global", "mup_sgd")
+ABLATION_CONTRAST = ("mup", "mup_adam_global", "mup_sgd", "mup_sgd_wd0")
 
 
 def decay_only_ratio(lr: float, sched: dict) -> list[float]:
@@ -400,9 +428,11 @@ def update_contrast(rows, base_width: int, sched: dict | None = None) -> list[di
                       base_width)
   if sched and sched["decay_rule"] == "lr" and sched["weight_decay"]:
     phases = [f"t{a}-{b}" for a, b in PHASES]
-    for r in out:   # every tracked group but the embedding is decayed (DECAYED roles)
-      r["decay_only"] = (None if r["group"] == "embed" else float(
-          f"{decay_only_ratio(r['lr'], sched)[phases.index(r['phase'])]:.4g}"))
+    for r in out:   # every tracked group but the embedding is decayed (DECAYED roles);
+      #              none under a method without decay (WD_SCALE 0)
+      off = r["group"] == "embed" or WD_SCALE.get(r["method"], 1.0) != 1.0
+      r["decay_only"] = None if off else float(
+          f"{decay_only_ratio(r['lr'], sched)[phases.index(r['phase'])]:.4g}")
   return out
 
 
@@ -457,6 +487,7 @@ def write(workdir, res, rows, header):
   md = study_lib.write_table(workdir, "width_summary", t, header=h, digits=3)
   study_lib.write_table(workdir, "width_lr", res["lr_rows"], header=h, digits=4)
   study_lib.write_table(workdir, "width_updates", res["upd_rows"], header=h, digits=4)
+  study_lib.write_table(workdir, "width_drift_slopes", res["drift_slopes"], header=h, digits=3)
   study_lib.write_table(workdir, "width_update_slopes", res["upd_slopes"], header=h, digits=3)
   if res["upd_contrast"]:
     study_lib.write_table(workdir, "width_update_contrast", res["upd_contrast"], header=h,
