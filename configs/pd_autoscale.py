@@ -17,8 +17,8 @@ oracle under the same P99 TTFT / TPOT targets.
   # the paper-size plan (one PPO iteration over 8 devices):
   python launch/plan.py --config=configs/pd_autoscale.py:paper --devices=8 --platform=h100
 
-Expected on one core of the shared 2-core CPU: train ~5 min, study ~35 min (grids ~6 min,
-21 PPO members x 120 iterations ~25 min, measured in resumed chunks on a loaded machine;
+Expected on one core of the shared 2-core CPU: train ~5 min, study ~21 min (grids ~6 min,
+PPO ~15 min: 12 members x 120 iterations for the step size, then 9 ablation members;
 the learned policy does NOT beat the tuned heuristics at this budget: numbers and
 verdicts in jaxpapers/papers/pd_autoscale/README.md).
 `:smoke` runs a 60 s episode in seconds with a warm compilation cache (~2 min cold,
@@ -46,8 +46,8 @@ def get_config(arg=None):
       warmup=60.0, tail=60.0, dt=0.25, epoch_s=5.0, window=256, max_prefill=8,
       max_decode=12, startup=60.0, ttft_slo=2.0, tpot_slo=0.1, token_budget=2048.0,
       kv_capacity=0.0, iterations=120, envs=4, seeds=3, lr=1e-3, hidden=64, recurrent=True,
-      masks=True, cooldowns=True, budget=0.005, multiplier="per_family", lam_lr=0.05,
-      dual_cap=100.0, eval_every=20,
+      masks=True, cooldowns=True, budget=0.005, multiplier="per_family", lam_lr=0.1,
+      dual_cap=20.0, dual="log", eval_every=20,
       ckpt_every=5,
       families=FAMILIES, val_seeds=2, test_seeds=3, ablations=True, ablation_seeds=3,
       max_extend=3, lr_extend=2, trace="",
@@ -122,14 +122,21 @@ def get_config(arg=None):
   # family's violations ("shared": one multiplier for the whole training mix, which an
   # infeasible family drives to its maximum; README, Results).
   config.rl.multiplier = arg.multiplier
-  # Dual ascent: lambda += lam_lr x min(violating fraction / budget - 1, dual_cap) (ppo.py).
-  # The committed PPO rows of the study table were trained with the first version's
-  # clipped step, which is `lam_lr=0.5,dual_cap=1` (the lower clip at -1 never binds).
+  # Dual ascent: step = lam_lr x min(violating fraction / budget - 1, dual_cap) (ppo.py),
+  # on log lambda (dual="log", the default: a clean iteration multiplies lambda by
+  # exp(-lam_lr)) or on lambda (dual="linear": lowers it by lam_lr; it could not come
+  # down from the early overshoot within the training budget). The dual rule and lam_lr
+  # were picked on a training diagnostic (README, Controller). `dual=linear,lam_lr=0.5,
+  # dual_cap=1` is the first version's clipped step (the lower clip at -1 never binds).
   if not (arg.lam_lr > 0 and arg.dual_cap > 0):
     raise ValueError(f"config args 'lam_lr'={arg.lam_lr}, 'dual_cap'={arg.dual_cap}: both "
                      "must be > 0")
+  if arg.dual not in ("linear", "log"):
+    raise ValueError(f"config arg 'dual': {arg.dual!r}; known: linear, log")
   config.rl.lam_lr = arg.lam_lr
   config.rl.dual_cap = arg.dual_cap
+  # "log": the same step on log lambda (ppo.PPOSpec.dual_log).
+  config.rl.dual = arg.dual
   config.rl.update_epochs = 4
   config.rl.minibatches = 2
   config.rl.gamma = 0.98

@@ -544,3 +544,51 @@ def test_per_family_multipliers_update_from_their_own_family_only():
                                            fam, pp._replace(per_family=False)))
   a = ar - 2.0 * ac
   np.testing.assert_allclose(gs, (a - a.mean()) / (a.std() + 1e-8), rtol=1e-4, atol=1e-5)
+
+
+def test_log_space_dual_step_by_hand():
+  from jaxpapers.papers.pd_autoscale import ppo
+  pp = ppo.PPOSpec(n_fam=3, per_family=True, budget=0.01, lam_lr=0.1, dual_log=True,
+                   step_cap=20.0, lam_min=0.01, lam_max=100.0)
+  dual = jax.jit(ppo.dual_update, static_argnums=4)
+  lam = jnp.array([5.0, 5.0, 5.0])
+  fam = jnp.array([0, 0, 1, 1])  # family 2 absent
+  arr = jnp.full((4, 6), 10.0)
+  viol = jnp.zeros((4, 6)).at[2:, 0].set(3.0)  # family 0: 0%, family 1: 5% (5x budget)
+  new = dual(lam, viol, arr, fam, pp)[0]
+  # Clean: x exp(-0.1) = 4.5242; 5x the budget: x exp(0.1 x 4) = 7.4591; absent: kept.
+  np.testing.assert_allclose(new, [4.524187, 7.459123, 5.0], rtol=1e-5)
+  # Mean-tracking in log lambda: three clean iterations and one at 4x the budget (mean =
+  # the budget) return lambda to where it was.
+  lam_t = lam
+  for v in (0.0, 0.0, 0.0, 2.4):
+    lam_t = dual(lam_t, jnp.zeros((4, 6)).at[:, 0].set(v), arr, fam, pp)[0]
+  np.testing.assert_allclose(lam_t[:2], [5.0, 5.0], rtol=1e-5)
+  # The cap (all requests violating: 100x the budget) gives x exp(0.1 x 20) = x 7.389,
+  # clipped at lam_max; the floor lam_min holds after many clean iterations.
+  capped = dual(lam, jnp.full((4, 6), 10.0), arr, fam, pp)[0]
+  np.testing.assert_allclose(capped, [36.945282, 36.945282, 5.0], rtol=1e-5)
+  np.testing.assert_allclose(dual(jnp.full(3, 90.0), jnp.full((4, 6), 10.0), arr, fam, pp)[0],
+                             [100.0, 100.0, 90.0])
+  low = dual(jnp.full(3, 0.0105), jnp.zeros((4, 6)), arr, fam, pp)[0]
+  np.testing.assert_allclose(low, [0.01, 0.01, 0.0105], rtol=1e-6)
+
+
+def test_judge_counts_only_families_where_a_heuristic_is_feasible():
+  from jaxpapers.papers.pd_autoscale import study
+  row = lambda m, f, meets, g: dict(method=m, family=f, meets=meets, gpus=g)
+  base = [row("static", "a", "3/3", 6.0), row("kpa", "a", "3/3", 5.0),
+          row("erlang", "a", "2/3", 4.0),  # cheaper but misses: not the bar
+          row("static", "b", "0/3", 20.0), row("kpa", "b", "0/3", 19.0)]
+  v = lambda ppo_rows: study.judge(None, base + ppo_rows, ["a", "b"])[0]
+  # Family b: no heuristic feasible, not judged; PPO wins a -> holds.
+  win = v([row("ppo", "a", "9/9", 4.5), row("ppo", "b", "0/9", 10.0)])
+  assert win["verdict"] == "holds"
+  assert [x["judged"] for x in win["per_family"]] == [True, False]
+  # Fewer GPUs than the best feasible heuristic (5.0) but a miss, or a tie: no.
+  assert v([row("ppo", "a", "8/9", 4.5), row("ppo", "b", "0/9", 1.0)])["verdict"] == (
+      "does not hold at our scale")
+  assert v([row("ppo", "a", "9/9", 5.0), row("ppo", "b", "9/9", 1.0)])["verdict"] == (
+      "does not hold at our scale")
+  only_b = study.judge(None, base[3:] + [row("ppo", "b", "9/9", 1.0)], ["b"])[0]
+  assert only_b["verdict"] == "not judged (no heuristic feasible)"

@@ -59,7 +59,7 @@ def setup(config):
   pp = ppo.PPOSpec(envs=r.envs, update_epochs=r.update_epochs, minibatches=r.minibatches,
                    gamma=r.gamma, ent=r.ent, budget=r.budget, n_fam=len(r.train_families),
                    per_family=r.multiplier == "per_family", lam_lr=r.lam_lr,
-                   step_cap=r.dual_cap)
+                   step_cap=r.dual_cap, dual_log=r.dual == "log")
   return spec, ps, pp
 
 
