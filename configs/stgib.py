@@ -22,13 +22,16 @@ import ml_collections
 
 from jaxpapers.core import config as config_lib
 
-METHODS = ("stgnn", "stgib", "gsat", "decoupled", "attention", "stid", "gib", "gwnet")
+METHODS = ("stgnn", "stgib", "gsat", "decoupled", "attention", "stid", "gib", "gwnet",
+           "nograph")
 # Smoke: tiny shapes and 1 seed; the smoke study (launch/reproduce.py --smoke) runs every
 # method on both generators once (the study-only fields: train_and_evaluate reads neither).
 SMOKE = dict(rows=2, cols=3, days=3.0, steps=20, eval_every=10, ckpt_every=10, batch=4,
              hidden=8, seeds=1, test_windows=16, explain_windows=4, val_windows=16,
-             gnnexp_steps=5, ig_steps=4, lrs=(3e-3,), gwnet_lrs=(3e-3,), methods=METHODS,
-             generators=("markov", "flicker"), study_seeds=1, gib_mis=(0.1,), gib_pps=(0.3,))
+             gnnexp_steps=5, ig_steps=4, gnnexp_lrs=(0.01,), lrs=(3e-3,), gwnet_lrs=(3e-3,),
+             methods=METHODS,
+             generators=("markov", "flicker", "switch"), study_seeds=1, gib_mis=(0.1,),
+             gib_pps=(0.3,))
 # METR-LA: 207 sensors, 34,272 five-minute steps, 1,515 directed edges in DCRNN's graph (the
 # plan uses a ring with 7 chords per node, 1,449 edges, as no file is needed to plan);
 # DCRNN trains with batch 64 for about 100 epochs of 23,974 windows.
@@ -46,9 +49,10 @@ def get_config(arg=None):
       gib_out_relu=False,
       feature_masks=True, recursive=True, steps=1200, batch=16, eval_every=100,
       ckpt_every=300, val_windows=128, lr=1e-2, seeds=3, halt_after=0, test_windows=384,
-      explain_windows=48, sparsity=0.2, gnnexp_steps=100, ig_steps=16,
+      explain_windows=48, sparsity=0.2, gnnexp_steps=100, ig_steps=16, gnnexp_lr=0.01,
+      gnnexp_lrs=(0.01, 0.03, 0.1, 0.3, 1.0),
       lrs=(3e-3, 1e-2, 3e-2), gwnet_lrs=(1e-3, 3e-3, 1e-2, 3e-2), methods=METHODS,
-      generators=("markov", "flicker"), gib_mis=(0.01, 0.1, 1.0), gib_pps=(0.1, 0.3, 0.6),
+      generators=("markov", "flicker", "switch"), gib_mis=(0.01, 0.1, 1.0), gib_pps=(0.1, 0.3, 0.6),
       study_seeds=3, ablation=True, plan_nodes=0, plan_edges=0, plan_steps=0)
   bad = [m for m in arg.methods if m not in METHODS]
   if bad:
@@ -65,7 +69,8 @@ def get_config(arg=None):
   config.data.cols = arg.cols
   config.data.days = arg.days  # simulated days of 288 five-minute steps
   config.data.sim_seed = arg.sim_seed
-  config.data.generator = arg.generator  # markov (persistent gates) | flicker (iid gates)
+  # markov (regime gates) | flicker (iid gates) | switch (per-edge Markov gates, 40-min spells)
+  config.data.generator = arg.generator
   config.data.delays = tuple(arg.delays)  # edge travel times, min+max 5-minute steps
   config.data.incident_len = tuple(arg.incident_len)  # incident durations, min+max steps
   config.data.t_in = 12
@@ -109,6 +114,10 @@ def get_config(arg=None):
   config.eval.explain_windows = arg.explain_windows
   config.eval.sparsity = arg.sparsity  # top fraction of (step, edge) entries kept
   config.eval.gnnexp_steps = arg.gnnexp_steps
+  # GNNExplainer's Adam step: the study tunes it over study.gnnexp_lrs on validation
+  # fidelity (fid+, removing the top 20%); train_and_evaluate and a one-value grid use
+  # eval.gnnexp_lr.
+  config.eval.gnnexp_lr = arg.gnnexp_lr
   config.eval.ig_steps = arg.ig_steps
 
   config.study = ml_collections.ConfigDict()
@@ -117,6 +126,7 @@ def get_config(arg=None):
   # Graph WaveNet's own grid: its authors train at 1e-3 (Adam), below the shared grid.
   config.study.gwnet_lrs = tuple(arg.gwnet_lrs)
   config.study.methods = tuple(arg.methods)
+  config.study.gnnexp_lrs = tuple(arg.gnnexp_lrs)
   config.study.generators = tuple(arg.generators)
   config.study.seeds = arg.study_seeds
   # GIB's mi_weight x pp_weight grid, tuned on seed 0 before its seeds run (one value each:

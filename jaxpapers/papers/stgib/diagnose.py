@@ -4,6 +4,13 @@
       the true gated VAR (simulator.oracle_forecast) from the true past: 15/30/60-min MAE
       (mph) in full, with the truth's top 20% of (step, edge) entries cut, with a random
       20% cut, with no graph, and the daily profile alone; old and new simulator settings
+  python -m jaxpapers.papers.stgib.diagnose oracle_auroc
+      the edge AUROC's positive control: the true model explained by occlusion (one
+      (step, edge) entry cut at a time) and random scores, against the study's labels
+      (pending arrivals) and the former labels (every open arrival), per generator
+  python -m jaxpapers.papers.stgib.diagnose gnnexp "<config arg>" <study workdir> [lrs]
+      GNNExplainer of a study's backbone members at each Adam step: the rank correlation
+      of its final mask with its random start, and the study's metrics
   python -m jaxpapers.papers.stgib.diagnose backbone "<config arg>" [kind]
       trains `kind` (default the backbone) on the config's lr grid (3 seeds), picks the lr
       on validation, prints the validation curve, test MAE vs historical average and
@@ -56,7 +63,7 @@ def oracle():
       T = 14 * sim_lib.STEPS_PER_DAY
       s = sim_lib.simulate(g, T, 0, gen, **kw)
       test = np.arange(int(0.8 * T) + 11, T - 12, 7)
-      tru = sim_lib.window_truth(s, test, 12)
+      tru = sim_lib.window_truth(s, test, 12, pending=False)  # the labels of that diagnosis
       rng = np.random.default_rng(0)
       cut_t = _top(tru + 1e-3 * rng.random(tru.shape))
       cut_r = _top(rng.random(tru.shape))
@@ -72,6 +79,73 @@ def oracle():
         print(f"  {k:12s} MAE 15/30/60 " + " / ".join(f"{x:.3f}" for x in v))
 
 
+def oracle_auroc(n_windows=48):
+  """The positive control of the edge AUROC: the true model explained by occlusion
+  (simulator.oracle_occlusion) and random scores, against the study's labels (pending
+  arrivals, window_truth) and the former ones (every open arrival, pending=False), on the
+  study's explanation windows (study defaults: 3 x 4 grid, 14 days, sim seed 0)."""
+  for gen in sim_lib.GENERATORS:
+    t0 = time.time()
+    cfg = config_lib.load(f"configs/stgib.py:generator={gen}")
+    tr = data_lib.load(cfg.data)
+    w = data_lib.windows(tr, 12, 12)
+    test = ex.even(ex.even(w.split["test"], cfg.eval.test_windows), n_windows)
+    s = tr.sim
+    occ = sim_lib.oracle_occlusion(s, test)
+    rnd = np.random.default_rng(0).random(occ.shape)
+    rec = np.broadcast_to(np.arange(12.0)[None, :, None], occ.shape)  # the last steps first
+    new, old = sim_lib.window_truth(s, test, 12), sim_lib.window_truth(s, test, 12, pending=False)
+    pend = sim_lib.pending_mask(s, test, 12)
+    from jaxpapers.papers.stgib import explain  # pylint: disable=g-import-not-at-top
+    among = lambda sc: np.nanmean([explain.auroc(a[p], b[p]) for a, b, p in zip(sc, new, pend)])
+    print(f"{gen}: positives per window {new.sum((1, 2)).mean():.1f} (pending labels) vs "
+          f"{old.sum((1, 2)).mean():.1f} (former labels; {1 - new.sum() / old.sum():.0%} of them "
+          f"already arrived); AUROC pending labels / among pending entries / former labels: "
+          f"oracle occlusion {explain.mean_auroc(occ, new):.3f} / {among(occ):.3f} / "
+          f"{explain.mean_auroc(occ, old):.3f}; random {explain.mean_auroc(rnd, new):.3f} / "
+          f"{among(rnd):.3f} / {explain.mean_auroc(rnd, old):.3f}; recency (last steps first) "
+          f"{explain.mean_auroc(rec, new):.3f} / {among(rec):.3f} / "
+          f"{explain.mean_auroc(rec, old):.3f}; "
+          f"windows with a pending positive {int((new.sum((1, 2)) > 0).sum())}/{len(test)}; "
+          f"the gates' adjacent-step Jaccard (former label sets) "
+          f"{explain.truth_consistency(old):.3f} "
+          f"({time.time() - t0:.0f}s)")
+
+
+def gnnexp(arg, workdir, lrs="0.01+0.03+0.1+0.3+1"):
+  """GNNExplainer of the study's backbone members (restored from `workdir`, tag
+  <generator>/stgnn, the study's lr grid; the selected lr's seeds) at each Adam step in
+  `lrs`: the Spearman correlation of the final mask with its initial logits (mean over
+  windows and members; ~1 = the ranking is the random start), and the study's metrics
+  on its explanation windows."""
+  from scipy.stats import spearmanr  # pylint: disable=g-import-not-at-top
+  from jaxpapers.papers.stgib import explain  # pylint: disable=g-import-not-at-top
+  cfg = config_lib.load(f"configs/stgib.py:{arg}")
+  tr = data_lib.load(cfg.data)
+  w = data_lib.windows(tr, 12, 12)
+  exw = ex.even(ex.even(w.split["test"], cfg.eval.test_windows), cfg.eval.explain_windows)
+  xe, ye = data_lib.gather(w, exw, 12, 12)
+  lab = dict(pending=sim_lib.pending_mask(tr.sim, exw, 12),
+             former=sim_lib.window_truth(tr.sim, exw, 12, pending=False))
+  truth = sim_lib.window_truth(tr.sim, exw, 12)
+  seeds = list(range(cfg.study.seeds))
+  spec = ex.spec_of(cfg, tr, kind="stgnn")
+  out = train_lib.train_members(spec, cfg, w, seeds, list(cfg.study.lrs), workdir,
+                                f"{cfg.data.generator}/stgnn", log=print)
+  lr, idx, _ = ex.select_lr(out, len(seeds))
+  params, r = ex.take(out["best"], idx), out["r_final"]
+  keys = jax.random.split(jax.random.PRNGKey(3), len(xe))  # posthoc_scores' keys
+  init = np.asarray(jax.vmap(lambda k: explain.gnnexplainer_init(spec, k))(keys))
+  print(f"backbone lr {lr:g} restored; GNNExplainer on {len(xe)} test windows, {len(seeds)} seeds")
+  for a in (float(v) for v in lrs.split("+")):
+    sc = ex.posthoc_scores(spec, params, xe, r, "gnnexplainer", cfg, gnnexp_lr=a)
+    rho = np.mean([[spearmanr(m.ravel(), i.ravel())[0] for m, i in zip(s_, init)] for s_ in sc])
+    ms = ex.explanation_metrics(spec, params, r, w, xe, ye, sc, truth, cfg.eval.sparsity, **lab)
+    print(f"lr {a:g}: Spearman(final mask, initial logits) {rho:.3f}; " + " ".join(
+        f"{k} {np.mean([m[k] for m in ms]):.3f} ± {np.std([m[k] for m in ms]):.3f}"
+        for k in ms[0]))
+
+
 def backbone(arg, kind="stgnn"):
   cfg = config_lib.load(f"configs/stgib.py:{arg}")
   tr = data_lib.load(cfg.data)
@@ -80,7 +154,7 @@ def backbone(arg, kind="stgnn"):
   x, y = data_lib.gather(w, test, 12, 12)
   exw = ex.even(test, cfg.eval.explain_windows)
   xe, ye = data_lib.gather(w, exw, 12, 12)
-  truth = sim_lib.window_truth(tr.sim, exw, 12)
+  truth = sim_lib.window_truth(tr.sim, exw, 12, pending=False)  # the labels of that diagnosis
   seeds, lrs = list(range(cfg.study.seeds)), list(cfg.study.lrs)
   spec = ex.spec_of(cfg, tr, kind=kind)
   t0 = time.time()
@@ -195,6 +269,10 @@ def gib(arg):
 if __name__ == "__main__":
   if sys.argv[1] == "oracle":
     oracle()
+  elif sys.argv[1] == "oracle_auroc":
+    oracle_auroc()
+  elif sys.argv[1] == "gnnexp":
+    gnnexp(*sys.argv[2:])
   elif sys.argv[1] == "gib":
     gib(*sys.argv[2:])
   else:

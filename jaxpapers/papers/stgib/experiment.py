@@ -27,7 +27,7 @@ from jaxpapers.papers.stgib import train as train_lib
 PATHS = ["jaxpapers/papers/stgib", "configs/stgib.py", "tests/test_stgib.py",
          "colabs/stgib.ipynb"]
 HORIZONS = ((3, "15min"), (6, "30min"), (12, "60min"))
-POSTHOC = ("gnnexplainer", "saliency", "ig")
+POSTHOC = ("gnnexplainer", "saliency", "ig", "occlusion")
 
 
 def validate(config):
@@ -161,11 +161,15 @@ def predict_members(spec, params, x, r, w, override=None, chunk=64):
   return np.concatenate(ys, 1), np.concatenate(es, 1)
 
 
-def posthoc_scores(spec, params, x, r, name, cfg):
+def posthoc_scores(spec, params, x, r, name, cfg, gnnexp_lr=None):
   """[M, W, t_in, E] post-hoc explanation of each member's backbone."""
   ev = cfg.eval
+  lr = ev.gnnexp_lr if gnnexp_lr is None else gnnexp_lr
   if name == "gnnexplainer":
-    one = lambda p, xi, k: explain.gnnexplainer(spec, p, xi, r, steps=ev.gnnexp_steps, key=k)
+    one = lambda p, xi, k: explain.gnnexplainer(spec, p, xi, r, steps=ev.gnnexp_steps, key=k,
+                                                lr=lr)
+  elif name == "occlusion":
+    one = lambda p, xi, k: explain.occlusion(spec, p, xi, r)
   elif name == "saliency":
     one = lambda p, xi, k: explain.saliency(spec, p, xi, r)
   elif name == "ig":
@@ -204,9 +208,11 @@ def feature_auroc(fscores):
   return [explain.mean_auroc(f, truth) for f in fscores]
 
 
-def explanation_metrics(spec, params, r, w, x, y, scores, truth, frac):
-  """Per member: auroc, fid_plus, fid_minus, consistency and its flicker control
-  (scores [M, W, t_in, E])."""
+def explanation_metrics(spec, params, r, w, x, y, scores, truth, frac, pending=None,
+                        former=None):
+  """Per member: auroc (against truth, the pending-arrival labels), auroc_pending (among
+  the entries of `pending` only), auroc_former (against `former`, the former labels),
+  fid_plus, fid_minus, consistency and its flicker control (scores [M, W, t_in, E])."""
   M = scores.shape[0]
   full, _ = predict_members(spec, params, x, r, w)
   top = np.stack([explain.topk_mask(s, frac) for s in scores])
@@ -215,8 +221,14 @@ def explanation_metrics(spec, params, r, w, x, y, scores, truth, frac):
   rows = []
   for m in range(M):
     base = masked_mae(full[m], y)
+    nan = float("nan")
     rows.append(dict(auroc=explain.mean_auroc(scores[m], truth) if truth is not None
-                     else float("nan"),
+                     else nan,
+                     auroc_pending=nan if pending is None else float(np.nanmean(
+                         [explain.auroc(s_[p_], t_[p_]) for s_, t_, p_ in
+                          zip(scores[m], truth, pending)] + [nan])),
+                     auroc_former=nan if former is None else explain.mean_auroc(scores[m],
+                                                                                former),
                      fid_plus=masked_mae(drop[m], y) - base,
                      fid_minus=masked_mae(keep[m], y) - base,
                      consistency=explain.consistency(scores[m], frac),
@@ -265,12 +277,13 @@ def train_and_evaluate(config, workdir):
     ex = even(test, config.eval.explain_windows)
     xe, ye = data_lib.gather(w, ex, config.data.t_in, config.data.t_out)
     truth = sim_lib.window_truth(tr.sim, ex, config.data.t_in)
+    pending = sim_lib.pending_mask(tr.sim, ex, config.data.t_in)
     if spec.kind == "stgnn":
       scores = posthoc_scores(spec, out["best"], xe, r, "saliency", config)
     else:
       _, scores = predict_members(spec, out["best"], xe, r, w)
     er = explanation_metrics(spec, out["best"], r, w, xe, ye, scores, truth,
-                             config.eval.sparsity)
+                             config.eval.sparsity, pending=pending)
     for k in er[0]:
       final[f"test/{k}"] = float(np.mean([e[k] for e in er]))
   metrics_lib.MetricsWriter(workdir, verbose=False).write(config.train.steps, final,

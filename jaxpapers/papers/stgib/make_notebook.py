@@ -34,13 +34,14 @@ out = train.train_members(spec, config, w, [0], [config.train.lr], tempfile.mkdt
 last = experiment.even(w.split['test'], 200)
 x, y = data.gather(w, last, 12, 12)
 yhat, scores = experiment.predict_members(spec, out['best'], x, out['r_final'], w)
-truth = simulator.window_truth(tr.sim, last, 12)
+truth = simulator.window_truth(tr.sim, last, 12)  # the labels: open gates of values still pending
+gates = simulator.window_truth(tr.sim, last, 12, pending=False)  # every open gate at arrival
 print('test MAE 15/60 min:', [round(experiment.forecast_metrics(yhat[0], y)[k], 3)
                               for k in ('mae_15min', 'mae_60min')])
 from jaxpapers.papers.stgib import explain
-print('explanation AUROC vs the gates:', round(explain.mean_auroc(scores[0], truth), 3))"""
+print('explanation AUROC vs the labels:', round(explain.mean_auroc(scores[0], truth), 3))"""
 
-PLOT = """i = int(np.argmax(truth.reshape(len(truth), -1).std(1)))  # a window whose gates change
+PLOT = """i = int(np.argmax(gates.reshape(len(gates), -1).std(1)))  # a window whose gates change
 xy = tr.coords
 def draw(ax, vals, title):
   ax.clear(); ax.set_title(title, fontsize=9); ax.axis('off')
@@ -56,13 +57,13 @@ s = scores[0, i] / max(scores[0, i].max(), 1e-9)
 fig, axes = plt.subplots(2, 4, figsize=(13, 6))
 for k, t in enumerate([0, 4, 8, 11]):
   draw(axes[0, k], s[t], f'STGIB mask, input step {t + 1}')
-  draw(axes[1, k], truth[i, t].astype(float), f'causal gates, step {t + 1}')
+  draw(axes[1, k], gates[i, t].astype(float), f'gates open at arrival, step {t + 1}')
 fig.tight_layout(); plt.show()"""
 
 ANIM = """fig, ax = plt.subplots(1, 2, figsize=(9, 4))
 def frame(t):
   draw(ax[0], s[t], f'STGIB explanation, step {t + 1}/12')
-  draw(ax[1], truth[i, t].astype(float), 'ground truth')
+  draw(ax[1], gates[i, t].astype(float), 'gates open at arrival (pending ones are the labels)')
 anim = animation.FuncAnimation(fig, frame, frames=12, interval=500)
 plt.close(fig)
 display(HTML(anim.to_jshtml()))"""

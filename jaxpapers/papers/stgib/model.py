@@ -72,6 +72,9 @@ class Spec:
   # edges at test time (fidelity) is then in distribution, so fid+ measures the
   # information an edge carries rather than the shock of an unseen input.
   edge_drop: float = 0.0
+  # False: every message removed in training and at test (the no-graph forecaster, the
+  # trivial model a graph forecaster must beat).
+  graph: bool = True
   # GIB's weights (its code's defaults: mi_weight 0.1, pp_weight 0.3, inner_loop 50):
   # loss = (1 - pp) (MAE + mi * I_DV) + pp * connectivity.
   gib_mi: float = 0.1
@@ -281,7 +284,7 @@ def forward(spec: Spec, params, x, key, r, train: bool, override=None, foverride
     if train and spec.edge_drop > 0:
       keep = jax.random.uniform(jax.random.fold_in(k_t[2], 1), (E,)) >= spec.edge_drop
       m = m * keep
-    m = m * ov
+    m = m * ov if spec.graph else jnp.zeros_like(m)
     agg = segment_message(z, m, params["msg"], src, dst, N,
                           *((params["msg_dst"], params["msg_b"]) if spec.edge_msg else ()))
     g = jax.nn.relu(_ap(params["self"], z) + agg)
