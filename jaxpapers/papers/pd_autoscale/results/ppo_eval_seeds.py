@@ -4,7 +4,7 @@ both modes; then the sampled mode at other evaluation seeds (noise of the sample
 and a deterministic 'expected delta' readout is not attempted (would need new code)."""
 import sys, time, os
 import numpy as np, jax, jax.numpy as jnp
-sys.path.insert(0, "/work/main/configs")
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), *[".."] * 4, "configs"))
 import pd_autoscale as cfgmod
 from jaxpapers.core import checkpoint as checkpoint_lib, population
 from jaxpapers.papers.pd_autoscale import experiment as ex, policy, ppo, episode
@@ -22,7 +22,7 @@ keys = jax.random.split(jax.random.PRNGKey(config.seed), M)
 ts = population.stack([ppo.init_member(k, lr, fl, ps, pp) for k, (_, fl, _, lr) in zip(keys, members)])
 state = dict(ts=ts, best={m: ts.params for m in ex.EVAL_MODES},
              score={m: jnp.full((M, 2), -1e9) for m in ex.EVAL_MODES}, it=jnp.int32(0))
-ck = checkpoint_lib.Checkpointer("/tmp/pd39b/study/ppo_grid/rl", keep=2)
+ck = checkpoint_lib.Checkpointer(sys.argv[1] if len(sys.argv) > 1 else "/tmp/pd39b/study/ppo_grid/rl", keep=2)
 state, _ = ck.restore_or(state)
 print("restored it", int(state["it"]), "score sampled", np.asarray(state["score"]["sampled"])[3:6], flush=True)
 test = ex.make_traces(config, "test", config.data.test_seeds)

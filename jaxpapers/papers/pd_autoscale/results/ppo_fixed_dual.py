@@ -3,9 +3,10 @@ as now in the repo), 3 seeds at the step size the study selected (3e-4; selected
 the old step), 120 iterations x 4 envs, validation every 20 (the study's defaults), then the
 test traces both modes at the study's evaluation seed (3) and the sampled mode at 11-14.
 Resumable (workdir /tmp/pd39b/ppo_fixed)."""
-import sys, time, json
+import sys, time, json, os
 import numpy as np, jax
-sys.path.insert(0, "/work/main/configs")
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), *[".."] * 4, "configs"))
+WORKDIR = sys.argv[1] if len(sys.argv) > 1 else "/tmp/pd39b/ppo_fixed"
 import pd_autoscale as cfgmod
 from jaxpapers.papers.pd_autoscale import experiment as ex, policy, episode
 
@@ -14,7 +15,7 @@ spec, ps, pp = ex.setup(config)
 print("dual", pp.lam_lr, pp.step_cap, pp.lam_max, flush=True)
 members = ex.member_grid(config, [ex.main_variant(config)], list(range(config.rl.seeds)), [3e-4])
 t0 = time.time()
-out = ex.train_policy(config, "/tmp/pd39b/ppo_fixed", members, tag="rl")
+out = ex.train_policy(config, WORKDIR, members, tag="rl")
 print(f"trained in {time.time() - t0:.0f} s", flush=True)
 print("val score", {m: np.asarray(out["score"][m]).tolist() for m in ex.EVAL_MODES},
       "chosen", ex.pick_mode(out["score"]), flush=True)
@@ -36,7 +37,7 @@ for mode, seeds in (("sampled", (3, 11, 12, 13, 14)), ("greedy", (3,))):
               f"events {np.mean([s['scaling_events'] for s in ss]):.1f}")
       print(line, flush=True)
 # the multipliers and violating fractions per 20 iterations (training rows)
-rows = [json.loads(l) for l in open("/tmp/pd39b/ppo_fixed/metrics.jsonl")]
+rows = [json.loads(l) for l in open(f"{WORKDIR}/metrics.jsonl")]
 rows = [r for r in rows if r.get("split") == "train" and "rl/gpus" in r]
 fams = list(config.rl.train_families)
 for a in range(0, 120, 20):

@@ -1,8 +1,8 @@
 """pd39b: static 2 + 3 pools (the textbook Erlang-C sizing at conversation's known mean
 rate, review rev39 S3) on the study's conversation validation and test traces."""
-import sys
+import sys, os
 import numpy as np, jax.numpy as jnp
-sys.path.insert(0, "/work/main/configs")
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), *[".."] * 4, "configs"))
 import pd_autoscale as cfgmod
 from jaxpapers.papers.pd_autoscale import experiment as ex, baselines, episode
 config = cfgmod.get_config(); config.data.families = ("conversation",)
