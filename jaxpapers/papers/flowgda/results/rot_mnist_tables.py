@@ -7,7 +7,9 @@ method except the fresh GST and the oracle), `results/rot_mnist_round1.json` (ro
 every method; its source-only and oracle grids are round 2's),
 `results/rot_mnist_gst_fresh.json` (round 3: the fresh GST on its extended grid, run in
 lane chunks and merged by `results/rot_mnist_gst_fresh.py`, which is checked here) and
-`results/rot_mnist_source_reg.json` (the regularised shared source model, `source_reg`).
+`results/rot_mnist_source_reg.json` (the regularised shared source model, `source_reg`),
+`results/rot_mnist_dann_textbook.json` (round 4: the textbook DANN, issue 44; round 2's
+DANN row is the first study's reading, source start and pooled domains, kept as history).
 """
 import json
 import os
@@ -19,11 +21,14 @@ import rot_mnist_gst_fresh  # beside this file
 HERE = os.path.dirname(os.path.abspath(__file__))
 FILES = {"round 2": os.path.join(HERE, "..", "flowgda_rot_mnist_study.json"),
          "round 1": os.path.join(HERE, "rot_mnist_round1.json"),
-         "source_reg": os.path.join(HERE, "rot_mnist_source_reg.json")}
+         "source_reg": os.path.join(HERE, "rot_mnist_source_reg.json"),
+         "round 4": os.path.join(HERE, "rot_mnist_dann_textbook.json")}
 FROM_ROUND1 = ("source_only", "oracle")  # their grids did not change
 LABELS = {"source_only": "source-only", "oracle": "target oracle (target labels)",
           "gst_fresh": "GST, fresh regularised student", "gst_linear": "linear GST",
-          "dann": "DANN", "goat": "GOAT, continued head", "goat_fresh": "GOAT on fresh GST",
+          "dann": "DANN (textbook: fresh network, source vs target)",
+          "dann_old": "DANN, old reading (source start, pooled domains; superseded)",
+          "goat": "GOAT, continued head", "goat_fresh": "GOAT on fresh GST",
           "ggf": "GGF", "flowgda": "FlowGDA", "no_anchor": "FlowGDA - source-anchored term",
           "anchor_flow": "FlowGDA, anchor along the integrated flow"}
 
@@ -47,6 +52,9 @@ def main():
   rows = {m: (r1[m], "1") for m in FROM_ROUND1}
   rows.update({m: (r, "2") for m, r in r2.items() if m not in FROM_ROUND1})
   rows["gst_fresh"] = (rot_mnist_gst_fresh.check(), "3")  # picks recomputed from its lanes
+  r4 = _load("round 4")
+  rows["dann_old"] = rows.pop("dann")
+  rows["dann"] = (r4["dann"], "4")
   print("| method | target acc [proxy] | target acc [rv] | round |")
   print("|---|---|---|---|")
   for m in LABELS:
@@ -80,6 +88,7 @@ def main():
               f"{pick('lr rv', 'wd rv')} | {r['edge picks']} |")
   # the same seeds, the same source model: round 2 must repeat round 1's source-only row
   assert np.allclose(r1["source_only"]["seeds"], r2["source_only"]["seeds"])
+  assert np.allclose(r1["source_only"]["seeds"], r4["source_only"]["seeds"])
 
 
 if __name__ == "__main__":
