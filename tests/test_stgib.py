@@ -729,3 +729,26 @@ def test_paper_preset_and_plan_shapes():
   cfg = config_lib.load("configs/stgib.py:paper")
   assert cfg.data.plan_nodes == 207 and cfg.data.plan_steps == 34272
   assert cfg.data.t_in == 12 and cfg.data.t_out == 12
+
+
+def test_fidelity_over_sparsity_on_a_hand_model():
+  """review rev40 S2: fid+ / fid- at each sparsity on one fixed model. A hand 'model' whose
+  error is the summed weight of the removed entries: the perfect ranking removes the
+  heaviest first (fid+ 5, 9, 14 at 1, 2, 4 of 10 entries; fid- 15 - the same), the
+  reversed one only zero-weight entries (fid+ 0; fid- 15); AUCs by the trapezoid rule."""
+  from jaxpapers.papers.stgib import fidelity
+  wts = np.array([5., 4., 3., 2., 1., 0., 0., 0., 0., 0.]).reshape(1, 2, 5)  # [W, t_in, E]
+  y = np.ones((1, 1, 1))  # [W, t_out, N]
+
+  def predict(o):
+    o = np.ones((2,) + wts.shape) if o is None else o
+    return y[None] + ((1.0 - o) * wts).sum((2, 3))[:, :, None, None]
+
+  scores = np.stack([wts, -wts])
+  fracs = (0.1, 0.2, 0.4)
+  plus, minus = fidelity.fidelity_curve(predict, scores, y, fracs)
+  np.testing.assert_allclose(plus, [[5, 9, 14], [0, 0, 0]])
+  np.testing.assert_allclose(minus, [[10, 6, 1], [15, 15, 15]])
+  np.testing.assert_allclose(fidelity.curve_auc(fracs, plus), [10.0, 0.0])
+  np.testing.assert_allclose(fidelity.curve_auc(fracs, minus), [5.0, 15.0])
+  np.testing.assert_allclose(fidelity.curve_auc(fidelity.FRACS, np.full(4, 0.3)), 0.3)
