@@ -57,7 +57,7 @@ def get_config(arg=None):
       bc_noise=0.5, tasks=_TASKS, methods=_METHODS,
       lrs=(3e-4, 1e-3, 3e-3), val_seeds=2, test_seeds=6, tabular_mdps=30, chunk=10, algo="ppo",
       sac_updates=32, svm_scale=5.0, lane_group=6, critic_warmup=2, demos="",
-      scale_factors=(1.0, 4.0), eval_episodes=32)
+      scale_factors=(1.0, 4.0), eval_episodes=32, rlpd=False, sac_utd=0.0)
   config = ml_collections.ConfigDict()
   config.experiment = "jaxpapers.papers.visitation_reward.experiment"
   config.seed = arg.seed  # offset of every seed index (runs draw keys from task + seed)
@@ -117,6 +117,10 @@ def get_config(arg=None):
   config.sac.buffer = 16  # rollouts kept in replay (also the discriminators' data)
   config.sac.tau = 0.005  # target-network Polyak rate
   config.sac.alpha = 0.01  # initial temperature (small: do not wash out the BC policy)
+  # RLPD-style (issue 48; README "SAC"): half of every batch from demonstrations, LayerNorm
+  # critics; utd > 0: gradient steps per env step (replaces `updates`; RLPD uses >= 1)
+  config.sac.rlpd = arg.rlpd
+  config.sac.utd = arg.sac_utd
 
   config.train = ml_collections.ConfigDict()
   config.train.algo = arg.algo  # ppo | sac (continuous manipulation fine-tuning)

@@ -545,3 +545,109 @@ def test_holm_and_paired_p_against_hand_computation():
   assert abs(rows["svm"]["p"] - (1 - t / np.sqrt(2 + t**2))) < 1e-12
   assert abs(rows["svm"]["Holm p"] - 2 * rows["svm"]["p"]) < 1e-12
   assert rows["logd"]["Holm p"] == 1.0 and "p" not in rows["sparse"]
+
+
+def test_phi_diagnostic_numbers_against_hand_values():
+  """The Phi-tracks-progress diagnostic (phi_diag): a potential equal to -distance is a
+  perfect tracker (positive control: every Spearman 1, AUROC 1 when successful episodes
+  end closer), a potential independent of progress is not (Spearman near 0), and the
+  AUROC equals the pairwise count by hand (ties 1/2)."""
+  from jaxpapers.papers.visitation_reward import phi_diag
+  assert phi_diag.auroc([0.1, 0.4, 0.35, 0.8], [0, 0, 1, 1]) == 0.75  # 3 of 4 pairs
+  assert phi_diag.auroc([0.5, 0.5], [0, 1]) == 0.5
+  assert np.isnan(phi_diag.auroc([0.1, 0.2], [1, 1]))
+  rng = np.random.default_rng(0)
+  H = 12
+  dist = {"expert": np.linspace(1, 0, H + 1)[None].repeat(4, 0),  # the expert closes in
+          "bc": 0.5 + 0.1 * rng.random((4, H + 1)), "random": 1 + rng.random((4, H + 1))}
+  succ = {k: v < 0.05 for k, v in dist.items()}
+  good = phi_diag.summarise({k: -v for k, v in dist.items()}, dist, succ)
+  for k in ("rho_expert", "rho_bc", "rho_random", "rho_pooled", "rho_time_expert"):
+    assert good[k] == pytest.approx(1.0)
+  assert good["success_expert"] == 1.0 and good["success_random"] == 0.0
+  # pooled AUROC by brute-force pair counting (states of successful episodes vs failed)
+  sc = np.concatenate([-dist[k].ravel() for k in ("expert", "bc", "random")])
+  lab = np.concatenate([np.broadcast_to(succ[k].any(1, keepdims=True), succ[k].shape).ravel()
+                        for k in ("expert", "bc", "random")])
+  diff = sc[lab][:, None] - sc[~lab][None, :]
+  assert good["auroc_episode_success"] == pytest.approx(
+      (diff > 0).mean() + 0.5 * (diff == 0).mean())
+  noise = phi_diag.summarise({k: rng.random(v.shape) for k, v in dist.items()}, dist, succ)
+  assert abs(noise["rho_pooled"]) < 0.2 and abs(noise["rho_random"]) < 0.4
+
+
+def test_phi_diagnostic_reference_rollouts():
+  """The diagnostic's reference policies on point_reach: the scripted expert succeeds in
+  every episode, uniform random actions in none, and the distance falls along the
+  expert's episodes."""
+  from jaxpapers.papers.visitation_reward import phi_diag
+  task = envs.make("point_reach")
+  actor0 = networks.mlp_init(KEY, [task.obs_dim, 8, 8, task.act_dim], 0.01)
+  ro = phi_diag.rollouts(task, actor0, KEY, 4)
+  _, dist, succ = ro["expert"]
+  assert bool(np.asarray(succ).any(1).all())
+  assert np.all(np.asarray(dist)[:, -1] < np.asarray(dist)[:, 0])
+  assert not bool(np.asarray(ro["random"][2]).any())
+
+
+def test_rlpd_sac_components():
+  """RLPD-style SAC's parts (issue 48): LayerNorm critic (normalised hidden layers: the Q
+  value is unchanged when a hidden layer's pre-activation is scaled and shifted; off, it
+  is the plain MLP), symmetric replay (the first half of a batch online, the second half
+  demonstrations), update-to-data ratio (utd x env steps per iteration), and the
+  demonstration buffer holding exactly bc.demonstrations' episodes for the same key."""
+  h = jax.random.normal(KEY, (5, 7))
+  ln = sac.layer_norm(h)
+  np.testing.assert_allclose(ln.mean(-1), 0, atol=1e-6)
+  np.testing.assert_allclose((ln**2).mean(-1), 1, atol=1e-4)
+  q = networks.mlp_init(KEY, [3 + 2, 8, 8, 1])
+  o, a = jax.random.normal(KEY, (4, 3)), jnp.ones((4, 2))
+  np.testing.assert_allclose(sac.q_value(q, o, a), networks.mlp_apply(q, jnp.concatenate(
+      [o, a], -1))[..., 0], rtol=1e-6)
+  (w1, b1), rest = q[0], q[1:]
+  q2 = [(3.0 * w1, 3.0 * b1 + 0.0)] + list(rest)  # scaled first layer: LN undoes it
+  np.testing.assert_allclose(sac.q_value(q2, o, a, ln=True), sac.q_value(q, o, a, ln=True),
+                             rtol=1e-4, atol=1e-5)
+  assert not np.allclose(sac.q_value(q2, o, a), sac.q_value(q, o, a))
+  task = envs.make("point_reach")
+  demos = sac.demo_buffer(task, KEY, 3, 0.5)
+  d_obs, d_act = bc.demonstrations(task, KEY, 3, 0.5)
+  H = task.horizon
+  np.testing.assert_allclose(np.asarray(demos.obs[0, :H]).transpose(1, 0, 2).reshape(-1, 6),
+                             d_obs, rtol=1e-6)
+  np.testing.assert_allclose(np.asarray(demos.act[0]).transpose(1, 0, 2).reshape(-1, 2),
+                             d_act, rtol=1e-6)
+  online = rewards.buffer_init(2, H, 4, task.obs_dim, task.act_dim)
+  online = rewards.buffer_add(online, -jnp.ones((H + 1, 4, 6)), jnp.zeros((H, 4, 2)),
+                              jnp.zeros((H + 1, 4), bool))
+  obs, nobs, act, r, d = sac.replay_batch(online, demos, KEY, 10)
+  assert np.all(np.asarray(obs[:5]) == -1) and not np.any(np.asarray(obs[5:]) == -1)
+  # point_reach's observation is its state, so the stored distance is distance(s')
+  np.testing.assert_allclose(d[5:], jax.vmap(task.distance)(nobs[5:]), rtol=1e-6)
+  assert np.all(np.asarray(sac.replay_batch(online, None, KEY, 10)[0]) == -1)
+  rc = experiment.run_cfg(config_lib.load(
+      "configs/visitation_reward.py:algo=sac,rlpd=True,sac_utd=1,num_envs=4"))
+  assert sac.updates_per_iteration(rc, task) == 4 * H and rc.sac_rlpd
+  assert sac.updates_per_iteration(rc._replace(sac_utd=0.0), task) == rc.sac_updates
+
+
+def test_stats_merge_joins_study_pieces():
+  """Pieces of one study (methods run as separate invocations) join per task: the table
+  equals the one from a single results dict; a method in two pieces must be the same run
+  (identical curves and choices), else it is an error."""
+  rng = np.random.default_rng(3)
+  c = {m: rng.random((4, 6)) for m in ("sparse", "svm", "vice")}
+  full = {"t": {"curves": c, "chosen_lr": {m: 1e-3 for m in c},
+                "chosen_scale": {m: 1.0 for m in c}, "val_auc": {}}}
+  a = {"t": {"curves": {"svm": c["svm"]}, "chosen_lr": {"svm": 1e-3},
+             "chosen_scale": {"svm": 1.0}, "val_auc": {}}}
+  b = {"t": {"curves": {"vice": c["vice"], "sparse": c["sparse"]},
+             "chosen_lr": {"vice": 1e-3, "sparse": 1e-3},
+             "chosen_scale": {"vice": 1.0, "sparse": 1.0}, "val_auc": {}}}
+  merged = vr_stats.table_rows(vr_stats.merge([a, b]))
+  assert [r["method"] for r in merged] == ["sparse", "svm", "vice"]
+  assert merged == vr_stats.table_rows(full)
+  assert vr_stats.table_rows(vr_stats.merge([a, b, a])) == merged  # the same run twice
+  a2 = {"t": dict(a["t"], curves={"svm": c["svm"] + 1e-7})}
+  with pytest.raises(ValueError, match="differs between two pieces"):
+    vr_stats.merge([a, b, a2])

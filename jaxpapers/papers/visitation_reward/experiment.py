@@ -64,6 +64,10 @@ class RunCfg(typing.NamedTuple):
   tau: float
   sac_alpha: float
   eval_episodes: int  # deterministic-policy evaluation episodes after every iteration
+  # RLPD-style SAC (sac.py): symmetric demonstration / online replay, LayerNorm critics;
+  # sac_utd > 0: gradient steps per environment step (replaces sac_updates)
+  sac_rlpd: bool = False
+  sac_utd: float = 0.0
 
 
 def run_cfg(config, algo: str | None = None) -> RunCfg:
@@ -75,7 +79,7 @@ def run_cfg(config, algo: str | None = None) -> RunCfg:
                 p.critic_lr, p.init_std, p.critic_warmup, p.hidden, r.buffer_rollouts,
                 r.prefill_rollouts, r.aux_steps, r.aux_init_steps, r.aux_batch, r.aux_lr,
                 b.episodes, b.noise, b.steps, b.lr, algo, s.updates, s.batch, s.buffer,
-                s.tau, s.alpha, p.eval_episodes)
+                s.tau, s.alpha, p.eval_episodes, bool(s.rlpd), float(s.utd))
 
 
 def scales(config) -> dict:

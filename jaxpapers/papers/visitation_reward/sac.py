@@ -8,6 +8,15 @@ discriminators (the dense terms move as they are retrained), so every method is 
 a vector of component weights and a population is one vmap. The actor is
 tanh(MLP(obs) + std * eps) with a state-independent log std, so the BC network is its
 mean exactly.
+
+RLPD-style variant (`cfg.sac_rlpd`, Ball et al. 2023, "Efficient online RL with offline
+data"; issue 48): every minibatch is half demonstrations, half online replay (symmetric
+sampling), the critics apply LayerNorm to every hidden pre-activation (bounds the Q
+extrapolation to unseen actions that made the plain critic drift), and the
+update-to-data ratio is `cfg.sac_utd` gradient steps per environment step (>= 1). The
+demonstrations are fresh noisy scripted episodes of the BC data's size and noise (not
+the BC episodes themselves). Not taken from RLPD: its ensemble of 10 critics (twin Q
+here) and its 256-unit ReLU networks.
 """
 from __future__ import annotations
 
@@ -43,8 +52,65 @@ def sample_action(actor, log_std, obs, key):
   return jnp.tanh(u), logp
 
 
-def q_value(q, obs, act):
-  return networks.mlp_apply(q, jnp.concatenate([obs, act], -1))[..., 0]
+def layer_norm(h, eps=1e-6):
+  """LayerNorm without a learned gain / bias over the last axis."""
+  mu = h.mean(-1, keepdims=True)
+  return (h - mu) * jax.lax.rsqrt(((h - mu) ** 2).mean(-1, keepdims=True) + eps)
+
+
+def q_value(q, obs, act, ln: bool = False):
+  """Q(s, a); with ln, LayerNorm on every hidden pre-activation (RLPD's critic)."""
+  x = jnp.concatenate([obs, act], -1)
+  if not ln:
+    return networks.mlp_apply(q, x)[..., 0]
+  for w, b in q[:-1]:
+    h = x @ w
+    x = jnp.tanh(layer_norm(h + networks.lift(b, h)))
+  w, b = q[-1]
+  h = x @ w
+  return (h + networks.lift(b, h))[..., 0]
+
+
+def demo_buffer(task: envs.Task, key, episodes: int, noise: float) -> rewards.Buffer:
+  """One buffer row of `episodes` noisy scripted episodes (the demonstrations RLPD
+  replays beside the online data), as bc.demonstrations draws them."""
+  def pol(obs, s, k):
+    return task.expert(s, k) + noise * jax.random.normal(k, (task.act_dim,))
+  states, actions = jax.vmap(lambda k: envs.rollout(task, pol, k), out_axes=1)(
+      jax.random.split(key, episodes))  # time-major: (H+1, E, ...)
+  succ_t, _ = episode_stats(task, states)
+  buf = rewards.buffer_init(1, task.horizon, episodes, task.obs_dim, task.act_dim)
+  return rewards.buffer_add(buf, jax.vmap(jax.vmap(task.obs))(states), actions, succ_t,
+                            jax.vmap(jax.vmap(task.distance))(states))
+
+
+def sample_transitions(b: rewards.Buffer, key, n: int):
+  """n uniform transitions (obs, next obs, act, success(s'), distance(s')) among the
+  filled rows of the buffer."""
+  k_, h1, e, o = b.obs.shape
+  flat = jax.random.randint(key, (n,), 0, jnp.minimum(b.count, k_) * (h1 - 1) * e)
+  ki, rest = flat // ((h1 - 1) * e), flat % ((h1 - 1) * e)
+  ti, ei = rest // e, rest % e
+  return (b.obs[ki, ti, ei], b.obs[ki, ti + 1, ei], b.act[ki, ti, ei],
+          b.state_success[ki, ti + 1, ei].astype(jnp.float32), b.dist[ki, ti + 1, ei])
+
+
+def replay_batch(buf: rewards.Buffer, demos, key, n: int):
+  """A minibatch of n transitions: all from the online replay, or (RLPD's symmetric
+  sampling, `demos` a buffer) the first n - n // 2 online and the last n // 2 from the
+  demonstrations."""
+  if demos is None:
+    return sample_transitions(buf, key, n)
+  k1, k2 = jax.random.split(key)
+  return jax.tree.map(lambda x, y: jnp.concatenate([x, y]),
+                      sample_transitions(buf, k1, n - n // 2),
+                      sample_transitions(demos, k2, n // 2))
+
+
+def updates_per_iteration(cfg, task) -> int:
+  """Gradient steps per iteration: `sac_utd` x env steps when set, else `sac_updates`."""
+  utd = getattr(cfg, "sac_utd", 0.0)
+  return max(1, round(utd * cfg.num_envs * task.horizon)) if utd > 0 else cfg.sac_updates
 
 
 def collect(task: envs.Task, actor, log_std, key, num_envs: int):
@@ -102,27 +168,23 @@ def finetune(task: envs.Task, cfg, key, actor0, lr, weights):
   st = st._replace(aux=rewards.aux_train(st.aux, st.buf, st.buf.obs[0], k_aux,
                                          cfg.aux_init_steps, cfg.aux_batch, cfg.aux_lr))
 
+  rlpd = bool(getattr(cfg, "sac_rlpd", False))
+  demos = demo_buffer(task, jax.random.fold_in(key, 5), cfg.bc_episodes, cfg.bc_noise) \
+      if rlpd else None
+  qv_ = lambda q, o, a: q_value(q, o, a, ln=rlpd)  # noqa: E731
+
   def update(st: SacState, k, actor_lr):
     ks, ka1, ka2 = jax.random.split(k, 3)
-    b = st.buf
-    k_, h1, e, o = b.obs.shape
-    n = jnp.minimum(b.count, k_) * (h1 - 1) * e
-    flat = jax.random.randint(ks, (cfg.sac_batch,), 0, n)
-    ki, rest = flat // ((h1 - 1) * e), flat % ((h1 - 1) * e)
-    ti, ei = rest // e, rest % e
-    obs, nobs = b.obs[ki, ti, ei], b.obs[ki, ti + 1, ei]
-    act = b.act[ki, ti, ei]
-    r = b.state_success[ki, ti + 1, ei].astype(jnp.float32)
-    comps = rewards.dense_components(st.aux, actor0, obs, nobs, b.dist[ki, ti + 1, ei], gamma,
-                                     act)
+    obs, nobs, act, r, d = replay_batch(st.buf, demos, ks, cfg.sac_batch)
+    comps = rewards.dense_components(st.aux, actor0, obs, nobs, d, gamma, act)
     r = r + comps @ weights
     alpha = jnp.exp(st.log_alpha)
     a2, logp2 = sample_action(st.actor, st.log_std, nobs, ka1)
-    q_next = jnp.minimum(q_value(st.q_targ[0], nobs, a2), q_value(st.q_targ[1], nobs, a2))
+    q_next = jnp.minimum(qv_(st.q_targ[0], nobs, a2), qv_(st.q_targ[1], nobs, a2))
     target = jax.lax.stop_gradient(r + gamma * (q_next - alpha * logp2))
 
     def q_loss(qs):
-      return sum(jnp.mean((q_value(qi, obs, act) - target) ** 2) for qi in qs)
+      return sum(jnp.mean((qv_(qi, obs, act) - target) ** 2) for qi in qs)
 
     qg = jax.grad(q_loss)(st.q)
     qs, q_opt = networks.adam_step(opt, st.q, st.q_opt, qg, cfg.critic_lr)
@@ -130,7 +192,7 @@ def finetune(task: envs.Task, cfg, key, actor0, lr, weights):
     def pi_loss(params):
       actor, ls = params
       a, logp = sample_action(actor, ls, obs, ka2)
-      qv = jnp.minimum(q_value(qs[0], obs, a), q_value(qs[1], obs, a))
+      qv = jnp.minimum(qv_(qs[0], obs, a), qv_(qs[1], obs, a))
       return jnp.mean(alpha * logp - qv), logp
 
     pg, logp = jax.grad(pi_loss, has_aux=True)((st.actor, st.log_std))
@@ -148,7 +210,7 @@ def finetune(task: envs.Task, cfg, key, actor0, lr, weights):
     st, succ, obs = add(st, states, actions)
     actor_lr = jnp.where(it < cfg.critic_warmup, 0.0, lr)
     st, _ = jax.lax.scan(lambda s, k: update(s, k, actor_lr), st,
-                         jax.random.split(ku, cfg.sac_updates))
+                         jax.random.split(ku, updates_per_iteration(cfg, task)))
     st = st._replace(aux=rewards.aux_train(st.aux, st.buf, obs[1:], kd, cfg.aux_steps,
                                            cfg.aux_batch, cfg.aux_lr))
     # the deterministic policy is tanh(MLP mean) = networks.actor_mean, as for PPO

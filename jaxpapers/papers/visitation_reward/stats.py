@@ -11,7 +11,12 @@ Run on a study's raw curves to rebuild its table (also for the committed results
 
   python -m jaxpapers.papers.visitation_reward.stats jaxpapers/papers/visitation_reward/results/study_a_curves.json
 
-(several files: one table and one Holm family over all their tests).
+(several files: one table and one Holm family over all their tests). With `--merge`, the
+files are pieces of one study (e.g. its methods run as separate invocations on the same
+seeds: a lane's numbers do not depend on its neighbours, README): a task's methods are
+joined across the files (a method in two files must have identical curves and choices,
+else it is an error: how a shared sparse baseline is checked to be the same run) and the sparse baseline of
+whichever file has it is every method's paired reference.
 """
 from __future__ import annotations
 
@@ -112,6 +117,29 @@ def markdown(rows: list[dict]) -> str:
   return study_lib.markdown_table(shown, cols).rstrip("\n")
 
 
+def merge(pieces: list[dict]) -> dict:
+  """{task: result} pieces of one study joined per task (methods, choices, val AUCs)."""
+  out = {}
+  for piece in pieces:
+    for task, res in piece.items():
+      tgt = out.setdefault(task, {"chosen_lr": {}, "chosen_scale": {}, "val_auc": {},
+                                  "curves": {}, "eval_curves": {}})
+      for m in res["curves"]:
+        if m in tgt["curves"] and not (
+            np.array_equal(np.asarray(tgt["curves"][m]), np.asarray(res["curves"][m]))
+            and tgt["chosen_lr"][m] == res["chosen_lr"][m]
+            and tgt["chosen_scale"][m] == res["chosen_scale"][m]):
+          raise ValueError(f"{task}: method {m!r} differs between two pieces")
+      for k in ("chosen_lr", "chosen_scale", "val_auc", "curves", "eval_curves"):
+        tgt[k].update(res.get(k, {}))
+      for k, v in res.items():
+        tgt.setdefault(k, v)
+  for task, res in out.items():  # sparse first, as in a study's own table
+    for k in ("curves", "eval_curves"):
+      res[k] = dict(sorted(res[k].items(), key=lambda kv: kv[0] != "sparse"))
+  return out
+
+
 def main(argv):
   """One table, one Holm family, over every paired test in the given curves files (with
   several files each task name is tagged with its file's name)."""
@@ -119,7 +147,9 @@ def main(argv):
     print("usage: python -m jaxpapers.papers.visitation_reward.stats <curves.json> [...]",
           file=sys.stderr)
     return 2
-  results = {}
+  merging = "--merge" in argv
+  argv = [a for a in argv if a != "--merge"]
+  results, pieces = {}, []
   for path in argv:
     try:
       with open(path) as f:
@@ -127,8 +157,17 @@ def main(argv):
     except (OSError, ValueError) as e:
       print(f"cannot read study curves {path}: {e}", file=sys.stderr)
       return 1
+    if merging:
+      pieces.append(res)
+      continue
     tag = os.path.basename(path).removesuffix(".json").removesuffix("_curves")
     results.update({(f"{k} [{tag}]" if len(argv) > 1 else k): v for k, v in res.items()})
+  if merging:
+    try:
+      results = merge(pieces)
+    except ValueError as e:
+      print(f"cannot merge: {e}", file=sys.stderr)
+      return 1
   print(markdown(table_rows(results)))
   return 0
 
