@@ -205,6 +205,26 @@ def val_score(spec, summaries, families):
 EVAL_MODES = ("greedy", "sampled")
 
 
+def policy_state(config, members):
+  """The PPO training state of `members` at iteration 0: the members' fresh train states
+  (stacked), each mode's best snapshot and score, the iteration. Also the template a
+  finished run's checkpoint restores into (`restore_policy`)."""
+  _, ps, pp = setup(config)
+  keys = [jax.random.PRNGKey(config.seed * 1000 + s) for _, _, s, _ in members]
+  ts = population.stack([ppo.init_member(k, lr, fl, ps, pp)
+                         for k, (_, fl, _, lr) in zip(keys, members)])
+  return dict(ts=ts, best={m: ts.params for m in EVAL_MODES},
+              score={m: jnp.full((len(members), 2), -1e9) for m in EVAL_MODES},
+              it=jnp.int32(0))
+
+
+def restore_policy(config, ckpt_dir, members):
+  """A PPO run's latest checkpoint in ckpt_dir (workdir/<tag>), for re-evaluation."""
+  state, _ = checkpoint_lib.Checkpointer(ckpt_dir, keep=2).restore_or(
+      policy_state(config, members))
+  return state
+
+
 def train_policy(config, workdir, members, tag="rl", log=print):
   """Trains the members (vmapped); returns, per evaluation mode (greedy = argmax actions,
   sampled = the stochastic policy it was trained as), each member's best snapshot on the
@@ -212,18 +232,13 @@ def train_policy(config, workdir, members, tag="rl", log=print):
   spec, ps, pp = setup(config)
   E = epochs_of(config, spec)
   M = len(members)
-  keys = [jax.random.PRNGKey(config.seed * 1000 + s) for _, _, s, _ in members]
-  ts = population.stack([ppo.init_member(k, lr, fl, ps, pp)
-                       for k, (_, fl, _, lr) in zip(keys, members)])
   iteration = _iteration(spec, ps, pp, E)
   ctrls = dict(greedy=policy.controller(spec, ps, greedy=True),
                sampled=policy.controller(spec, ps, greedy=False))
   val = make_traces(config, "val", config.data.val_seeds)
   fams = [t[0] for t in val]
-  state = dict(ts=ts, best={m: ts.params for m in EVAL_MODES},
-               score={m: jnp.full((M, 2), -1e9) for m in EVAL_MODES}, it=jnp.int32(0))
   ckpt = checkpoint_lib.Checkpointer(os.path.join(workdir, tag), keep=2)
-  state, _ = ckpt.restore_or(state)
+  state, _ = ckpt.restore_or(policy_state(config, members))
   start = int(state["it"])
   if start:
     log(f"[{tag}] resumed at iteration {start}")

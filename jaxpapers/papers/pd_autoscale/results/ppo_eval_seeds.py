@@ -3,11 +3,10 @@ members (lr 3e-4, members 3..5) on the study's test traces with the study's seed
 both modes; then the sampled mode at other evaluation seeds (noise of the sampled row);
 and a deterministic 'expected delta' readout is not attempted (would need new code)."""
 import sys, time, os
-import numpy as np, jax, jax.numpy as jnp
+import numpy as np, jax
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), *[".."] * 4, "configs"))
 import pd_autoscale as cfgmod
-from jaxpapers.core import checkpoint as checkpoint_lib, population
-from jaxpapers.papers.pd_autoscale import experiment as ex, policy, ppo, episode
+from jaxpapers.papers.pd_autoscale import experiment as ex, policy, episode
 
 config = cfgmod.get_config()
 spec, ps, pp = ex.setup(config)
@@ -17,13 +16,7 @@ members = ex.member_grid(config, [main], list(range(r.seeds)), sorted(config.stu
 abl = [("no_recurrence", policy.flags(False, True, True)), ("no_masks", policy.flags(True, False, True)),
        ("no_cooldowns", policy.flags(True, True, False))]
 members += ex.member_grid(config, abl, list(range(config.study.ablation_seeds)), [r.lr])
-M = len(members)
-keys = jax.random.split(jax.random.PRNGKey(config.seed), M)
-ts = population.stack([ppo.init_member(k, lr, fl, ps, pp) for k, (_, fl, _, lr) in zip(keys, members)])
-state = dict(ts=ts, best={m: ts.params for m in ex.EVAL_MODES},
-             score={m: jnp.full((M, 2), -1e9) for m in ex.EVAL_MODES}, it=jnp.int32(0))
-ck = checkpoint_lib.Checkpointer(sys.argv[1] if len(sys.argv) > 1 else "/tmp/pd39b/study/ppo_grid/rl", keep=2)
-state, _ = ck.restore_or(state)
+state = ex.restore_policy(config, sys.argv[1] if len(sys.argv) > 1 else "/tmp/pd39b/study/ppo_grid/rl", members)
 print("restored it", int(state["it"]), "score sampled", np.asarray(state["score"]["sampled"])[3:6], flush=True)
 test = ex.make_traces(config, "test", config.data.test_seeds)
 ft = [t[0] for t in test]

@@ -1,25 +1,18 @@
-# Review rev39c's script, copied from /tmp/team/rev39c/ppo_seeds.py (its paths made arguments, these two comment
+# Review rev39c's script, copied from /tmp/team/rev39c/ppo_seeds.py (its paths made arguments, the restore through experiment.restore_policy; these two comment
 # lines added). Its commands and output: rev39c_controls.md.
 """rev39c: restore a COPY of the study's ppo_grid checkpoint (iteration 120) and re-evaluate
 the selected members (lr 1e-3, members 6..8) on the study's test traces, seed 3, both modes."""
 import sys, time, os
-import numpy as np, jax, jax.numpy as jnp
+import numpy as np, jax
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), *[".."] * 4, "configs"))
 import pd_autoscale as cfgmod
-from jaxpapers.core import checkpoint as checkpoint_lib, population
-from jaxpapers.papers.pd_autoscale import experiment as ex, policy, ppo, episode
+from jaxpapers.papers.pd_autoscale import experiment as ex, policy, episode
 config = cfgmod.get_config()
 spec, ps, pp = ex.setup(config)
 r = config.rl
 main = ex.main_variant(config)
 members = ex.member_grid(config, [main], list(range(r.seeds)), sorted(config.study.lrs))
-M = len(members)
-keys = [jax.random.PRNGKey(config.seed * 1000 + s) for _, _, s, _ in members]
-ts = population.stack([ppo.init_member(k, lr, fl, ps, pp) for k, (_, fl, _, lr) in zip(keys, members)])
-state = dict(ts=ts, best={m: ts.params for m in ex.EVAL_MODES},
-             score={m: jnp.full((M, 2), -1e9) for m in ex.EVAL_MODES}, it=jnp.int32(0))
-ck = checkpoint_lib.Checkpointer(sys.argv[1] if len(sys.argv) > 1 else "/tmp/team/rev39c/ckpt_rl", keep=2)
-state, _ = ck.restore_or(state)
+state = ex.restore_policy(config, sys.argv[1] if len(sys.argv) > 1 else "/tmp/team/rev39c/ckpt_rl", members)
 print("restored it", int(state["it"]), flush=True)
 for m in ex.EVAL_MODES:
   print(m, "val scores", np.round(np.asarray(state["score"][m]), 2).tolist(), flush=True)
