@@ -50,9 +50,10 @@ METHODS = {"sp": ("sp", "adamw"), "mup": ("mup", "adamw"),
 # SGD's decay per step at its best LR is ~9x Adam's)
 WD_SCALE = {"mup_sgd_wd0": 0.0}
 LR0 = {"adamw": 1e-2, "adam_global": 1e-2, "sgd": 1.0}
-# seconds per member-step on one loaded core ('MA', 8 x 64, sequential scan; measured:
-# d=32 this sweep's first program, 64 and 128 a timing run, 256 results/issue43/timing.txt)
-COST_S = {32: 0.022, 64: 0.037, 128: 0.078, 256: 0.19}
+# seconds per member-step on one loaded core ('MA', 8 x 64, sequential scan), used only to
+# pack points into programs of about `program_s`: d=32 this sweep's first program; 64, 128
+# and 256 the README's refreshed timing row (results/issue43/timing.py on 268e73c)
+COST_S = {32: 0.022, 64: 0.0266, 128: 0.0553, 256: 0.167}
 PHASES = ((0, 10), (10, 50), (50, 150), (150, 300), (300, 400))   # fractions of 400 steps
 LOSS_BINS = 10
 
