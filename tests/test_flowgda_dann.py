@@ -15,15 +15,13 @@ starts, the update) is written here independently. The first study's DANN starte
 the shared source model and pooled every unlabeled domain on the discriminator's target
 side; it fails `test_dann_is_the_textbook_dann`.
 """
-import importlib.util
-import os
-
 import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
 import pytest
 
+from jaxpapers.core import config as config_lib
 from jaxpapers.papers.flowgda import baselines
 from jaxpapers.papers.flowgda import data
 from jaxpapers.papers.flowgda import nets
@@ -103,13 +101,11 @@ def test_dann_is_the_textbook_dann():
 
 
 def test_dann_config_defaults_to_the_textbook_and_refuses_unknown_options():
-  path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
-                      "configs", "flowgda.py")
-  spec = importlib.util.spec_from_file_location("flowgda_config_dann", path)
-  module = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(module)
-  a = module.get_config("smoke=true").adapt
+  def get_config(arg):
+    return config_lib.load("configs/flowgda.py:" + arg)
+
+  a = get_config("smoke=true").adapt
   assert (a.dann_init, a.dann_domains) == ("fresh", "target")
   for bad in ("dann_init=teacher", "dann_domains=all"):
     with pytest.raises(ValueError, match="dann_init"):
-      module.get_config(bad)
+      get_config(bad)

@@ -41,9 +41,10 @@ def seeds_of(config):
 def _template(config, in_dim, classes):
   s = config.seeds
   m = config.model
-  init = functools.partial(nets.classifier_init, in_dim=in_dim, hidden=tuple(m.hidden),
-                           feat_dim=m.feat, head_hidden=m.head_hidden, num_classes=classes,
-                           conv=pipeline.arch_of(config)["conv"])
+  arch = pipeline.arch_of(config)
+  init = functools.partial(nets.classifier_init, in_dim=in_dim, hidden=arch["hidden"],
+                           feat_dim=arch["feat"], head_hidden=m.head_hidden,
+                           num_classes=classes, conv=arch["conv"])
   shapes = jax.eval_shape(jax.vmap(init), jax.random.split(jax.random.key(0), s))
   zeros = lambda a, *shape: jnp.zeros(shape, a)  # noqa: E731
   fields = {k: zeros(jnp.float32, len(RESULTS), s) for k in pipeline.FIELDS}

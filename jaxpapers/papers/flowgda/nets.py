@@ -75,8 +75,14 @@ def conv_apply(enc, x):
 
 
 def classifier_init(key, in_dim, hidden, feat_dim, head_hidden, num_classes, conv=()):
-  """Encoder (an MLP, or a CNN when `conv` lists channels) and MLP head."""
+  """Encoder (an MLP, or a CNN when `conv` lists channels) and MLP head.
+
+  feat_dim = 0 is the identity encoder (`encoder=identity`): no encoder layers (an empty
+  list, which `encode` applies as the identity), the head reads the inputs, so the
+  feature-space methods work on the inputs themselves."""
   k1, k2 = jax.random.split(key)
+  if not feat_dim:
+    return {"enc": [], "head": mlp_init(k2, (in_dim, head_hidden, num_classes))}
   enc = (conv_init(k1, in_dim, conv, hidden, feat_dim) if conv
          else mlp_init(k1, (in_dim, *hidden, feat_dim)))
   return {"enc": enc, "head": mlp_init(k2, (feat_dim, head_hidden, num_classes))}

@@ -106,6 +106,8 @@ def _hp(cfg):
 
 def arch_of(cfg):
   m = cfg.model
+  if m.encoder == "identity":  # no encoder: the head (and every flow) reads the inputs
+    return {"hidden": (), "feat": 0, "head_hidden": m.head_hidden, "conv": ()}
   return {"hidden": tuple(m.hidden), "feat": m.feat, "head_hidden": m.head_hidden,
           "conv": tuple(m.conv) if m.encoder == "cnn" else ()}
 

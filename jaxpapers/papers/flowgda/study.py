@@ -73,11 +73,26 @@ def _cell(workdir, config, bench, seeds, n_inter=None, **kw):
   return out
 
 
+def majority_row(config, bench, seeds):
+  """The trivial model (DONE.md): per seed, the source's most frequent label predicted
+  for every target test point. No lane, no selection: both rules report the same."""
+  _, a, _ = pipeline.load(config, bench, seeds, config.data.n_inter)
+  y_src, y_test = np.asarray(a["y"][:, 0]), np.asarray(a["y_test"])
+  maj = [np.bincount(y).argmax() for y in y_src]
+  acc = np.asarray([(yt == m).mean() for yt, m in zip(y_test, maj)], np.float32)
+  zero = np.zeros_like(acc)
+  res = {"val": zero, "test": acc, "lr": zero, "wd": zero, "rv": zero, "test_rv": acc,
+         "lr_rv": zero, "wd_rv": zero, "seconds": 0.0}
+  return experiment.result_row(bench, "majority", res, config.data.n_inter)
+
+
 def _encoder(config):
   m = config.model
   if m.encoder == "cnn":
     return (f"CNN (3x3 stride-2 convs {tuple(m.conv)} channels, dense {tuple(m.hidden)} -> "
             f"{m.feat})")
+  if m.encoder == "identity":
+    return "identity (the inputs; the head is an MLP on them)"
   return f"MLP ({tuple(m.hidden)} -> {m.feat})"
 
 
@@ -133,7 +148,7 @@ def _lanes(res):
 def _picks_table(rows, d, labels):
   out = []
   for r in rows:
-    if r["D"] != d:
+    if r["D"] != d or r["method"] == "majority":
       continue
     fmt = lambda v: "/".join(f"{x:.0e}" for x in v)  # noqa: E731
     out.append({"benchmark": r["benchmark"],
@@ -166,6 +181,8 @@ def run_study(config, workdir: str) -> list[dict]:
       print(f"[study] skipped {bench}: {e}")
       continue
     benches.append(bench)
+    rows.append(majority_row(config, bench, seeds))
+    rows[-1].update({"lr grid": [], "wd grid": [], "edge picks": 0})
     for r in experiment.RESULTS:
       if r in out:
         rows.append(_grid_row(config, experiment.result_row(bench, r, out[r],
@@ -186,7 +203,7 @@ def run_study(config, workdir: str) -> list[dict]:
         rows.append(_grid_row(config, experiment.result_row(bench, r, out[r], k)))
   wall = time.perf_counter() - start
 
-  labels = dict(pipeline.LABELS)
+  labels = dict(pipeline.LABELS, majority="majority class (source's most frequent label)")
   a = config.adapt
   head = (f"FlowGDA study (commit {commit}); seeds {seeds}; D = {d_main} domains "
           f"(source, {config.data.n_inter} intermediate, target), {config.data.n} points "
@@ -203,7 +220,8 @@ def run_study(config, workdir: str) -> list[dict]:
   md = head + "\n"
   for rule in ("proxy", "rv"):
     md += (f"\n### Target accuracy, selection [{rule}]\n\n"
-           + study_lib.markdown_table(_pivot(rows, benches, pipeline.METHODS, labels,
+           + study_lib.markdown_table(_pivot(rows, benches,
+                                             ("majority",) + pipeline.METHODS, labels,
                                              d_main, rule)))
   for rule in ("proxy", "rv"):
     md += (f"\n### FlowGDA ablations, selection [{rule}]\n\n"
