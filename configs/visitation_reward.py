@@ -21,6 +21,8 @@ Expected: see jaxpapers/papers/visitation_reward/README.md (numbers with the com
 `:smoke` runs in seconds plus compilation; explicit args override smoke values
 (`:smoke,iterations=4`). `:paper` is PPO at brax scale (2048 envs, 50M env steps):
   python launch/plan.py --config=configs/visitation_reward.py:paper --devices=8 --platform=h100
+  # brax reacher (needs brax; the plan adds its physics step):
+  python launch/plan.py --config=configs/visitation_reward.py:paper,tasks=brax_reacher --devices=8 --platform=h100
 """
 import ml_collections
 
@@ -63,8 +65,9 @@ def get_config(arg=None):
   config.seed = arg.seed  # offset of every seed index (runs draw keys from task + seed)
 
   config.task = ml_collections.ConfigDict()
-  # point_reach | push_block | arm_place | mountain_car (gymnax) | brax_reacher |
-  # brax_pusher (brax: wrapper only, too slow on this CPU, see README)
+  # point_reach | push_block | arm_place | mountain_car (gymnax) | brax_reacher (brax;
+  # scripted demonstrator, README "brax reacher") | brax_pusher (brax; wrapper only: no
+  # demonstrator). brax at `:paper` size: launch/plan.py ...:paper,tasks=brax_reacher
   config.task.name = arg.task
 
   config.bc = ml_collections.ConfigDict()

@@ -96,14 +96,50 @@ def test_brax_sparse_success_from_observation():
   assert float(pusher.reward(FakeState(obs))) == 0.0
 
 
+def _reacher_fk(q):
+  l1, l2 = brax_tasks.REACHER_LINKS
+  return np.array([l1 * np.cos(q[0]) + l2 * np.cos(q[0] + q[1]),
+                   l1 * np.sin(q[0]) + l2 * np.sin(q[0] + q[1])])
+
+
+def test_reacher_inverse_kinematics_reaches_the_target():
+  """The scripted reacher demonstrator's IK: the fingertip lands on the target for both
+  elbows; an out-of-reach target is clipped to the reach along its direction."""
+  rng = np.random.default_rng(0)
+  for _ in range(5):
+    r, a = rng.uniform(0.03, 0.2), rng.uniform(-np.pi, np.pi)
+    target = np.array([r * np.cos(a), r * np.sin(a)])
+    for elbow in (1.0, -1.0):
+      q = np.asarray(brax_tasks.reacher_ik(jnp.asarray(target, jnp.float32), elbow))
+      assert np.sign(q[1]) == elbow
+      np.testing.assert_allclose(_reacher_fk(q), target, atol=1e-5)
+  q = np.asarray(brax_tasks.reacher_ik(jnp.array([0.5, 0.0]), 1.0))
+  np.testing.assert_allclose(_reacher_fk(q), [0.21, 0.0], atol=1e-4)
+
+
 @pytest.mark.skipif(not os.environ.get("JAXPAPERS_BRAX"),
-                    reason="brax compiles for minutes on CPU; set JAXPAPERS_BRAX=1")
+                    reason="compiles brax for ~30 s on CPU; set JAXPAPERS_BRAX=1")
 def test_brax_reacher_runs():
+  """With brax present (setup.py's `brax` extra): the wrapper's sparse reward, the link
+  lengths the demonstrator assumes against brax's own fingertip, the scripted
+  demonstrator reaching every target without noise, and the learners' path on brax's
+  State pytree (a PPO rollout and its rewards)."""
   pytest.importorskip("brax")
   t = envs.make("brax_reacher")
   s = t.reset(KEY)
   s2 = t.step(s, jnp.zeros(2), KEY)
   assert float(t.reward(s2)) == float(jnp.linalg.norm(s2.obs[-3:-1]) < t.radius)
+  q = np.asarray(s2.pipeline_state.q)
+  np.testing.assert_allclose(_reacher_fk(q[:2]) - q[2:4], np.asarray(s2.obs[8:10]), atol=1e-5)
+  states, _ = jax.jit(jax.vmap(lambda k: envs.rollout(t, lambda o, st, k: t.expert(st, k), k)))(
+      jax.random.split(KEY, 8))
+  assert bool(jax.vmap(jax.vmap(t.success))(states)[:, 1:].any(1).all())
+  # the planner's brax term: one env step of B = (envs + eval) x horizon / updates envs
+  config = config_lib.load("configs/visitation_reward.py:smoke,tasks=brax_reacher")
+  p = experiment.plan(config)
+  assert "brax env step" in p.label
+  _, stepped = jax.eval_shape(p.fn, *p.args)
+  assert stepped[0].obs.shape[-2:] == ((4 + 4) * 50 // (1 * 2), t.obs_dim)
   # the learners' path on brax's State pytree (issue 48): a rollout and its rewards
   actor = networks.mlp_init(KEY, [t.obs_dim, 8, t.act_dim], 0.01)
   states, actions, _ = ppo.collect(t, actor, jnp.zeros(t.act_dim), KEY, 2)

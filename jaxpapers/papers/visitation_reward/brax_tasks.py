@@ -4,20 +4,72 @@ brax's dense rewards are replaced by the sparse outcome reward 1[success(s')]:
 reacher succeeds when the fingertip is within `radius` of the target (the last three
 observation entries are fingertip - target), pusher when the object is within `radius`
 of the goal in the table plane (observation entries 17:20 object, 20:23 goal). The
-state is brax's own `State` pytree, which the PPO loop handles like the flat states of
-the pure-JAX tasks. Measured on this CPU (README): the reacher step compiles in ~80 s
-and runs at ~2k env steps/s for 16 vmapped environments, too slow for the study budget,
-so only this wrapper and its success test are kept. There is no scripted demonstrator
-for these tasks (an initial policy would have to come from a user's data).
-brax is imported lazily: `pip install "brax==0.14.2"`.
+state is brax's own `State` pytree, which the learners handle like the flat states of
+the pure-JAX tasks (leaf by leaf, `envs.prepend` / `envs.time_slice`).
+
+reacher has a scripted demonstrator (`reacher_expert`: joint-space PD control to the
+closed-form inverse kinematics of the 2-link arm), so it runs end to end like the
+pure-JAX tasks (noisy demonstrations -> BC -> PPO fine-tuning); pusher has none (a
+7-joint arm pushing an object needs a planned approach; README "Not done"). Both use
+brax's default `generalized` backend. Measured on one core of this CPU (README "brax
+reacher"): reacher's 50-step rollout of 16 environments compiles in ~7 s and runs at
+~15k env steps/s, pusher's in ~27 s (reset + rollout) at ~2k env steps/s.
+brax is imported lazily: `pip install "brax==0.14.2"` (setup.py's `brax` extra).
 """
 from __future__ import annotations
 
 import dataclasses
+import functools
 
+import jax
 import jax.numpy as jnp
 
 from jaxpapers.papers.visitation_reward import envs
+
+# reacher.xml: link0 from the base to joint1 is 0.1 long, the fingertip sits 0.11 past
+# joint1; motors have gear 200 on joints with armature 1 and damping 1, so a unit action
+# gives ~200 rad/s^2 (the links' own inertia is negligible against the armature).
+REACHER_LINKS = (0.1, 0.11)
+REACHER_GEAR = 200.0
+
+
+@functools.lru_cache(maxsize=None)
+def brax_env(env_name: str, backend: str = "generalized"):
+  """The brax environment, built once per process (building parses the MJCF file; the
+  wrapper's methods are traced many times per program). Built with concrete arrays even
+  when first asked for inside a trace: a cached env holding tracers would leak them."""
+  from brax import envs as brax_envs  # lazy: heavy import, optional dependency
+  with jax.ensure_compile_time_eval():
+    return brax_envs.get_environment(env_name, backend=backend)
+
+
+def reacher_ik(target, elbow):
+  """Joint angles (theta0, theta1) that put the fingertip at `target` (2-link closed form,
+  the elbow on the side of `elbow`'s sign); unreachable targets are clipped to the arm's
+  reach."""
+  l1, l2 = REACHER_LINKS
+  c1 = (jnp.sum(target**2) - l1**2 - l2**2) / (2 * l1 * l2)
+  t1 = jnp.where(elbow >= 0, 1.0, -1.0) * jnp.arccos(jnp.clip(c1, -0.995, 1.0))
+  t0 = jnp.arctan2(target[1], target[0]) - jnp.arctan2(l2 * jnp.sin(t1), l1 + l2 * jnp.cos(t1))
+  return jnp.stack([t0, t1])
+
+
+def reacher_expert(q, qd, omega: float = 8.0):
+  """Joint-space PD control to the inverse-kinematics solution for reacher's target.
+
+  q, qd: brax's generalized coordinates (arm angles q[0:2], target position q[2:4]).
+  qdd* = omega^2 (q_ik - q) - 2 omega qd (critically damped), action = qdd* / gear
+  (qdd ~ gear x action with the unit armature). The demonstrator reads the simulator's
+  joint state (a privileged observation; the cloned policy sees only brax's
+  observation). Why scripted: no training, so demonstrations cost one rollout; with the
+  BC data's action noise its episodes both succeed and fail (README "brax reacher").
+  """
+  target = q[2:4]
+  q_ik = reacher_ik(target, q[1])
+  err = q_ik - q[:2]
+  err = jnp.arctan2(jnp.sin(err), jnp.cos(err))  # joint 0 is unlimited: shortest way
+  qdd = omega**2 * err - 2.0 * omega * qd[:2]
+  return jnp.clip(qdd / REACHER_GEAR, -1.0, 1.0)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -26,8 +78,7 @@ class BraxSparse(envs.Task):
   radius: float = 0.02
 
   def _env(self):
-    from brax import envs as brax_envs  # lazy: heavy import, optional dependency
-    return brax_envs.get_environment(self.env_name)
+    return brax_env(self.env_name)
 
   def reset(self, key):
     return self._env().reset(key)
@@ -49,6 +100,10 @@ class BraxSparse(envs.Task):
     return self.distance(state) < self.radius
 
   def expert(self, state, key):
+    del key
+    if self.env_name == "reacher":
+      ps = state.pipeline_state
+      return reacher_expert(ps.q, ps.qd)
     raise NotImplementedError(f"no scripted demonstrator for brax {self.env_name}")
 
 
@@ -60,3 +115,22 @@ def make(name: str) -> BraxSparse:
     return BraxSparse(name=name, env_name="pusher", obs_dim=23, act_dim=7, horizon=100,
                       radius=0.05)
   raise ValueError(f"unknown brax task {name!r}; known: brax_reacher, brax_pusher")
+
+
+def demonstrator_success(task: BraxSparse, key, episodes: int, noise: float):
+  """Episode success rate of the scripted demonstrator with N(0, noise^2) action noise
+  (the BC data's noise model, bc.demonstrations)."""
+  def pol(obs, state, k):
+    return task.expert(state, k) + noise * jax.random.normal(k, (task.act_dim,))
+  states, _ = jax.vmap(lambda k: envs.rollout(task, pol, k))(jax.random.split(key, episodes))
+  return jax.vmap(jax.vmap(task.success))(states)[:, 1:].any(1).mean()
+
+
+if __name__ == "__main__":
+  # python -m jaxpapers.papers.visitation_reward.brax_tasks: the reacher demonstrator's
+  # episode success without noise and at the BC data's noise (0.5) and twice that.
+  reacher = make("brax_reacher")
+  run = jax.jit(lambda n: demonstrator_success(reacher, jax.random.key(0), 64, n))
+  for n in (0.0, 0.5, 1.0):
+    print(f"brax_reacher demonstrator, action noise {n}: episode success "
+          f"{float(run(jnp.float32(n))):.3f} (64 episodes)")

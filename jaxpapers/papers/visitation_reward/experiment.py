@@ -242,7 +242,8 @@ def plan(config) -> planner.Plan:
   rc = run_cfg(config)
   g = config.train.lane_group
   names = tuple(config.study.tasks)
-  states, batches, mbs = [], [], []
+  states, batches, mbs, sims, sim_sizes = [], [], [], [], []
+  updates_per_it = rc.epochs * rc.minibatches
   for name in names:
     task = envs.make(name)
     n = rc.num_envs * task.horizon
@@ -250,6 +251,18 @@ def plan(config) -> planner.Plan:
       raise ValueError(f"{name}: num_envs x horizon = {n} is not a multiple of "
                        f"minibatches={rc.minibatches}")
     mb = n // rc.minibatches
+    # brax tasks: the physics step is a real share of the cost (our pure-JAX tasks' step is
+    # a few flops). An iteration steps (num_envs + eval_episodes) x horizon environments;
+    # the planned step holds 1 / updates_per_it of them, one vmapped env step of B envs,
+    # so `steps` stays the minibatch count.
+    sim = None
+    if name.startswith("brax_"):
+      b = -(-(rc.num_envs + rc.eval_episodes) * task.horizon // updates_per_it)
+      sim = (jax.eval_shape(lambda t=task, b=b: jax.vmap(jax.vmap(t.reset))(
+          jax.random.split(jax.random.key(0), g * b).reshape(g, b))),
+             jax.ShapeDtypeStruct((g, b, task.act_dim), jnp.float32))
+      sim_sizes.append(f"{name} {b}")
+    sims.append(sim)
 
     def lane_state(seed, task=task):
       carry, _ = ppo.init(task, rc, jax.random.fold_in(seed_key(task.name, seed), 1),
@@ -260,15 +273,24 @@ def plan(config) -> planner.Plan:
     batches.append((f32(mb, task.obs_dim), f32(mb, task.act_dim), f32(mb), f32(mb), f32(mb)))
     mbs.append(mb)
 
-  def updates(sts, bs, lr):
-    return tuple(ppo.minibatch_update(rc, st, b, lr)[0] for st, b in zip(sts, bs))
-  fn, args = sharding.spread_plan(updates, tuple(states), tuple(batches),
-                                  jax.ShapeDtypeStruct((g,), jnp.float32), in_axes=(0, 0, 0))
+  tasks = [envs.make(name) for name in names]
+
+  def updates(sts, bs, sim, lr):
+    out = tuple(ppo.minibatch_update(rc, st, b, lr)[0] for st, b in zip(sts, bs))
+    stepped = tuple(None if x is None else jax.vmap(t.step)(x[0], x[1], None)
+                    for t, x in zip(tasks, sim))
+    return out, stepped
+  fn, args = sharding.spread_plan(updates, tuple(states), tuple(batches), tuple(sims),
+                                  jax.ShapeDtypeStruct((g,), jnp.float32),
+                                  in_axes=(0, 0, 0, 0))
   groups = _groups(config)
   label = (f"visitation_reward PPO on {'+'.join(names)}: a group of {g} lanes, "
            f"{rc.num_envs} envs per iteration, minibatches {'/'.join(map(str, mbs))}, MLP "
            f"{rc.hidden}; one minibatch update per task ({groups} groups x "
            f"{rc.iterations} iterations x {rc.epochs} epochs x {rc.minibatches} minibatches)")
+  if sim_sizes:
+    label += (f"; plus one brax env step of B environments per update (B = (envs + eval "
+              f"episodes) x horizon / {updates_per_it} updates: {', '.join(sim_sizes)})")
   return planner.Plan(fn, args, steps=groups * rc.iterations * rc.epochs * rc.minibatches,
                       label=label)
 
