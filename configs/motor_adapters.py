@@ -19,10 +19,13 @@ the same size sequenced over its task inputs, and a rank-R adapter bank.
 Study (issue 49 round 2, kept in the README as history): 2000 stage-1 steps at a constant rate, 5
 seeds, a 4-point learning-rate grid per kind, the parameter-matched multitask baseline
 (`big_hidden=165`, 97,686 parameters), 1500 policy steps on a 3-point grid. `:round3`
-is the README's current table (run at 199f9be: the network's rate cosine-decayed to zero
+is round 3's table, kept in the README as history (run at 199f9be: the network's rate cosine-decayed to zero
 over the 2000 steps, 3 seeds, 3-point grids, 1000 policy steps, paired letter
 evaluations, the planted-subspace positive control; see `_ROUND3` below):
   python launch/study.py --config=configs/motor_adapters.py:round3 --workdir=/tmp/ma_r3
+`:round4` is the README's current table (5 seeds, 3000 stage-1 and 1200 policy steps, a
+five-point policy grid; see `_ROUND4` below):
+  python launch/study.py --config=configs/motor_adapters.py:round4 --workdir=/tmp/ma_r4
 A train run is the same computation without the table. `:smoke` runs a
 tiny setting (compiled without LLVM optimisation; almost all of it is compilation).
 `:paper` is MotorNet's scale (GRU 256, batch 64, 1 s trials, 20k steps; README "Scale"):
@@ -60,10 +63,19 @@ _ROUND3 = dict(lr_decay=True, seeds=3, policy_steps=1000, kinds=("adapters", "mu
                lrs_adapters=(1e-3, 3e-3, 1e-2), lrs_multitask=(3e-3, 1e-2, 3e-2),
                lrs_big=(3e-3, 1e-2, 3e-2), paired_eval=True)
 
+# `:round4` (issue 49 round 4; README "Results"): round 3 with 5 seeds, the policy grid
+# extended one step each way to five points (round 3's picks sat on both edges of
+# {3e-3, 1e-2, 3e-2}: the adapter bank at the top, both multitask networks at the
+# bottom), and longer stages: 3000 / 1200 steps, what a measured 1-seed piece said would
+# fit ~80 core-minutes (README "Results": how, and which curves are flat by its rule).
+# The stage-1 grids stay round 3's (every pick interior there).
+_ROUND4 = dict(_ROUND3, seeds=5, steps=3000, policy_steps=1200,
+               policy_lrs=(1e-3, 3e-3, 1e-2, 3e-2, 1e-1))
+
 
 def get_config(arg=None):
   defaults = dict(
-      smoke=False, paper=False, round3=False, seed=0, seeds=5, steps=2000,
+      smoke=False, paper=False, round3=False, round4=False, seed=0, seeds=5, steps=2000,
       # policy stage (issue 49 round 2): at 500 steps the policy's curve still fell ~7%
       # per 100 steps and the best rate, 1e-2, was the grid's low edge; 1500 steps on a
       # grid one step lower
@@ -96,9 +108,9 @@ def get_config(arg=None):
                # (train_and_evaluate, the smoke test's run, does not)
                study_big_hidden=23)
   parsed = config_lib.parse_arg(arg, smoke_args=smoke, paper_args=_PAPER, **defaults)
-  if parsed.round3:  # round 3's values as the defaults, explicit args on top
+  if parsed.round3 or parsed.round4:  # the round's values as defaults, explicit args on top
     parsed = config_lib.parse_arg(arg, smoke_args=smoke, paper_args=_PAPER,
-                                  **{**defaults, **_ROUND3})
+                                  **{**defaults, **(_ROUND4 if parsed.round4 else _ROUND3)})
   arg = parsed
   config = ml_collections.ConfigDict()
   config.experiment = "jaxpapers.papers.motor_adapters.experiment"

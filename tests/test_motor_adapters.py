@@ -9,7 +9,7 @@ import pytest
 
 from jaxpapers.core import config as config_lib
 from jaxpapers.papers.motor_adapters import analysis, arm, experiment, feedback, model
-from jaxpapers.papers.motor_adapters import rollout, tasks, training
+from jaxpapers.papers.motor_adapters import plots, rollout, tasks, training
 
 P = arm.ArmParams()
 
@@ -336,6 +336,16 @@ def test_parameter_matched_baseline_and_per_kind_grids():
   assert r3.optim.lr_decay and r3.train.paired_eval and r3.model.big_hidden
   assert all(len(experiment.kind_lrs(r3, k)) >= 3 for k in r3.model.kinds)
   assert len(r3.optim.big_lrs) >= 3 and len(r3.optim.policy_lrs) >= 3
+  # round 4: 5 seeds, round 3's (interior) stage-1 grids, longer stages, and the policy
+  # grid extended past both of round 3's edges (its picks sat on both)
+  r4 = _config("round4")
+  assert r4.train.seeds == 5 and r4.optim.lr_decay and r4.train.paired_eval
+  assert r4.train.steps > r3.train.steps and r4.train.policy_steps > r3.train.policy_steps
+  assert all(experiment.kind_lrs(r4, k) == experiment.kind_lrs(r3, k)
+             for k in r4.model.kinds) and r4.optim.big_lrs == r3.optim.big_lrs
+  p3, p4 = sorted(r3.optim.policy_lrs), sorted(r4.optim.policy_lrs)
+  assert len(p4) >= 5 and p4[0] < p3[0] and p4[-1] > p3[-1]
+  assert _config("round4,seeds=1").train.seeds == 1  # explicit args still apply on top
   big = experiment.big_config(cfg)
   assert big.model.kinds == ("multitask",) and big.model.big_hidden == 0
   count = lambda c, kind: model.used_param_count(  # noqa: E731
@@ -345,6 +355,24 @@ def test_parameter_matched_baseline_and_per_kind_grids():
   n_adapters, n_big, n_small = (count(cfg, "adapters"), count(big, "multitask"),
                                 count(cfg, "multitask"))
   assert abs(n_big / n_adapters - 1) < 0.01 and n_small < n_adapters / 4
+
+
+def test_flatness_rule_reads_the_seed_mean_curve_and_policy_grid_marks_the_pick():
+  """Round 4's rule: the fall of the seed-MEAN curve over the last 200 steps (hand
+  values; the mean of the per-seed falls would read 0.375, not 1/3)."""
+  step = [600, 700, 800, 900, 1000]
+  a = {"kind": "adapters", "policy_lr": 0.01, "curve": {"step": step,
+       "err_cm": [9.0, 9.0, 2.0, 1.5, 1.0]},
+       "policy_val_all_lrs": {"0.001": 3.0, "0.01": 1.0, "0.1": 2.0}}
+  b = {"kind": "adapters", "policy_lr": 0.01, "curve": {"step": step,
+       "err_cm": [9.0, 9.0, 4.0, 3.5, 3.0]},
+       "policy_val_all_lrs": {"0.001": 5.0, "0.01": 2.0, "0.1": 2.0}}
+  assert plots.mean_tail_change([a, b]) == pytest.approx(1 / 3)
+  assert plots.mean_tail_change([a, b], window=100) == pytest.approx(0.5 / 2.5)
+  assert np.isnan(plots.mean_tail_change([a], window=1000))  # too short a curve
+  (row,) = plots.policy_grid_rows([a, b])
+  assert row["picked"] == "0.01" and list(row)[2:] == ["plr 0.001", "plr 0.01", "plr 0.1"]
+  assert row["plr 0.001"] == "4 +- 1" and row["plr 0.1"] == "2 +- 0"
 
 
 # ----------------------------------------------------------------- training stages

@@ -532,7 +532,11 @@ def study_report(config, workdir: str, raw: dict) -> list[dict]:
   grid = study_lib.write_table(
       workdir, "motor_adapters_grid", plots.grid_rows(last, val),
       header="Every learning rate at the last stage-1 step, mean +- std over seeds.")
-  curves = curves + "\n\n" + grid
+  pgrid = study_lib.write_table(
+      workdir, "motor_adapters_policy_grid", plots.policy_grid_rows(rows),
+      header="Every policy learning rate: validation error on held-out random paths "
+             "(cm), mean +- std over seeds.")
+  curves = curves + "\n\n" + grid + "\n\n" + pgrid
   if metrics_lib.is_writer():
     a_mats = np.load(os.path.join(workdir, "adapters.npz"))["a"]
     plots.study_figure(os.path.join(workdir, "motor_adapters_study.png"), rows, a_mats,

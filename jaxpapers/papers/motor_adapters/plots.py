@@ -33,6 +33,28 @@ def tail_change(curve, key="err_cm", window=500) -> float:
   return float((a - v[-1]) / a)
 
 
+def mean_tail_change(rs, ck="curve", key="err_cm", window=200) -> float:
+  """`tail_change` of the seed-mean curve (round 4's flatness rule: under 1% over the
+  last 200 steps; the seeds' logged steps are the same)."""
+  rs = [r for r in rs if ck in r and len(r[ck]["step"])]
+  if not rs:
+    return float("nan")
+  return tail_change({"step": rs[0][ck]["step"],
+                      key: np.mean([r[ck][key] for r in rs], 0)}, key, window)
+
+
+def policy_grid_rows(rows) -> list[dict]:
+  """Every policy learning rate's validation error (held-out random paths), mean +- std
+  over seeds per kind, with the pick marked: shows whether the pick is interior."""
+  out = []
+  for k in _kinds(rows):
+    rs = [r for r in rows if r["kind"] == k]
+    grid = sorted(rs[0]["policy_val_all_lrs"], key=float)
+    cells = {f"plr {g}": _ms([r["policy_val_all_lrs"][g] for r in rs]) for g in grid}
+    out.append({"model": LABELS[k], "picked": f"{rs[0]['policy_lr']:g}", **cells})
+  return out
+
+
 def _control(rs, key) -> str:
   """The positive control's reading (mean +- std over seeds) for the planted-separate
   and the half-shared subspaces (`analysis.separated_control`)."""
@@ -60,6 +82,8 @@ def table_rows(rows, ref) -> list[dict]:
                _ms([tail_change(r["curve"]) for r in rs if "curve" in r]),
            "policy train error, fall over last 500 steps":
                _ms([tail_change(r["policy_curve"]) for r in rs if "policy_curve" in r]),
+           "seed-mean fall over last 200 steps: stage 1 / policy":
+               f"{mean_tail_change(rs):.2%} / {mean_tail_change(rs, 'policy_curve'):.2%}",
            "options used": _ms([r["options_used"] for r in rs]),
            "core dW PR": _ms([r.get("dw_pr", float("nan")) for r in rs]),
            "core dW rank@90%": _ms([r.get("dw_rank90", float("nan")) for r in rs]),
