@@ -22,6 +22,12 @@ a held-out sample of domain D-2); never target labels (except the oracle's own).
   python launch/study.py --config=configs/flowgda.py:study=rot_mnist --workdir=/tmp/fg_rot
   # FLOPs / memory / hours of FlowGDA's update at the prior work's sizes (README "Scale"):
   python launch/plan.py --config=configs/flowgda.py:paper --devices=8 --platform=h100
+  # a real tabular gradual shift (UCI Letter Recognition by box position; README "Letter
+  # recognition ordered by box position" has the grids= of its run):
+  python jaxpapers/papers/flowgda/results/make_mlbench_shift.py LetterRecognition.rda \
+      --order=y.box --out=/tmp/letter.npz
+  python launch/study.py --workdir=/tmp/fg_letter \
+      --config=configs/flowgda.py:benchmarks=npz,path=/tmp/letter.npz,sensitivity=
   # the input-space lane (no encoder; moons, gauss, digits):
   python launch/study.py --config=configs/flowgda.py:study=identity --workdir=/tmp/fg_id
 

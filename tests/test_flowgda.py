@@ -159,6 +159,36 @@ def test_npz_loader(tmp_path):
     data.make("mnist_rot")
 
 
+def test_ordered_domains_cover_type_style(tmp_path):
+  # A table ordered by an integer covariate with ties (results/make_mlbench_shift.py):
+  # equal consecutive windows in covariate order, every row exactly once, ties split by
+  # the seeded permutation (not by file order), and the npz loader reads the result.
+  rng = np.random.default_rng(0)
+  n, d = 1203, 4
+  c = rng.integers(0, 12, n).astype(float)
+  x = np.stack([np.arange(n), c + rng.normal(size=n)], 1).astype(np.float32)  # col 0 = id
+  y = rng.integers(0, 3, n)
+  out = data.ordered_domains(x, y, c, d, seed=0)
+  sizes = [len(out[f"y_{k}"]) for k in range(d)]
+  assert sizes == [301, 301, 301, 300]
+  ids = np.concatenate([out[f"X_{k}"][:, 0] for k in range(d)]).astype(int)
+  np.testing.assert_array_equal(np.sort(ids), np.arange(n))  # a partition of the rows
+  np.testing.assert_array_equal(np.concatenate([out[f"y_{k}"] for k in range(d)]), y[ids])
+  assert np.all(np.diff(c[ids]) >= 0)  # consecutive windows of the sorted covariate
+  for k in range(d - 1):
+    assert out[f"order_hi_{k}"] <= out[f"order_lo_{k + 1}"]
+  # ties at a window boundary: which rows land below it is the seed's choice
+  other = data.ordered_domains(x, y, c, d, seed=1)
+  assert not np.array_equal(np.sort(out["X_0"][:, 0]), np.sort(other["X_0"][:, 0]))
+  np.savez(tmp_path / "t.npz", **out)
+  g = data.load_npz(str(tmp_path / "t.npz"), n=100, n_val=50, n_test=100, seed=0)
+  assert g.x.shape == (d, 100, 2) and g.num_classes == 3
+  with pytest.raises(ValueError, match="n_dom >= 3"):
+    data.ordered_domains(x, y, c, 2)
+  with pytest.raises(ValueError, match="must be"):
+    data.ordered_domains(x, y[:-1], c, d)
+
+
 def test_pseudo_labels_drop_the_least_confident():
   logits = jnp.asarray(np.random.default_rng(0).normal(size=(100, 3)))
   y, w = nets.pseudo_labels(logits, 0.1)

