@@ -42,7 +42,7 @@ _SMOKE = dict(iterations=2, num_envs=4, seeds=1, prefill_rollouts=1, aux_steps=2
               lane_group=2, scale_factors=(1.0,), sac_updates=2, eval_episodes=4)
 
 # What `:paper` changes (README "Scale" gives the sources): PPO at the scale of brax's
-# PPO configuration for its manipulation-style tasks (reacher: 2048 environments, 32
+# PPO configuration for its arm tasks (reacher, a reaching arm: 2048 environments, 32
 # minibatches, 8 epochs per batch, 50M env steps: 400 iterations x 2048 x 60 steps on
 # push_block) and the networks of the fine-tuning prior named for this paper (RLPD:
 # 256-unit MLPs); lane groups of 8 so that a group fills 8 devices.

@@ -9,8 +9,9 @@ the pure-JAX tasks (leaf by leaf, `envs.prepend` / `envs.time_slice`).
 
 reacher has a scripted demonstrator (`reacher_expert`: joint-space PD control to the
 closed-form inverse kinematics of the 2-link arm), so it runs end to end like the
-pure-JAX tasks (noisy demonstrations -> BC -> PPO fine-tuning); pusher has none (a
-7-joint arm pushing an object needs a planned approach; README "Not done"). Both use
+pure-JAX tasks (noisy demonstrations -> BC -> PPO fine-tuning); pusher has none that
+works (`pusher_expert_attempt` succeeds in 0.47 of episodes without noise; README "Not
+done"), so `expert` refuses it. Both use
 brax's default `generalized` backend. Measured on one core of this CPU (README "brax
 reacher"): reacher's 50-step rollout of 16 environments compiles in ~7 s and runs at
 ~15k env steps/s, pusher's in ~27 s (reset + rollout) at ~2k env steps/s.
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import sys
 
 import jax
 import jax.numpy as jnp
@@ -72,6 +74,51 @@ def reacher_expert(q, qd, omega: float = 8.0):
   return jnp.clip(qdd / REACHER_GEAR, -1.0, 1.0)
 
 
+def _pusher_features(q7, q, bsys, link):
+  """The wrist's U (pusher.xml: a crossbar along the roll link's y at its origin, two
+  prongs along its x): crossbar centre, the U's opening direction (x axis, weighted 0.1
+  against metres) and the height of its y axis (0 = U plane level)."""
+  from brax import kinematics, math as bmath  # lazy: optional dependency
+  x, _ = kinematics.forward(bsys, q.at[:7].set(q7), jnp.zeros(bsys.qd_size()))
+  a = bmath.rotate(jnp.array([1.0, 0.0, 0.0]), x.rot[link])
+  b = bmath.rotate(jnp.array([0.0, 1.0, 0.0]), x.rot[link])
+  return jnp.concatenate([x.pos[link], 0.1 * a, 0.1 * b[2:3]])
+
+
+def pusher_expert_attempt(state, z_high=-0.15, z_push=-0.275, back=0.13):
+  """A scripted pusher controller that does NOT work reliably (README "Not done": 0.47
+  success without noise, 0.28 at the BC noise), so no study uses it; kept as the start
+  for a follow-up. Task-space damped least squares (Jacobian by jax.jacfwd of brax's
+  forward kinematics) on the wrist's U: open it along object -> goal, level; go above
+  a point `back` behind the object on the goal line, lower to the object's height,
+  push the crossbar to 0.07 short of the goal, hold once the object is within 0.03.
+  Fails where the U cannot point along the push (objects beside the goal on the far
+  side) and close to the base (the arm cannot reach down there)."""
+  env = brax_env("pusher")
+  link = env.sys.link_names.index("r_wrist_roll_link")
+  q, qd, o = state.pipeline_state.q, state.pipeline_state.qd, state.obs
+  obj, goal = o[17:19], o[20:22]
+  feat = functools.partial(_pusher_features, q=q, bsys=env.sys, link=link)
+  f = feat(q[:7])
+  c = f[:3]
+  u = (goal - obj) / (jnp.linalg.norm(goal - obj) + 1e-6)
+  rel = c[:2] - obj
+  pre = obj - back * u
+  pushing = (rel @ u < -0.03) & (jnp.abs(rel @ jnp.array([-u[1], u[0]])) < 0.03) & (
+      c[2] < z_push + 0.03)
+  done = jnp.linalg.norm(goal - obj) < 0.03
+  xy = jnp.where(done, c[:2], jnp.where(pushing, goal - 0.07 * u, pre))
+  z = jnp.where(done, c[2], jnp.where(pushing | (jnp.linalg.norm(c[:2] - pre) < 0.06),
+                                      z_push, z_high))
+  target = jnp.concatenate([xy, z[None], 0.1 * jnp.array([u[0], u[1], 0.0]), jnp.zeros(1)])
+  err = target - f
+  err = err.at[:3].multiply(jnp.minimum(1.0, jnp.where(pushing, 0.06, 0.1) /
+                                        (jnp.linalg.norm(err[:3]) + 1e-6)))
+  jac = jax.jacfwd(feat)(q[:7])
+  dq = jac.T @ jnp.linalg.solve(jac @ jac.T + 0.003 * jnp.eye(7), 8.0 * err)
+  return jnp.clip((dq - qd[:7]) / 2.0, -1.0, 1.0)  # velocity servo; torque = 2 x action
+
+
 @dataclasses.dataclass(frozen=True)
 class BraxSparse(envs.Task):
   env_name: str = "reacher"
@@ -117,16 +164,27 @@ def make(name: str) -> BraxSparse:
   raise ValueError(f"unknown brax task {name!r}; known: brax_reacher, brax_pusher")
 
 
-def demonstrator_success(task: BraxSparse, key, episodes: int, noise: float):
-  """Episode success rate of the scripted demonstrator with N(0, noise^2) action noise
-  (the BC data's noise model, bc.demonstrations)."""
+def demonstrator_success(task: BraxSparse, key, episodes: int, noise: float, expert=None):
+  """Episode success rate of the scripted demonstrator (`expert(state, key)`, default
+  the task's) with N(0, noise^2) action noise (the BC data's noise model,
+  bc.demonstrations)."""
+  expert = expert or task.expert
   def pol(obs, state, k):
-    return task.expert(state, k) + noise * jax.random.normal(k, (task.act_dim,))
+    return expert(state, k) + noise * jax.random.normal(k, (task.act_dim,))
   states, _ = jax.vmap(lambda k: envs.rollout(task, pol, k))(jax.random.split(key, episodes))
   return jax.vmap(jax.vmap(task.success))(states)[:, 1:].any(1).mean()
 
 
-if __name__ == "__main__":
+if __name__ == "__main__" and sys.argv[1:] == ["pusher"]:
+  # python -m jaxpapers.papers.visitation_reward.brax_tasks pusher: the failed pusher
+  # controller's episode success (README "Not done").
+  pusher = make("brax_pusher")
+  run = jax.jit(lambda n: demonstrator_success(
+      pusher, jax.random.key(0), 32, n, lambda s, k: pusher_expert_attempt(s)))
+  for n in (0.0, 0.5):
+    print(f"brax_pusher controller attempt, action noise {n}: episode success "
+          f"{float(run(jnp.float32(n))):.3f} (32 episodes)")
+elif __name__ == "__main__":
   # python -m jaxpapers.papers.visitation_reward.brax_tasks: the reacher demonstrator's
   # episode success without noise and at the BC data's noise (0.5) and twice that.
   reacher = make("brax_reacher")
