@@ -9,7 +9,7 @@ import pytest
 
 from jaxpapers.core import config as config_lib
 from jaxpapers.papers.motor_adapters import analysis, arm, experiment, feedback, model
-from jaxpapers.papers.motor_adapters import plots, rollout, tasks, training
+from jaxpapers.papers.motor_adapters import curve_fits, plots, rollout, tasks, training
 
 P = arm.ArmParams()
 
@@ -373,6 +373,20 @@ def test_flatness_rule_reads_the_seed_mean_curve_and_policy_grid_marks_the_pick(
   (row,) = plots.policy_grid_rows([a, b])
   assert row["picked"] == "0.01" and list(row)[2:] == ["plr 0.001", "plr 0.01", "plr 0.1"]
   assert row["plr 0.001"] == "4 +- 1" and row["plr 0.1"] == "2 +- 0"
+
+
+def test_flatness_line_fit_reads_slope_at_window_end():
+  """The README's line fit (review rev49): on an exact line the fall per 200 steps is
+  -200 * slope / (value at the window's end) with zero residual; points outside the
+  window do not count; noise shows up in the residual sd, not only in the slope."""
+  steps = np.arange(100, 3001, 100)
+  y = 1.0 - 1e-4 * steps  # 0.7 at 3000; fall per 200 steps 0.02 / 0.7
+  y_out = np.where(steps < 2500, 50.0, y)  # junk before the window
+  fall, sd = curve_fits.tail_fit(steps, y_out, 2500, 3000)
+  assert fall == pytest.approx(200e-4 / 0.7 * 100) and sd == pytest.approx(0, abs=1e-9)
+  wiggle = y + np.where(steps % 200 == 0, 0.01, -0.01)
+  fall_n, sd_n = curve_fits.tail_fit(steps, wiggle, 2500, 3000)
+  assert sd_n > 0.5 and abs(fall_n - fall) < 1.0
 
 
 # ----------------------------------------------------------------- training stages
