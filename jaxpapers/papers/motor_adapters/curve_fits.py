@@ -7,7 +7,9 @@ For each kind: the fitted fall per 200 steps as a percentage of the fitted value
 window's end, the residual sd (percent of the window mean), the rule's own number (fall
 of the seed mean over the last 200 steps) and the per-seed 200-step falls. Windows: the
 last 500 stage-1 steps and the last 500 policy steps."""
-import json, sys
+import json
+import sys
+
 import numpy as np
 
 KINDS = ("adapters", "multitask", "multitask_big")
@@ -22,7 +24,8 @@ def tail_fit(steps, y, lo, hi):
 
 
 def main(path):
-  rows = json.load(open(path))["summary"]["rows"]
+  with open(path) as f:
+    rows = json.load(f)["summary"]["rows"]
   for key in ("curve", "policy_curve"):
     for kind in KINDS:
       rs = [r for r in rows if r["kind"] == kind]
