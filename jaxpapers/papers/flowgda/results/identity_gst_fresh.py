@@ -5,10 +5,14 @@
 
 The identity study's fresh GST picked lr 3e-2, the top of its grid (3e-5 .. 3e-2), on
 moons and digits under the proxy rule; EXT_WORKDIR ran the same method on lr 1e-1 and
-3e-1 (x the same weight decays). Every lane is one member of a vmap keyed by (benchmark,
-seed, method) and its reverse-validation classifier by (benchmark, seed), so a lane does
-not depend on the other lanes of its run: the merge concatenates the per-seed lanes and
-applies the study's selection (`pipeline.pick`, both rules) to the union. `build` writes
+3e-1 (x the same weight decays). Every lane's randomness is keyed by (benchmark, seed,
+method) and its reverse-validation classifier's by (benchmark, seed); the merge
+concatenates the per-seed lanes and applies the study's selection (`pipeline.pick`, both
+rules) to the union. Caveat (found later, README "FlowGDA's moons grid grown to lr 1"):
+a lane's numbers can still change with the number of lanes in its vmapped program
+(bitwise equal at lr <= 1e-3, up to ~0.1 per seed at lr >= 1e-2), so the grown lanes
+(1e-1, 3e-1), run in a smaller program, are not guaranteed to equal what one program
+holding the whole grid would give; that check was not run. `build` writes
 `identity_gst_fresh.json` beside this file; without arguments it prints the rows from it.
 """
 import json
