@@ -197,7 +197,9 @@ def load_csv(speed_csv: str, adj_csv: str) -> Traffic:
 def simulated(d) -> Traffic:
   g = sim_lib.grid_graph(d.rows, d.cols)
   s = sim_lib.simulate(g, int(d.days * sim_lib.STEPS_PER_DAY), d.sim_seed, d.generator,
-                       delays=tuple(d.delays), incident_len=tuple(d.incident_len))
+                       delays=tuple(d.delays), incident_len=tuple(d.incident_len),
+                       rho=d.rho, coupling=d.coupling, sigma=d.sigma,
+                       incident_rate=d.incident_rate)
   tod = (np.arange(len(s.speed)) % sim_lib.STEPS_PER_DAY) / sim_lib.STEPS_PER_DAY
   return Traffic(s.speed, tod.astype(np.float32), g.src, g.dst, s.distractor,
                  f"sim-{d.generator}", sim=s, coords=g.coords)

@@ -61,6 +61,11 @@ def validate(config):
       raise ValueError(f"config gib mi={mi} pp={pp}: need mi >= 0 and 0 <= pp < 1")
   if config.model.gib_inner < 1:
     raise ValueError(f"config gib_inner={config.model.gib_inner} must be >= 1")
+  if not (d.rho >= 0 and d.coupling >= 0 and d.rho + d.coupling < 1):
+    raise ValueError(f"config rho={d.rho} coupling={d.coupling}: need both >= 0 and "
+                     "rho + coupling < 1 (a stable gated VAR)")
+  if not (d.sigma >= 0 and d.incident_rate >= 0):
+    raise ValueError(f"config sigma={d.sigma} incident_rate={d.incident_rate} must be >= 0")
   for name in ("delays", "incident_len"):
     v = tuple(d[name])
     if len(v) != 2 or not 1 <= v[0] <= v[1]:
@@ -76,7 +81,7 @@ def spec_of(config, tr, kind=None, **over):
             kappa=m.kappa, beta=m.beta, feature_masks=m.feature_masks,
             recursive=m.recursive, final_r=m.final_r, edge_msg=m.edge_msg,
             edge_drop=m.edge_drop, gib_mi=m.gib_mi, gib_pp=m.gib_pp, gib_inner=m.gib_inner,
-            gib_out_relu=m.gib_out_relu)
+            gib_out_relu=m.gib_out_relu, residual=m.residual)
   kw.update(over)
   return model_lib.Spec(**kw)
 

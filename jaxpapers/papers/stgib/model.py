@@ -8,7 +8,7 @@ in the spirit of T-GCN / DCRNN: at every input step t
     m_t  edge mask [E]                msg_e = m_t[e] * (z_t W_msg)[src_e]
     agg = segment_sum(msg, dst) / in-degree    (`jax.ops.segment_sum` over the edge list)
     s_t = GRU(relu(z_t W_self + agg), s_{t-1})
-  and y_hat = last masked value + s_T W_out (12 horizons at once).
+  and y_hat = last masked value + s_T W_out (12 horizons at once; residual=False: s_T W_out).
 
 kind     where m_t and fm_t come from
 stgnn    1 (the backbone without a bottleneck; post-hoc explainers run on it)
@@ -85,6 +85,11 @@ class Spec:
   # the ReLU'd output dies (pre-activation < 0 on every pair, zero gradient, DV = 0 while
   # the embeddings still carry ~3 nats: README, "GIB's DV estimate"), so off by default.
   gib_out_relu: bool = False
+  # The forecast's residual shortcut y = last masked value + s_T W_out (True, every study
+  # up to the sixth); False: y = s_T W_out, so the last reading is not handed to every
+  # horizon for free and the model must carry what it forecasts in its state (one of the
+  # levers of the `coupled` setting, review rev40 B1).
+  residual: bool = True
 
   @property
   def e(self) -> int:
@@ -300,8 +305,9 @@ def forward(spec: Spec, params, x, key, r, train: bool, override=None, foverride
   kl = kls.sum() / T
   if spatial is not None:
     kl = kl + kl_bernoulli(spatial[0], r).mean()
-  last = x[-1, :, 0] * fms[-1, :, 0]
-  y = last[None, :] + _ap(params["out"], s).T
+  y = _ap(params["out"], s).T
+  if spec.residual:
+    y = (x[-1, :, 0] * fms[-1, :, 0])[None, :] + y
   aux = dict(edge=esc, feat=fsc, kl=kl)
   if spec.kind == "gib":
     aux.update(gib_g=gib[0], gib_sub=gib[1], con=gib[2].mean())
