@@ -64,7 +64,7 @@ def get_config(arg=None):
       gnnexp_lrs=(0.01, 0.03, 0.1, 0.3, 1.0),
       lrs=(3e-3, 1e-2, 3e-2), gwnet_lrs=(1e-3, 3e-3, 1e-2, 3e-2), methods=METHODS,
       generators=("markov", "flicker", "switch"), gib_mis=(0.01, 0.1, 1.0), gib_pps=(0.1, 0.3, 0.6),
-      study_seeds=3, ablation=True, plan_nodes=0, plan_edges=0, plan_steps=0)
+      study_seeds=3, ablation=True, all_generators=False, plan_nodes=0, plan_edges=0, plan_steps=0)
   # A named setting replaces some defaults; explicit args (and smoke) still override it.
   setting = config_lib.parse_arg(arg, smoke_args=SMOKE, paper_args=PAPER,
                                  **defaults).setting
@@ -154,6 +154,8 @@ def get_config(arg=None):
   config.study.methods = tuple(arg.methods)
   config.study.gnnexp_lrs = tuple(arg.gnnexp_lrs)
   config.study.generators = tuple(arg.generators)
+  # flicker / switch run study.FLICKER_METHODS of `methods` unless this is true (then all)
+  config.study.all_generators = arg.all_generators
   config.study.seeds = arg.study_seeds
   # GIB's mi_weight x pp_weight grid, tuned on seed 0 before its seeds run (one value each:
   # no tuning, as in the smoke study).

@@ -767,6 +767,21 @@ def test_paper_preset_and_plan_shapes():
   assert cfg.data.t_in == 12 and cfg.data.t_out == 12
 
 
+def test_per_method_lr_grids_and_methods_per_generator():
+  from jaxpapers.papers.stgib import fidelity
+  from jaxpapers.papers.stgib import study
+  assert fidelity.parse_grids(["gsat=1e-2", "stgnn=3e-3+1e-2"]) == {
+      "gsat": (1e-2,), "stgnn": (3e-3, 1e-2)}
+  with pytest.raises(SystemExit, match="method=lr"):
+    fidelity.parse_grids(["1e-2"])
+  arg = "methods=stgnn+gib+stid"
+  cfg = config_lib.load(f"configs/stgib.py:{arg}")
+  assert study.methods_for(cfg, "markov") == ["stgnn", "gib", "stid"]
+  assert study.methods_for(cfg, "switch") == ["stgnn"]
+  cfg = config_lib.load(f"configs/stgib.py:{arg},all_generators=true")
+  assert study.methods_for(cfg, "flicker") == ["stgnn", "gib", "stid"]
+
+
 def test_fidelity_over_sparsity_on_a_hand_model():
   """review rev40 S2: fid+ / fid- at each sparsity on one fixed model. A hand 'model' whose
   error is the summed weight of the removed entries: the perfect ranking removes the

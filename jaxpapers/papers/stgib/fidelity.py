@@ -29,7 +29,9 @@ Models (restored from a study's checkpoints, the study's selected lr and its see
   gsat, decoupled, attention, gib, stgib_kappa0
             each on its own model beside occlusion, random and the labels of that model
 
-  python -m jaxpapers.papers.stgib.fidelity "<config arg>" <study workdir> <out dir>
+  python -m jaxpapers.papers.stgib.fidelity "<config arg>" <study workdir> <out dir> [method=lr+lr ...]
+
+(`method=lr+lr`: that model's lr grid when it was trained on another grid than `lrs`.)
 
 Results per model are saved as they finish (<out>/<model>.json; a rerun skips them).
 """
@@ -79,13 +81,15 @@ def curve_auc(fracs, vals):
   return np.sum(0.5 * (v[..., 1:] + v[..., :-1]) * np.diff(f), -1) / (f[-1] - f[0])
 
 
-def _restore(cfg, tr, w, method, workdir):
+def _restore(cfg, tr, w, method, workdir, grids=None):
   kind = "stgib" if method.startswith("stgib") else method
   over = (dict(kappa=0.0) if method == "stgib_kappa0" else
           dict(gib_mi=cfg.study.gib_mi[0], gib_pp=cfg.study.gib_pp[0]) if method == "gib"
           else {})
   spec = ex.spec_of(cfg, tr, kind=kind, **over)
   lrs = list(cfg.study.gwnet_lrs if method == "gwnet" else cfg.study.lrs)
+  if grids and method in grids:  # a model trained on its own grid (the 3600-step runs)
+    lrs = list(grids[method])
   seeds = list(range(cfg.study.seeds))
   out = train_lib.train_members(spec, cfg, w, seeds, lrs, workdir,
                                 f"{cfg.data.generator}/{method}", log=print)
@@ -102,7 +106,20 @@ def _gnnexp_lr(workdir, gen):
           and r["method"].startswith("gnnexplainer lr")][0]
 
 
-def run(arg, workdir, outdir):
+def parse_grids(entries):
+  """('method=lr+lr', ...) -> {method: (lr, ...)}: one lr grid per method, for models that
+  were trained on different grids than `study.lrs`."""
+  grids = {}
+  for e in entries:
+    if "=" not in e:
+      raise SystemExit(f"fidelity: lr grid {e!r} is not 'method=lr+lr'")
+    k, v = e.split("=", 1)
+    grids[k] = tuple(float(x) for x in v.split("+"))
+  return grids
+
+
+def run(arg, workdir, outdir, *grid_entries):
+  grids = parse_grids(grid_entries)
   cfg = config_lib.load(f"configs/stgib.py:{arg}")
   gen = cfg.data.generator
   T = cfg.data.t_in
@@ -128,7 +145,7 @@ def run(arg, workdir, outdir):
     raise SystemExit(f"no backbone checkpoint {workdir}/{gen}/stgnn: run the study first")
   print(f"[fidelity] models found in {workdir}: {' '.join(present)}")
   for method in present:
-    restored[method] = _restore(cfg, tr, w, method, workdir)
+    restored[method] = _restore(cfg, tr, w, method, workdir, grids)
     if method != "stgnn":
       spec, params, r, _ = restored[method]
       own[method] = ex.predict_members(spec, params, xe, r, w)[1]
@@ -208,7 +225,8 @@ def table(outdir):
         v = np.asarray(row[k])
         ax[i, j].errorbar(np.asarray(FRACS) * 100, v.mean(0), yerr=v.std(0), marker="o",
                           label=row["explainer"], lw=2 if "stgib" == row["explainer"] else 1)
-        ax[i, j].set_title(f"{k.replace('_', ' ')} on the {m} model (markov, 3 seeds)")
+        ax[i, j].set_title(f"{k.replace('_', ' ')} on the {m} model "
+                          f"({res[m]['generator']}, {np.shape(row[k])[0]} seeds)")
         ax[i, j].set_xlabel("sparsity: % of (step, edge) entries in the explanation")
         ax[i, j].set_ylabel("MAE change")
     ax[i, 0].legend(fontsize=6)

@@ -39,8 +39,15 @@ from jaxpapers.papers.stgib import simulator as sim_lib
 from jaxpapers.papers.stgib import train as train_lib
 
 EXPLAINED = ("stgib", "stgib_kappa0", "gsat", "decoupled", "attention", "gib")
-# The methods run on the flicker and switch generators (markov runs every method).
+# The methods run on the flicker and switch generators (markov runs every method);
+# `all_generators=true` runs every method under every generator (seventh run).
 FLICKER_METHODS = ("stgnn", "stgib", "gsat", "nograph")
+
+
+def methods_for(cfg, gen):
+  """The methods of `study.methods` run under generator `gen`."""
+  return [m for m in cfg.study.methods
+          if gen == "markov" or m in FLICKER_METHODS or cfg.study.all_generators]
 
 
 def _agg(rows, keys, group=("generator", "method")):
@@ -88,7 +95,7 @@ def run(config, workdir, commit, log=print):
                      ("persistence", ex.persistence)):
       f_rows.append(dict(generator=gen, method=name, seed=0,
                          **ex.forecast_metrics(fn(w, test, T_out), y)))
-    methods = [m for m in cfg.study.methods if gen == "markov" or m in FLICKER_METHODS]
+    methods = methods_for(cfg, gen)
     if gen == "markov" and "stgib" in methods and config.study.ablation:
       methods.append("stgib_kappa0")
     for method in methods:
