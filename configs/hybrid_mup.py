@@ -27,7 +27,9 @@ Width sweep (issue 43, `:study=width`, ~71 single-core minutes; widths 32-256 at
 400 steps of 8 x 64, 2^(1/2) LR grid, 3 seeds): muP's optimum moves -0.26 / -0.15 / +0.21
 octaves at 2x / 4x / 8x width while SP's moves -0.93 / -1.80 / -2.56; best runs 2.58-2.85
 test bits per byte (bigram 3.62); muP's best is 0.03-0.06 bpb worse than SP tuned per
-width; curves not flat at 400 steps; depth not rerun. Claim 3's ablations (muP with
+width; curves not flat at 400 steps. Depth 4 ('MAMA', `width_pattern=MAMA`, widths 32 and
+128): SP drifts -1.94 octaves, muP +0.02 (detectable 0.46); depth 8 only at width 32
+(budget). Claim 3's ablations (muP with
 global Adam / SGD, SGD also without weight decay, widths 32, 64, 128, same setting):
 global Adam's optimum drifts -0.32 octaves per width doubling (detectable 0.08; muP/AdamW
 +0.07, SP -0.86), SGD's -0.06 with decay and -0.21 without (detectable 0.37 / 0.36), gaps
@@ -213,7 +215,7 @@ def get_config(arg=None):
   c.width.eval_windows = arg.width_eval  # first half validation (LR choice), second test
   c.width.seq_len = arg.width_seq
   c.width.batch_size = arg.width_batch
-  c.width.pattern = arg.width_pattern
+  c.width.pattern = arg.width_pattern  # the sweep's stack: 'MA' (depth 2), 'MAMA', ...
   c.width.program_s = arg.width_program_s  # estimated seconds per compiled program
   c.width.budget_s = arg.width_budget_s    # no new program after this (rerun to continue)
   c.width.restore = arg.width_restore  # a committed width_rows.json of the same setting:

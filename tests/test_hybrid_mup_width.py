@@ -241,3 +241,83 @@ def test_member_weight_decay_scale_in_the_unified_update():
     np.testing.assert_allclose(np.asarray(step(g, jnp.float32(0.0))[k]), np.asarray(off[k]),
                                rtol=1e-7)
   assert ws.WD_SCALE["mup_sgd_wd0"] == 0.0 and ws.METHODS["mup_sgd_wd0"] == ("mup", "sgd")
+
+
+def test_width_pattern_reaches_the_cell_model_and_scales_the_cost():
+  """Claim 1's depth half: `width_pattern` is the sweep's model (4 blocks for 'MAMA'),
+  the default stays 'MA' (depth 2's saved cells keep their key), and the packing cost
+  doubles with the blocks. No compile."""
+  from jaxpapers.core import config as config_lib  # pylint: disable=g-import-not-at-top
+  from jaxpapers.papers.hybrid_mup import model as model_lib  # pylint: disable=g-import-not-at-top
+  assert config_lib.load("configs/hybrid_mup.py").width.pattern == "MA"
+  n = {}
+  for pat in ("MA", "MAMA"):
+    c = config_lib.load(f"configs/hybrid_mup.py:smoke,width_pattern={pat}")
+    cc = ws._cell_config(c, 32)   # pylint: disable=protected-access
+    assert cc.model.pattern == pat and cc.model.dim == 32
+    n[pat] = model_lib.n_params(model_lib.build(cc, 256))
+  emb = 2 * 256 * 32   # embedding and unembedding (untied)
+  assert n["MAMA"] - emb == pytest.approx(2 * (n["MA"] - emb), rel=0.02)
+  assert ws.cost_s(128, "MAMA") == pytest.approx(2 * ws.cost_s(128, "MA"))
+  assert ws.cost_s(128, "MAMAMAMA") == pytest.approx(4 * ws.COST_S[128])
+
+
+def test_across_depth_shift_on_known_curves():
+  """The optimum at one width over depths: a known shift of -1 grid step (-0.5 octave)
+  from depth 2 to 4 and none to 8 is recovered within its bootstrap interval."""
+  rows = {2: _rows({32: 0.0}, noise=0.2, seeds=12, seed=1),
+          4: _rows({32: -1.0}, noise=0.2, seeds=12, seed=2),
+          8: _rows({32: 0.0}, noise=0.2, seeds=12, seed=3)}
+  got = {r["depth"]: r for r in ws.across_depth(rows, 32, "mup", n_boot=300)}
+  assert got[2]["shift_log2"] is None and set(got) == {2, 4, 8}
+  for d, want in ((4, -0.5), (8, 0.0)):
+    lo, hi = got[d]["shift_ci95"]
+    assert abs(got[d]["shift_log2"] - want) < 0.15 and lo <= got[d]["shift_log2"] <= hi
+    assert 0 < got[d]["detectable_log2"] < 0.5
+  assert got[4]["shift_ci95"][1] < 0     # half an octave is resolved with 12 seeds
+
+
+def test_committed_depth_sweeps_are_rebuilt_from_their_rows():
+  """Claim 1's depth half: the committed depth-4 (and depth-8, where run) width sweeps and
+  the depth summary are rebuilt exactly from their committed rows; depth 4 has >= 7 LR
+  points per (method, width) with every best point inside its grid."""
+  import json, os  # pylint: disable=g-import-not-at-top,multiple-imports
+  res_dir = os.path.join(os.path.dirname(__file__), "..", "jaxpapers", "papers", "hybrid_mup",
+                         "results")
+  by_depth = {}
+  for depth, name in ((2, "width"), (4, "width_d4"), (8, "width_d8")):
+    d = os.path.join(res_dir, name)
+    if depth == 8 and not os.path.exists(d):
+      continue
+    with open(os.path.join(d, "width_rows.json")) as f:
+      saved = json.load(f)
+    by_depth[depth] = saved["rows"]
+    if depth == 2:
+      continue
+    assert f"pattern {'MA' * (depth // 2)}, " in saved["header"]
+    with open(os.path.join(d, "width_summary.json")) as f:
+      summary = json.load(f)
+    res = ws.analyse(ws.alias_sp_base(saved["rows"], 32), 32, sched=saved["sched"])
+    assert len(res["table"]) == len(summary)
+    for got, want in zip(res["table"], summary):
+      assert (got["method"], got["width"], got["best_k"], got["edge"]) == (
+          want["method"], want["width"], want["best_k"], want["edge"])
+      for k in ("log2_lr_opt", "best_test", "drift_log2", "detectable_log2", "gap"):
+        assert (got[k] is None) == (want[k] is None), k
+        if want[k] is not None:
+          assert got[k] == pytest.approx(want[k], rel=1e-9, abs=1e-9), (k, got, want)
+      assert got["drift_ci95"] == want["drift_ci95"]
+      if depth == 4:
+        lo, hi = map(int, got["grid_k"].split(".."))
+        assert hi - lo >= 6 and not got["edge"], got
+    assert min(r["best_test"] for r in summary) < 3.0 < saved["bigram"]["test_bpb"]
+  with open(os.path.join(res_dir, "width_depth", "depth_summary.json")) as f:
+    want = json.load(f)
+  got = ws.depth_summary(by_depth, 32)["table"]
+  assert [(r["depth"], r["method"], r["width"]) for r in got] == [
+      (r["depth"], r["method"], r["width"]) for r in want]
+  for g, w in zip(got, want):
+    assert (g["drift_log2"] is None) == (w["drift_log2"] is None)
+    if w["drift_log2"] is not None:
+      assert g["drift_log2"] == pytest.approx(w["drift_log2"], rel=1e-9, abs=1e-9)
+      assert g["drift_ci95"] == w["drift_ci95"]

@@ -1,14 +1,14 @@
 """hybrid_mup, `study=width` (issue 43 items 3-5): the width sweep past the bigram regime.
 
-Pattern 'MA' at widths `width.widths` (muP base `width.base_width`), `width.steps` steps of
-batch x seq_len windows (warm-up + cosine, AdamW b2 0.95, decay 0.1 by MuAdamW's rule
-`optim.decay_rule='lr'`, clip 1), `width.seeds` seeds, the LR on a 2^(1/2) grid:
-lr = LR0[optimizer] * 2^(k/2) for integer k. `width.plan` names the grid per method and
-width ('method:width:kmin:kmax'); a point (method, width, k) is ONE saved file with its
-seeds (`cells/<method>_d<width>_k<k>.json`), so a killed job loses at most the program in
-flight and a grid is extended by widening the plan. Points of one width share compiled
-programs of about `width.program_s` estimated seconds; a job starts no program after
-`width.budget_s` seconds (run it again to continue).
+Pattern `width.pattern` ('MA' by default) at widths `width.widths` (muP base
+`width.base_width`), `width.steps` steps of batch x seq_len windows (warm-up + cosine,
+AdamW b2 0.95, decay 0.1 by MuAdamW's rule `optim.decay_rule='lr'`, clip 1), `width.seeds`
+seeds, the LR on a 2^(1/2) grid: lr = LR0[optimizer] * 2^(k/2) for integer k. `width.plan`
+names the grid per method and width ('method:width:kmin:kmax'); a point (method, width, k)
+is ONE saved file with its seeds (`cells/<method>_d<width>_k<k>.json`), so a killed job
+loses at most the program in flight and a grid is extended by widening the plan. Points of
+one width share compiled programs of about `width.program_s` estimated seconds; a job
+starts no program after `width.budget_s` seconds (run it again to continue).
 
 Held-out: `width.eval_windows` windows of seq_len bytes from the held-out split, the first
 half validation (selects the LR), the second half test. Every member logs its training
@@ -24,6 +24,11 @@ width with its interval, the smallest drift the design detects (1.96 bootstrap s
 drift over all widths as one slope (octaves per width doubling, `drift_slope`), the
 transfer gap on test, and an add-k bigram model on the same windows. `mup_sgd_wd0` is muP
 SGD without weight decay (`WD_SCALE`: a member's decay factor, traced).
+
+Depth (claim 1's depth half): `width.pattern` is the stack ('MA' depth 2, 'MAMA' depth 4,
+...); each depth is its own sweep (own workdir), and `depth_summary` / `across_depth`
+compare them: the drift base -> widest per depth, and the optimum's shift with depth at a
+fixed width (seeds paired: a seed's training windows do not depend on the model).
 """
 from __future__ import annotations
 
@@ -54,6 +59,15 @@ LR0 = {"adamw": 1e-2, "adam_global": 1e-2, "sgd": 1.0}
 # pack points into programs of about `program_s`: d=32 this sweep's first program; 64, 128
 # and 256 the README's refreshed timing row (results/issue43/timing.py on 268e73c)
 COST_S = {32: 0.022, 64: 0.0266, 128: 0.0553, 256: 0.167}
+
+
+def cost_s(width: int, pattern: str = "MA") -> float:
+  """Estimated seconds per member-step: COST_S (measured on 'MA') times the number of
+  blocks / 2 (a deeper stack costs in proportion to its blocks), ~width^2 past 256."""
+  c = COST_S.get(width, COST_S[max(COST_S)] * (width / max(COST_S)) ** 2)
+  return c * max(1, len(pattern.replace("-", "").replace("*", "A"))) / 2
+
+
 PHASES = ((0, 10), (10, 50), (50, 150), (150, 300), (300, 400))   # fractions of 400 steps
 LOSS_BINS = 10
 
@@ -173,7 +187,7 @@ def run(config, workdir: str):
   for m, w, k in todo:
     by_width.setdefault(w, []).append((m, k))
   for w in sorted(by_width):
-    per_point = s.seeds * s.steps * COST_S.get(w, COST_S[max(COST_S)] * (w / max(COST_S)) ** 2)
+    per_point = s.seeds * s.steps * cost_s(w, s.pattern)
     n = max(1, int(s.program_s // per_point))
     pts = by_width[w]
     for i in range(0, len(pts), n):
@@ -326,6 +340,53 @@ def drift_slope(curves, boots) -> dict:
   return {"widths": widths, "slope": float(np.polyfit(x, k / 2, 1)[0]),
           "slope_ci95": [round(float(q), 3) for q in np.percentile(bs, [2.5, 97.5])],
           "detectable": float(1.96 * bs.std() * math.sqrt(n / max(n - 1, 1)))}
+
+
+def across_depth(rows_by_depth: dict, width: int, method: str, n_boot: int = 2000) -> list[dict]:
+  """The optimum of one method at one width over depths ({depth: rows} of width sweeps
+  with the same seeds): the fit and the re-selecting seed bootstrap of the width drift
+  (one resample of the seeds for every depth: a seed's runs share their training
+  windows), the shift from the first depth in octaves with its 95% interval and the
+  detectable shift. Depth is not a muP width axis: this is a by-product, not a test."""
+  curves = {d: c[width] for d, rows in sorted(rows_by_depth.items())
+            if width in (c := _curves(rows, method))}
+  if not curves:
+    return []
+  boots = bootstrap_optima(curves, n_boot)
+  d0 = min(curves)
+  lr0 = math.log2(LR0[METHODS[method][1]])
+  k0 = fit_optimum(curves[d0][0], curves[d0][2].mean(0))[0]
+  out = []
+  for d, (ks, seeds, V, _) in curves.items():
+    k = fit_optimum(ks, V.mean(0))[0]
+    row = {"method": method, "width": width, "depth": d, "grid_k": f"{ks[0]}..{ks[-1]}",
+           "log2_lr_opt": lr0 + k / 2,
+           "opt_ci95": [round(float(lr0 + q / 2), 3)
+                        for q in np.nanpercentile(boots[d], [2.5, 97.5])],
+           "shift_log2": None, "shift_ci95": None, "detectable_log2": None}
+    if d != d0:
+      x = (boots[d] - boots[d0]) / 2
+      n = len(seeds)
+      row.update({"shift_log2": (k - k0) / 2,
+                  "shift_ci95": [round(float(q), 3) for q in np.nanpercentile(x, [2.5, 97.5])],
+                  "detectable_log2": float(1.96 * np.nanstd(x) * math.sqrt(n / max(n - 1, 1)))})
+    out.append(row)
+  return out
+
+
+def depth_summary(rows_by_depth: dict, base_width: int, widths=(32, 128),
+                  methods=("sp", "mup"), n_boot: int = 2000) -> dict:
+  """Claim 1's depth half: `analyse` per depth on the rows of `widths` and `methods` (the
+  drift base -> widths[-1] at every depth), and `across_depth` per method and width."""
+  table = []
+  for d, rows in sorted(rows_by_depth.items()):
+    sel = [r for r in alias_sp_base(rows, base_width)
+           if r["dim"] in widths and r["method"] in methods]
+    for r in analyse(sel, base_width, n_boot=n_boot)["table"]:
+      table.append({"depth": d, **{k: v for k, v in r.items() if k != "loss_bins"}})
+  across = [r for m in methods for w in widths for r in across_depth(
+      {d: alias_sp_base(rows, base_width) for d, rows in rows_by_depth.items()}, w, m, n_boot)]
+  return {"table": table, "across_depth": across}
 
 
 def analyse(rows, base_width: int, *, bigram: dict | None = None, n_boot: int = 2000,
