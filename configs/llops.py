@@ -67,7 +67,8 @@ def get_config(arg=None):
       study_lm_max_ext=2,
       # MQAR (Zoology): runs are 'method' or 'map@state'; one LM per run trained on a
       # mixture of the kv counts, accuracy per kv count on held-out draws.
-      # (learned_ps@64, llops_lin@64, polysketch_hadamard@64, elu also run; not measured)
+      # (learned_ps@64, llops_lin@64, polysketch_hadamard@64, elu: measured in their own
+      # workdir, README part 2b)
       mqar_runs=("softmax", "window", "polysketch_gauss@64", "performer@64", "taylor@64",
                  "hedgehog@64", "llops@64", "polysketch_gauss@16", "llops@16"),
       mqar_kv=(2, 4, 8), mqar_seq=32, mqar_vocab=64, mqar_dim=32, mqar_heads=1,

@@ -158,3 +158,23 @@ def test_cached_rows_are_refused_for_a_changed_config(tmp_path):
   wider = ml_collections.ConfigDict({"model": {"d": 64}, "study": {"seeds": 3}})
   with pytest.raises(workdir_lib.ResumeError, match="model.d: 32 -> 64"):
     study._cached(str(tmp_path), train, wider)
+
+
+
+def test_lm_part_without_softmax_runs_and_hands_no_own_lm(tmp_path, monkeypatch):
+  """Part 2 with only linear-attention methods (new rows beside a measured table) used to
+  stop at StopIteration looking for the softmax LM that part 1's own-LM q/k come from.
+  Training is stubbed (rows per member) to keep this test to the table logic."""
+  from jaxpapers.core import config as config_lib
+  from jaxpapers.papers.llops import study
+
+  def fake_rows(config, wd, make_task, pop, row):
+    return [{"method": "window", "state": 0, "seed": m["seed"], "lr": m["lr"],
+             "diverged": False, "val_bpb": 2.0 + m["lr"], "test_bpb": 2.1, "params": 1,
+             "curve": []} for m in pop]
+
+  monkeypatch.setattr(study, "_population_rows", fake_rows)
+  cfg = config_lib.load("configs/llops.py:smoke,study_lm_methods=window,study_lm_lrs=1e-3+3e-3+1e-2")
+  table, rows, log, curves, trained = study.lm_part(cfg, str(tmp_path))
+  assert [r["method"] for r in table] == ["window", "bigram (add-alpha)"]
+  assert trained == {} and log[0]["chosen_lr"] == 1e-3 and log[0]["edge"]

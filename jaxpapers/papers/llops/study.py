@@ -161,7 +161,8 @@ def lm_part(config, workdir: str):
   table.append({"method": "bigram (add-alpha)", "state": 0, "params": data.vocab_size ** 2,
                 "lr": bigram["alpha"], "test_bpb": bigram["test_bpb"], "std": 0.0,
                 "val_bpb": bigram["val_bpb"], "seeds": 1})
-  best_lr = next(r["lr"] for r in table if r["method"] == "softmax")
+  # The own-LM q/k of part 1 come from the best-LR softmax LM, when softmax was run.
+  best_lr = next((r["lr"] for r in table if r["method"] == "softmax"), None)
   return table, rows, log, curves, trained.get(best_lr, {})
 
 
