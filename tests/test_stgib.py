@@ -777,9 +777,56 @@ def test_per_method_lr_grids_and_methods_per_generator():
   arg = "methods=stgnn+gib+stid"
   cfg = config_lib.load(f"configs/stgib.py:{arg}")
   assert study.methods_for(cfg, "markov") == ["stgnn", "gib", "stid"]
-  assert study.methods_for(cfg, "switch") == ["stgnn"]
+  lines = []
+  assert study.methods_for(cfg, "switch", log=lines.append) == ["stgnn"]
+  assert len(lines) == 1 and "gib, stid" in lines[0]  # named, not silently dropped
+  assert study.methods_for(cfg, "markov", log=lines.append) and len(lines) == 1
   cfg = config_lib.load(f"configs/stgib.py:{arg},all_generators=true")
   assert study.methods_for(cfg, "flicker") == ["stgnn", "gib", "stid"]
+
+
+def test_within_edge_auroc_and_the_input_free_references_on_a_hand_case():
+  """review rev40b S1: a fixed per-edge ranking (edge 0 opens more often than edge 1) ranks
+  every mixed window perfectly (per-window AUROC 1) yet is constant within each edge
+  (within-edge AUROC 0.5); a score that follows when each edge is open gets 1 within
+  edges; non-pending entries and one-class edges are left out; the references are
+  computed from the training steps only."""
+  import types
+  from jaxpapers.papers.stgib import study
+  truth = np.array([[1, 0], [1, 1], [1, 0], [0, 0]], bool)[:, None]  # [W=4, t_in=1, E=2]
+  pending = np.ones_like(truth)
+  static = np.broadcast_to(np.array([0.75, 0.25]), truth.shape)
+  per_window = np.nanmean([explain.auroc(s[p], t[p]) for s, t, p in zip(static, truth,
+                                                                         pending)])
+  assert per_window == 1.0
+  assert explain.within_edge_auroc(static, truth, pending) == 0.5
+  follows = truth + 0.1 * np.arange(4)[:, None, None]  # open entries above closed, per edge
+  assert explain.within_edge_auroc(follows, truth, pending) == 1.0
+  # Edge 0 reversed (0), edge 1 right (1): mean 0.5. Dropping window 1 from the pending
+  # entries leaves edge 1 one-class (skipped) and edge 0 at 0.
+  rev = np.stack([1.0 - follows[..., 0], follows[..., 1]], -1)
+  assert explain.within_edge_auroc(rev, truth, pending) == 0.5
+  pend2 = pending.copy()
+  pend2[1] = False
+  assert explain.within_edge_auroc(rev, truth, pend2) == 0.0
+  assert np.isnan(explain.within_edge_auroc(rev, truth, np.zeros_like(pending)))
+  # The references: training steps 0..287 (one day), later steps all closed.
+  T, E = 2 * sim_lib.STEPS_PER_DAY, 2
+  gate = np.zeros((T, E), bool)
+  day = np.arange(sim_lib.STEPS_PER_DAY)
+  gate[day, 0] = sim_lib.regime_of(day) == 1  # edge 0: open in the morning rush only
+  gate[day, 1] = day % 2 == 0  # edge 1: half the time, in every regime
+  sim = types.SimpleNamespace(gate=gate, delay=np.array([3, 5]))
+  w = types.SimpleNamespace(split=dict(train=np.arange(11, sim_lib.STEPS_PER_DAY - 12)))
+  exw = np.array([100, 400])
+  refs = study._static_refs(sim, w, exw, 12, 12, 2)
+  rush_share = np.mean(sim_lib.regime_of(day) == 1)
+  assert refs["edge_rate"].shape == (2, 2, 12, 2)
+  np.testing.assert_allclose(refs["edge_rate"][1, 1, 5], [rush_share, 0.5], rtol=1e-6)
+  arrive = exw[:, None] - 11 + np.arange(12)[None]
+  np.testing.assert_array_equal(refs["regime_rate"][0, ..., 0],
+                                sim_lib.regime_of(arrive + 3) == 1)
+  np.testing.assert_allclose(refs["regime_rate"][0, ..., 1], 0.5, atol=0.02)
 
 
 def test_fidelity_over_sparsity_on_a_hand_model():

@@ -216,7 +216,8 @@ def feature_auroc(fscores):
 def explanation_metrics(spec, params, r, w, x, y, scores, truth, frac, pending=None,
                         former=None):
   """Per member: auroc (against truth, the pending-arrival labels), auroc_pending (among
-  the entries of `pending` only), auroc_former (against `former`, the former labels),
+  the entries of `pending` only, per window), auroc_within_edge (among them, per edge over
+  the windows: explain.within_edge_auroc), auroc_former (against `former`, the former labels),
   fid_plus, fid_minus, consistency and its flicker control (scores [M, W, t_in, E])."""
   M = scores.shape[0]
   full, _ = predict_members(spec, params, x, r, w)
@@ -232,6 +233,8 @@ def explanation_metrics(spec, params, r, w, x, y, scores, truth, frac, pending=N
                      auroc_pending=nan if pending is None else float(np.nanmean(
                          [explain.auroc(s_[p_], t_[p_]) for s_, t_, p_ in
                           zip(scores[m], truth, pending)] + [nan])),
+                     auroc_within_edge=nan if pending is None else explain.within_edge_auroc(
+                         scores[m], truth, pending),
                      auroc_former=nan if former is None else explain.mean_auroc(scores[m],
                                                                                 former),
                      fid_plus=masked_mae(drop[m], y) - base,

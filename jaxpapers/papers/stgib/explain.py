@@ -24,8 +24,11 @@ Metrics (per window, then averaged):
                 0 or all 1 are skipped): an entry is causal iff its value arrives through
                 an open gate after the window's end (simulator.window_truth);
                 auroc_pending: the same among the pending entries only (which open gate,
-                without the entries' position); auroc_former: against the former labels
-                (every open arrival, also those already seen by the destination)
+                without the entries' position); auroc_within_edge: among the pending
+                entries, per edge over all windows and steps, then the mean over edges
+                (without the edge's identity: an input-free per-edge ranking gets 0.5);
+                auroc_former: against the former labels (every open arrival, also those
+                already seen by the destination)
   fid_plus      MAE(keep all but the top-k entries) - MAE(full): higher = the explanation
                 is necessary
   fid_minus     MAE(keep only the top-k entries) - MAE(full): lower = it is sufficient
@@ -196,6 +199,18 @@ def auroc(scores, truth):
 
 def mean_auroc(scores, truth):
   vals = [auroc(s, t) for s, t in zip(scores, truth)]
+  vals = [v for v in vals if np.isfinite(v)]
+  return float(np.mean(vals)) if vals else float("nan")
+
+
+def within_edge_auroc(scores, truth, pending):
+  """AUROC within each edge, averaged over edges: per edge, the AUROC of its pending
+  entries pooled over every window and input step ([W, t_in, E] each), then the mean over
+  the edges whose pending entries hold both classes (nan if none). It removes the edge's
+  identity: a fixed per-edge ranking (edge_rate: which edges a regime opens) is constant
+  within an edge and scores exactly 0.5, so what is left is *when* an edge is causal."""
+  s, t, p = (np.asarray(a) for a in (scores, truth, pending))
+  vals = [auroc(s[..., e][p[..., e]], t[..., e][p[..., e]]) for e in range(s.shape[-1])]
   vals = [v for v in vals if np.isfinite(v)]
   return float(np.mean(vals)) if vals else float("nan")
 

@@ -9,7 +9,9 @@ split. Explanations are scored on evenly spaced test windows against the simulat
 labels (open gates of values still pending at the window's end), also among the pending
 entries alone and against the former labels. References: random scores (AUROC 0.5), the
 labels themselves used as the explanation (the positive control for the fidelity
-metrics) and recency (the last input steps first: what position alone scores). The
+metrics), recency (the last input steps first: what position alone scores) and two
+input-free rankings (`_static_refs`: each edge's training open rate, and the same per
+time-of-day regime), beside which the AUROC within each edge is reported. The
 backbone is explained post hoc (GNNExplainer with its Adam step tuned on validation fid+,
 saliency, IG, occlusion), and STGIB's model also by occlusion and saliency (one common
 model). `nograph`: the backbone with every message removed, the trivial model a graph
@@ -44,10 +46,16 @@ EXPLAINED = ("stgib", "stgib_kappa0", "gsat", "decoupled", "attention", "gib")
 FLICKER_METHODS = ("stgnn", "stgib", "gsat", "nograph")
 
 
-def methods_for(cfg, gen):
-  """The methods of `study.methods` run under generator `gen`."""
-  return [m for m in cfg.study.methods
+def methods_for(cfg, gen, log=print):
+  """The methods of `study.methods` run under generator `gen`; the dropped ones are named
+  in a log line (not silently skipped)."""
+  keep = [m for m in cfg.study.methods
           if gen == "markov" or m in FLICKER_METHODS or cfg.study.all_generators]
+  dropped = [m for m in cfg.study.methods if m not in keep]
+  if dropped:
+    log(f"[methods {gen}] not run under {gen}: {', '.join(dropped)} (only "
+        f"{', '.join(FLICKER_METHODS)} run there; study.all_generators=true runs every method)")
+  return keep
 
 
 def _agg(rows, keys, group=("generator", "method")):
@@ -95,7 +103,7 @@ def run(config, workdir, commit, log=print):
                      ("persistence", ex.persistence)):
       f_rows.append(dict(generator=gen, method=name, seed=0,
                          **ex.forecast_metrics(fn(w, test, T_out), y)))
-    methods = methods_for(cfg, gen)
+    methods = methods_for(cfg, gen, log)
     if gen == "markov" and "stgib" in methods and config.study.ablation:
       methods.append("stgib_kappa0")
     for method in methods:
@@ -154,6 +162,7 @@ def run(config, workdir, commit, log=print):
         # the last d_e steps, so this is the AUROC that knowing nothing about gates gets.
         named["recency"] = np.broadcast_to(np.arange(T_in, dtype=np.float32)[None, :, None]
                                            + 1e-3 * rng.random(truth.shape), (S,) + truth.shape)
+        named.update(_static_refs(tr.sim, w, exw, T_in, T_out, S))
       for en, scores in named.items():
         ms = ex.explanation_metrics(spec, params, r, w, xe, ye, np.asarray(scores), truth, frac,
                                     **lab)
@@ -168,16 +177,16 @@ def run(config, workdir, commit, log=print):
       # (the former labels, every step), and of their flicker control.
       f = lab["former"]
       e_rows.append(dict(generator=gen, method="(gates themselves)", model="-", seed=0,
-                         auroc=1.0, auroc_pending=1.0, auroc_former=1.0, fid_plus=np.nan,
+                         auroc=1.0, auroc_pending=1.0, auroc_within_edge=1.0,
+                         auroc_former=1.0, fid_plus=np.nan,
                          fid_minus=np.nan, consistency=explain.truth_consistency(f),
                          consistency_flicker=explain.truth_consistency(
                              explain.flicker_control(f, np.random.default_rng([7, 99]))),
                          feat_auroc=1.0))
   fkeys = [f"{m}_{h}" for h in ("15min", "30min", "60min") for m in ("mae", "rmse", "mape")]
   f_tab = _agg(f_rows, fkeys)
-  ekeys = ["auroc", "auroc_pending", "auroc_former", "fid_plus", "fid_minus", "consistency",
-           "consistency_flicker",
-           "feat_auroc"]
+  ekeys = ["auroc", "auroc_pending", "auroc_within_edge", "auroc_former", "fid_plus",
+           "fid_minus", "consistency", "consistency_flicker", "feat_auroc"]
   e_tab = _agg(e_rows, ekeys)
   hdr = f"commit {commit}; {S} seeds (mean, std); sparsity {frac}"
   md = "### Forecasts (test)\n\n" + study_lib.write_table(
@@ -200,6 +209,29 @@ def run(config, workdir, commit, log=print):
   log(md)
   log(f"study wall time {time.perf_counter() - t_start:.0f} s")
   return dict(forecast=f_tab, explain=e_tab, selection=sel_rows)
+
+
+def _static_refs(sim, w, exw, t_in, t_out, n_members):
+  """Input-free references (review rev40b S1): scores that never look at the window.
+  edge_rate: each edge's open rate over the training split's steps, one fixed ranking of
+  the edges for every window and step. Under markov gates (each regime opens a fixed edge
+  set) it already ranks the pending entries well, since within a window the labels say
+  mostly which edges the regime opens; within each edge it is constant, so its
+  auroc_within_edge is 0.5 exactly. regime_rate: each edge's training open rate in the
+  time-of-day regime at the value's arrival (time of day is an input channel, so this is
+  what the clock alone knows). No random draw: the other rows' scores are unchanged."""
+  n_tr = int(w.split["train"].max()) + t_out + 1  # the training windows' steps
+  gate = sim.gate[:n_tr]
+  shape = (n_members, len(exw), t_in, gate.shape[1])
+  rate = gate.mean(0).astype(np.float32)
+  reg = sim_lib.regime_of(np.arange(n_tr))
+  reg_rate = np.stack([gate[reg == k].mean(0) if np.any(reg == k) else gate.mean(0)
+                       for k in range(4)]).astype(np.float32)  # regime_of's 4 regimes
+  taus = exw[:, None] - t_in + 1 + np.arange(t_in)[None]
+  arrive = taus[..., None] + sim.delay[None, None]  # [W, t_in, E]
+  by_reg = reg_rate[sim_lib.regime_of(arrive), np.arange(gate.shape[1])[None, None]]
+  return dict(edge_rate=np.broadcast_to(rate, shape),
+              regime_rate=np.broadcast_to(by_reg, shape))
 
 
 def _tune_gib(cfg, tr, w, lrs, workdir, gen, log):

@@ -1,7 +1,11 @@
 """python jaxpapers/papers/stgib/results/coupled/gnnexp_grid.py "<study config arg>" <copy of the study workdir> 1+3+10+30
 
 GNNExplainer's step on the coupled study's backbone: the grid extended past its edge (1),
-selected on validation fid+ as the study does; the pick's test metrics."""
+selected on validation fid+ as the study does; the pick's test metrics.
+
+gnnexp_grid_log.txt shows it ran as /tmp/st40e/gx_edge.py: the same code but for this
+docstring, a sys.path line and the output path (/tmp/st40e/gx_edge.json, copied here as
+gnnexp_grid.json)."""
 import json, os, sys
 import numpy as np
 from jaxpapers.core import config as config_lib
