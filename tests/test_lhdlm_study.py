@@ -7,6 +7,7 @@ import os
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 
 from jaxpapers.core import config as config_lib
 from jaxpapers.data import text as text_lib
@@ -152,3 +153,43 @@ def test_loop_key_terms_reproduce_the_loops_estimate():
   shared = mc_tail.loop_key_terms(mdl, state["params"], w, 2, config.eval.batch_size,
                                   shared_key=True)
   assert abs(shared["loop_estimate"] - ev["bpb"]) > 1e-3
+
+
+def _piece(path, members, val, test, curves, steps):
+  """A cell.json as study._cell writes it: rows and curve columns in member order."""
+  path.mkdir(parents=True)
+  rows = [{"lr": lr, "seed": s, "val_bpb": v, "test_bpb": t, "test_mc_se": 0.01}
+          for (lr, s), v, t in zip(members, val, test)]
+  cell = {"rows": rows, "curves": {"val_step": steps,
+                                   "val_bpb": np.asarray(curves, float).T.tolist()}}
+  (path / "cell.json").write_text(json.dumps(cell))
+  return str(path)
+
+
+def test_combine_joins_pieces_by_lr_and_seed(tmp_path):
+  """Seed 0 alone, seeds 1-2 in a second population, the grid extended in a third: the
+  choice is on the mean over seeds, each seed's curve follows its own member."""
+  from jaxpapers.papers.lhdlm import combine
+  steps = [1, 2, 3, 4, 5, 6, 7, 8]
+  c = lambda end: [5.0 - 0.1 * i for i in range(7)] + [end]   # the quarter: points 6 -> 8
+  a = _piece(tmp_path / "a", [(1e-3, 0), (3e-3, 0)], [4.0, 3.0], [4.1, 3.1],
+             [c(9), c(4.3)], steps)
+  # member order lr-major, seed fastest (population.grid): seeds 1, 2 of 1e-3, then of 3e-3
+  b = _piece(tmp_path / "b", [(1e-3, 1), (1e-3, 2), (3e-3, 1), (3e-3, 2)],
+             [3.0, 3.0, 3.3, 3.3], [9, 9, 3.2, 3.6], [c(9), c(9), c(4.4), c(4.5)], steps)
+  e = _piece(tmp_path / "e", [(1e-2, 0), (1e-2, 1), (1e-2, 2)], [3.5, 3.5, 3.5],
+             [9, 9, 9], [c(9)] * 3, steps)
+  r = combine.summarize([a, b, e], bigram=4.0)
+  assert r["lrs"] == [1e-3, 3e-3, 1e-2] and r["seeds"] == [0, 1, 2]
+  np.testing.assert_allclose(r["val_by_lr"], [10 / 3, 9.6 / 3, 3.5])
+  assert r["best_lr"] == 3e-3 and not r["edge"]
+  np.testing.assert_allclose(r["test_by_seed"], [3.1, 3.2, 3.6])
+  np.testing.assert_allclose(r["under_bigram"], 4.0 - 9.9 / 3)
+  assert r["quarter_from_step"] == 6
+  np.testing.assert_allclose(r["quarter_drop_by_seed"], [4.5 - 4.3, 4.5 - 4.4, 4.5 - 4.5])
+  np.testing.assert_allclose(r["eighth_drop_by_seed"], [0.1, 0.0, -0.1], atol=1e-12)
+  assert combine.summarize([a, b], bigram=4.0)["edge"]      # without the extension: an edge
+  with pytest.raises(ValueError, match="in two pieces"):
+    combine.summarize([a, a], bigram=4.0)
+  with pytest.raises(ValueError, match="missing"):
+    combine.summarize([a, e], bigram=4.0)

@@ -1,0 +1,101 @@
+"""One table from study cells of the same model trained as several populations.
+
+A cell's grid may have run in pieces (seed 0 alone, then seeds 1 and 2; an LR grid extended
+past its edge in a later run, in its own workdir). This reads each piece's `cell.json`,
+joins the members by (LR, seed), chooses the LR on the mean over seeds of the validation
+number (as `study._cell` does), and prints per model: validation by LR, the choice (EDGE
+when it is the grid's first or last), the test mean +- std over seeds, the chosen LR's
+validation curve (mean over seeds), its change over the last quarter and last eighth of
+training (per seed too: > 0 means still falling) and the margin under the add-k bigram (read
+from the first piece's study_rows.json). Nothing is trained.
+
+  python -m jaxpapers.papers.lhdlm.combine --out=/tmp/rows.json \
+      --cell=mdlm=/tmp/a/synthetic/mdlm,/tmp/b/synthetic/mdlm --cell=hdlm=/tmp/c/synthetic/hdlm
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+
+import numpy as np
+
+
+def join(paths):
+  """Rows and per-member validation curves of the pieces, keyed by (lr, seed)."""
+  rows, curves, steps = {}, {}, None
+  for p in paths:
+    with open(os.path.join(p, "cell.json")) as f:
+      c = json.load(f)
+    s = c["curves"]["val_step"]
+    if steps is not None and s != steps:
+      raise ValueError(f"{p}: validation steps {s} differ from the first piece's {steps}")
+    steps = s
+    vb = np.asarray(c["curves"]["val_bpb"], float)    # points x members, member order = rows
+    for i, r in enumerate(c["rows"]):
+      k = (float(r["lr"]), int(r["seed"]))
+      if k in rows:
+        raise ValueError(f"{p}: member lr={k[0]:g} seed={k[1]} is in two pieces")
+      rows[k], curves[k] = r, vb[:, i]
+  return rows, curves, steps
+
+
+def summarize(paths, bigram):
+  rows, curves, steps = join(paths)
+  lrs = sorted({k[0] for k in rows})
+  seeds = sorted({k[1] for k in rows})
+  missing = [(lr, s) for lr in lrs for s in seeds if (lr, s) not in rows]
+  if missing:
+    raise ValueError(f"members missing from the grid: {missing}")
+  val = {lr: float(np.mean([rows[(lr, s)]["val_bpb"] for s in seeds])) for lr in lrs}
+  best = min(val, key=val.get)
+  test = np.array([rows[(best, s)]["test_bpb"] for s in seeds])
+  cv = np.array([curves[(best, s)] for s in seeds])    # seeds x points
+  P = len(steps)
+  q = P - 1 - P // 4                                   # the point a quarter before the end
+  quarter, eighth = cv[:, q] - cv[:, -1], cv[:, -2] - cv[:, -1]
+  return {"lrs": lrs, "seeds": seeds, "val_by_lr": [val[lr] for lr in lrs], "best_lr": best,
+          "edge": best in (lrs[0], lrs[-1]), "test_bpb": float(test.mean()),
+          "test_std": float(test.std()), "test_by_seed": test.tolist(),
+          "mc_se": float(np.mean([rows[(best, s)]["test_mc_se"] for s in seeds])),
+          "val_step": steps, "val_curve": cv.mean(0).tolist(),
+          "val_curve_by_seed": cv.tolist(), "quarter_from_step": steps[q],
+          "quarter_drop": float(quarter.mean()), "quarter_drop_by_seed": quarter.tolist(),
+          "eighth_drop": float(eighth.mean()), "eighth_drop_by_seed": eighth.tolist(),
+          "under_bigram": float(bigram - test.mean()), "pieces": list(paths)}
+
+
+def _bigram(cell_path):
+  with open(os.path.join(cell_path, "..", "..", "study_rows.json")) as f:
+    return json.load(f)["trivial"]["synthetic"]["bigram"]
+
+
+def main(argv=None):
+  ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  ap.add_argument("--cell", action="append", required=True,
+                  help="model=cell_dir[,cell_dir...] (repeat for each model)")
+  ap.add_argument("--out", default="", help="write the summaries here (JSON)")
+  a = ap.parse_args(argv)
+  out = {}
+  for spec in a.cell:
+    name, paths = spec.split("=", 1)
+    paths = paths.split(",")
+    r = out[name] = summarize(paths, _bigram(paths[0]))
+    print(f"{name:12s} val by LR " + "/".join(f"{v:.3f}" for v in r["val_by_lr"])
+          + " (" + "/".join(f"{x:g}" for x in r["lrs"]) + f") -> {r['best_lr']:g}"
+          + (" (EDGE)" if r["edge"] else "")
+          + f": test {r['test_bpb']:.3f} +- {r['test_std']:.3f} (MC s.e. {r['mc_se']:.3f},"
+          f" {len(r['seeds'])} seeds), {r['under_bigram']:.3f} under the bigram")
+    print(f"{'':12s} val curve {r['val_step'][0]}..{r['val_step'][-1]}: "
+          + " ".join(f"{v:.3f}" for v in r["val_curve"])
+          + f"; drop from step {r['quarter_from_step']}: {r['quarter_drop']:.3f} (seeds "
+          + "/".join(f"{v:.3f}" for v in r["quarter_drop_by_seed"])
+          + f"), last eighth {r['eighth_drop']:.3f} (seeds "
+          + "/".join(f"{v:.3f}" for v in r["eighth_drop_by_seed"]) + ")", flush=True)
+  if a.out:
+    with open(a.out, "w") as f:
+      json.dump(out, f, indent=1)
+
+
+if __name__ == "__main__":
+  main()
