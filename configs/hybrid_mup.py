@@ -34,6 +34,12 @@ global Adam / SGD, SGD also without weight decay, widths 32, 64, 128, same setti
 global Adam's optimum drifts -0.32 octaves per width doubling (detectable 0.08; muP/AdamW
 +0.07, SP -0.86), SGD's -0.06 with decay and -0.21 without (detectable 0.37 / 0.36), gaps
 <= 0.010 bpb; without decay SGD is 0.21-0.24 bpb better, still 0.08-0.11 worse than AdamW.
+Claim 2's axes (SP beside muP at width 64, `width_seq=32`, `width_batch=4`,
+`width_pattern=MMMA` / `M-M-M-*-`): sequence length moves neither optimum (SP too, so the
+design cannot separate them), halving the batch moves both by -0.38 octaves, the 1:3
+ratio cell moves muP's by -0.58 (SP's not), the Nemotron-H shape neither (detectable
+~0.7-1.0 octave). Item 5's spectral ratio ||dW||_2/||W||_2 is width-flat under muP
+(|slope| <= 0.08 but B/C -0.15/-0.19) and grows under SP's Mamba matrices.
 Coordinate check (issue 43, microsoft/mup's protocol, widths 32-512, `:study=coord`,
 ~80 s): SP's activations, SSM parts included, grow with width; muP's stay flat (SSM parts
 within |slope| 0.14). The first study (commit 143d914, widths 16-64, 80 steps, bigram-level

@@ -88,7 +88,8 @@ def unified_update(grads, state, params, *, kind, lr_t, mults, mask, b1, b2, eps
 
 def train_members(config, data: text_lib.TokenData, hybrid: model_lib.Hybrid,
                   members: list[dict], windows: dict, *, chunk: int = 0,
-                  mapper=sharding.spread, update_groups: dict | None = None) -> dict:
+                  mapper=sharding.spread, update_groups: dict | None = None,
+                  spectral: bool = False, schedule_steps: int | None = None) -> dict:
   """Trains `members` ([{seed, lr, num}]) of `hybrid`'s shape; returns per-member arrays.
 
   A member's num may hold 'wd_scale' (its weight decay is optim.weight_decay x wd_scale;
@@ -102,7 +103,10 @@ def train_members(config, data: text_lib.TokenData, hybrid: model_lib.Hybrid,
   mapper: turns the per-member function into the batched program (default: vmapped with
   the member axis over every device; `lambda f: jax.jit(jax.vmap(f))` runs on one).
   update_groups: {group: [leaf path, ...]} (`update_groups(hybrid)`): then stats also
-  hold 'upd/<group>' = ||W_t+1 - W_t||_F / ||W_t||_F over the group's leaves, every step.
+  hold 'upd/<group>' = ||W_t+1 - W_t||_F / ||W_t||_F over the group's leaves, every step,
+  and with `spectral` also 'spec/<group>' (`update_ratios`: the operator-norm ratio).
+  schedule_steps: the LR schedule's length (default: the steps trained), so a short run can
+  train the first steps of a longer run's schedule (the same members' first steps).
   Held-out steps run the forward pass alone (a `lax.cond` on the unbatched train flag).
   Returns {'val_bpb', 'test_bpb', 'final_loss', 'diverged', 'loss_curve', 'stats'}; stats
   are the coordinate check's activation scales {name: (P, steps)} (model.forward).
@@ -129,7 +133,7 @@ def train_members(config, data: text_lib.TokenData, hybrid: model_lib.Hybrid,
   def one_member(seed_idx, key, lr, num):
     init_rng, _ = jax.random.split(key)
     params = hybrid.init(init_rng, num)
-    sched = lm.schedule(config, lr, steps)
+    sched = lm.schedule(config, lr, schedule_steps or steps)
     mults = hybrid.lr_mults(num)
 
     def loss_fn(p, toks_n):
@@ -137,7 +141,7 @@ def train_members(config, data: text_lib.TokenData, hybrid: model_lib.Hybrid,
       nats = optax_xent(logits, toks_n[seed_idx][:, 1:])
       return jnp.mean(nats), (jnp.sum(nats), stats)
 
-    ratios = lambda new_p, p: update_ratios(new_p, p, update_groups or {})
+    ratios = lambda new_p, p: update_ratios(new_p, p, update_groups or {}, spectral=spectral)
 
     def train_step(carry, toks_n, t):
       params, opt, div = carry
@@ -204,12 +208,22 @@ def _by_path(tree) -> dict:
   return {jax.tree_util.keystr(k): v for k, v in jax.tree_util.tree_flatten_with_path(tree)[0]}
 
 
-def update_ratios(new_params, params, groups: dict) -> dict:
-  """{'upd/<group>': ||new - old||_F / ||old||_F} over each group's leaves (paths)."""
+def update_ratios(new_params, params, groups: dict, spectral: bool = False) -> dict:
+  """{'upd/<group>': ||new - old||_F / ||old||_F} over each group's leaves (paths); with
+  `spectral` also {'spec/<group>': the mean over the group's matrices of ||new - old||_2 /
+  ||old||_2} (operator norms of the last two axes, i.e. of each (fan_in, fan_out) matrix of
+  a leaf's leading repeat axis): the ratio muP's spectral condition (Yang, Simon and
+  Bernstein 2023) keeps at Theta(1) in width."""
   new, old = _by_path(new_params), _by_path(params)
-  return {f"upd/{g}": jnp.sqrt(sum(jnp.sum(jnp.square(new[k] - old[k])) for k in ks)
-                               / sum(jnp.sum(jnp.square(old[k])) for k in ks))
-          for g, ks in groups.items()}
+  out = {f"upd/{g}": jnp.sqrt(sum(jnp.sum(jnp.square(new[k] - old[k])) for k in ks)
+                              / sum(jnp.sum(jnp.square(old[k])) for k in ks))
+         for g, ks in groups.items()}
+  if spectral:
+    op = lambda x: jnp.linalg.norm(x.reshape((-1,) + x.shape[-2:]), ord=2, axis=(-2, -1))
+    for g, ks in groups.items():
+      r = jnp.concatenate([op(new[k] - old[k]) / op(old[k]) for k in ks])
+      out[f"spec/{g}"] = jnp.mean(r)
+  return out
 
 
 # leaf name -> group of the update-to-weight ratio (`update_groups`)

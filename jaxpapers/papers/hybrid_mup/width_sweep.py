@@ -29,6 +29,10 @@ Depth (claim 1's depth half): `width.pattern` is the stack ('MA' depth 2, 'MAMA'
 ...); each depth is its own sweep (own workdir), and `depth_summary` / `across_depth`
 compare them: the drift base -> widest per depth, and the optimum's shift with depth at a
 fixed width (seeds paired: a seed's training windows do not depend on the model).
+
+Claim 2's axes: a cell changes one of `width.seq_len`, `width.batch_size`, `width.pattern`
+(own workdir); `axis_shift` compares SP's and muP's optimum at one width between a base
+cell and the axis cell (shift, bootstrap interval, detectable shift, SP's minus muP's).
 """
 from __future__ import annotations
 
@@ -371,6 +375,55 @@ def across_depth(rows_by_depth: dict, width: int, method: str, n_boot: int = 200
                   "shift_ci95": [round(float(q), 3) for q in np.nanpercentile(x, [2.5, 97.5])],
                   "detectable_log2": float(1.96 * np.nanstd(x) * math.sqrt(n / max(n - 1, 1)))})
     out.append(row)
+  return out
+
+
+def axis_shift(base_rows, cell_rows, width: int, methods=("sp", "mup"),
+               n_boot: int = 2000) -> list[dict]:
+  """Claim 2 (sequence length, batch, attention:SSM ratio, Nemotron-H shape): the optimum
+  of each method at one width in a base cell and in a cell that changes one axis, both
+  with the same seeds, grid spacing and held-out design. Per method: the shift of the
+  optimum (cell - base, octaves) with the seed bootstrap's 95% interval (re-selecting;
+  one resample of the seeds for both cells and both methods, as in `across_depth`) and
+  the detectable shift; the gap in the cell at the base's best grid LR (the transferred
+  LR; the grid point nearest it where the cell's grid does not hold it, flagged); and
+  `sp_minus_mup`: SP's shift minus muP's with its interval, i.e. whether the design
+  tells the two apart on this axis. SP and muP are the same computation only at the
+  base width, so `width` must differ from it for the control to mean anything."""
+  out, boots_by_m = [], {}
+  for method in methods:
+    cb, cc = _curves(base_rows, method).get(width), _curves(cell_rows, method).get(width)
+    if cb is None or cc is None:
+      continue
+    boots = bootstrap_optima({0: cb, 1: cc}, n_boot)
+    kb, kb_grid, _ = fit_optimum(cb[0], cb[2].mean(0))
+    ks, seeds, V, T = cc
+    k, kbest, fitted = fit_optimum(ks, V.mean(0))
+    x = (boots[1] - boots[0]) / 2
+    boots_by_m[method] = x
+    n = len(seeds)
+    kg = min(ks, key=lambda q: (abs(q - kb_grid), q))
+    g = T[:, ks.index(kg)] - T[:, ks.index(kbest)]
+    lr0 = math.log2(LR0[METHODS[method][1]])
+    out.append({"method": method, "width": width, "grid_k": f"{ks[0]}..{ks[-1]}",
+                "best_k": kbest, "edge": kbest in (ks[0], ks[-1]), "fitted": fitted,
+                "base_log2_lr_opt": lr0 + kb / 2, "log2_lr_opt": lr0 + k / 2,
+                "shift_log2": (k - kb) / 2,
+                "shift_ci95": [round(float(q), 3) for q in np.nanpercentile(x, [2.5, 97.5])],
+                "detectable_log2": float(1.96 * np.nanstd(x) * math.sqrt(n / max(n - 1, 1))),
+                "best_val": float(V.mean(0)[ks.index(kbest)]),
+                "best_test": float(T[:, ks.index(kbest)].mean()),
+                "best_test_std": float(T[:, ks.index(kbest)].std()),
+                "gap": float(g.mean()), "gap_std": float(g.std()),
+                "gap_at_k": None if kg == kb_grid else kg})
+  if "sp" in boots_by_m and "mup" in boots_by_m:
+    d = boots_by_m["sp"] - boots_by_m["mup"]
+    r = {q["method"]: q for q in out}
+    n = min(len(_curves(cell_rows, m)[width][1]) for m in ("sp", "mup"))
+    for q in out:
+      q["sp_minus_mup"] = r["sp"]["shift_log2"] - r["mup"]["shift_log2"]
+      q["sp_minus_mup_ci95"] = [round(float(v), 3) for v in np.nanpercentile(d, [2.5, 97.5])]
+      q["sp_minus_mup_detectable"] = float(1.96 * np.nanstd(d) * math.sqrt(n / max(n - 1, 1)))
   return out
 
 
