@@ -33,6 +33,11 @@ def validate(config):
   bad = [f for f in d.families if f not in pdes.FAMILY_NAMES]
   if bad:
     raise ValueError(f"data.families: unknown {bad}; known: {', '.join(pdes.FAMILY_NAMES)}")
+  if d.dt_div and (len(d.dt_div) != len(d.families) or min(d.dt_div) < 1):
+    raise ValueError(f"data.dt_div={tuple(d.dt_div)}: one integer >= 1 per family "
+                     f"({len(d.families)}: {', '.join(d.families)}), or empty (all 1)")
+  if d.ft_dt_div < 1:
+    raise ValueError(f"data.ft_dt_div={d.ft_dt_div} must be >= 1")
   if d.resolution % 4 or d.resolution < 8:
     raise ValueError(f"data.resolution={d.resolution} must be a multiple of 4 (>= 8): "
                      "the VAE halves it twice")
@@ -105,7 +110,8 @@ def corpus(config, workdir, log=print):
   fams = list(d.families)
   out = {}
   for split, count in _split_counts(config).items():
-    data = pdes.cached(cache, fams, split, count, d.resolution, d.frames, config.seed)
+    data = pdes.cached(cache, fams, split, count, d.resolution, d.frames, config.seed,
+                       dt_div=tuple(d.dt_div) or None)
     out[split] = dict(x=np.concatenate([data[f] for f in fams]),
                       fam=np.repeat(np.arange(len(fams)), count).astype(np.int32),
                       mask=np.concatenate([np.tile(pdes.channel_mask(f), (count, 1))
@@ -119,7 +125,7 @@ def finetune_corpus(config, workdir):
   out = {}
   for split, count in (("finetune", d.n_ft), ("ft_test", d.n_ft_test)):
     x = pdes.cached(cache, [pdes.HELD_OUT], split, count, d.ft_resolution, d.frames,
-                    config.seed)[pdes.HELD_OUT]
+                    config.seed, dt_div=(d.ft_dt_div,))[pdes.HELD_OUT]
     out[split] = dict(x=x, fam=np.zeros(count, np.int32),
                       mask=np.tile(pdes.channel_mask(pdes.HELD_OUT), (count, 1)))
   return out

@@ -8,7 +8,9 @@ leave channel 1 zero with `mask[c] = 0`, so one PhyVAE sees every family in the 
 family (forced Navier-Stokes vorticity) used only for fine-tuning at 2x resolution.
 
 Frames are `substeps` solver steps apart and recorded after `burn_in` steps so chaotic
-systems (Kuramoto-Sivashinsky, Kolmogorov) start on their attractor.
+systems (Kuramoto-Sivashinsky, Kolmogorov) start on their attractor. `dt_div = d` runs the
+solver at dt / d with the same `substeps` (and d x `burn_in`, the same burn-in time): frames
+d times closer in time, the same start state (d = 1 is the default corpus, bit for bit).
 """
 from __future__ import annotations
 
@@ -38,7 +40,7 @@ class Family:
   dt: float
   substeps: int  # solver steps between recorded frames
   burn_in: int  # solver steps before the first recorded frame
-  make: Callable  # (rng numpy Generator, num_points) -> (stepper, params dict)
+  make: Callable  # (rng numpy Generator, num_points, dt) -> (stepper, params dict)
   ic: Callable  # (key, num_points) -> u0 [channels, N, N]
 
 
@@ -72,44 +74,44 @@ def _families():
   S, R = ex.stepper, ex.stepper.reaction
   u = lambda rng, lo, hi: float(rng.uniform(lo, hi))
 
-  def adv_diff(rng, n):
+  def adv_diff(rng, n, dt):
     ang = u(rng, 0, 2 * np.pi)
     vel = u(rng, 0.5, 1.5) * np.array([np.cos(ang), np.sin(ang)])
     p = dict(velocity=vel.tolist(), diffusivity=u(rng, 5e-4, 2e-3))
-    return S.AdvectionDiffusion(2, 1.0, n, 0.01, velocity=jnp.asarray(vel),
+    return S.AdvectionDiffusion(2, 1.0, n, dt, velocity=jnp.asarray(vel),
                                 diffusivity=p["diffusivity"]), p
 
-  def burgers(rng, n):
+  def burgers(rng, n, dt):
     p = dict(diffusivity=u(rng, 2e-3, 6e-3), convection_scale=u(rng, 0.5, 1.5))
-    return S.Burgers(2, 1.0, n, 0.005, single_channel=True, **p), p
+    return S.Burgers(2, 1.0, n, dt, single_channel=True, **p), p
 
-  def ks(rng, n):
+  def ks(rng, n, dt):
     p = dict(extent=u(rng, 16.0, 24.0))
-    return S.KuramotoSivashinsky(2, p["extent"], n, 0.1), p
+    return S.KuramotoSivashinsky(2, p["extent"], n, dt), p
 
-  def kdv(rng, n):
+  def kdv(rng, n, dt):
     p = dict(dispersivity=u(rng, 0.5, 1.5), convection_scale=-u(rng, 3.0, 6.0))
-    return S.KortewegDeVries(2, 20.0, n, 0.01, single_channel=True, **p), p
+    return S.KortewegDeVries(2, 20.0, n, dt, single_channel=True, **p), p
 
-  def gray_scott(rng, n):
+  def gray_scott(rng, n, dt):
     p = dict(feed_rate=u(rng, 0.03, 0.045), kill_rate=u(rng, 0.055, 0.065))
-    return R.GrayScott(2, 1.0, n, 1.0, diffusivity_1=1e-4, diffusivity_2=5e-5, **p), p
+    return R.GrayScott(2, 1.0, n, dt, diffusivity_1=1e-4, diffusivity_2=5e-5, **p), p
 
-  def swift_hohenberg(rng, n):
+  def swift_hohenberg(rng, n, dt):
     p = dict(reactivity=u(rng, 0.3, 0.9))
-    return R.SwiftHohenberg(2, 10 * np.pi, n, 0.5, **p), p
+    return R.SwiftHohenberg(2, 10 * np.pi, n, dt, **p), p
 
-  def navier_stokes(rng, n):
+  def navier_stokes(rng, n, dt):
     p = dict(diffusivity=u(rng, 3e-4, 1e-3))
-    return S.NavierStokesVorticity(2, 1.0, n, 0.01, **p), p
+    return S.NavierStokesVorticity(2, 1.0, n, dt, **p), p
 
-  def cahn_hilliard(rng, n):
+  def cahn_hilliard(rng, n, dt):
     p = dict(gamma=u(rng, 3e-3, 6e-3))
-    return R.CahnHilliard(2, 1.0, n, 0.01, diffusivity=0.01, **p), p
+    return R.CahnHilliard(2, 1.0, n, dt, diffusivity=0.01, **p), p
 
-  def kolmogorov(rng, n):
+  def kolmogorov(rng, n, dt):
     p = dict(diffusivity=u(rng, 0.02, 0.04))
-    return S.KolmogorovFlowVorticity(2, 2 * np.pi, n, 0.02, drag=-0.1, injection_mode=4,
+    return S.KolmogorovFlowVorticity(2, 2 * np.pi, n, dt, drag=-0.1, injection_mode=4,
                                      **p), p
 
   F = Family
@@ -163,16 +165,23 @@ def _rollout(stepper, u0, frames: int, substeps: int, burn_in: int):
   return _ROLL[key](stepper, u0)
 
 
-def trajectory(name: str, seed: int, n: int, frames: int):
-  """One trajectory [frames, N, N, C] (channels last, zero-padded to C) and its params."""
+def trajectory(name: str, seed: int, n: int, frames: int, dt_div: int = 1):
+  """One trajectory [frames, N, N, C] (channels last, zero-padded to C) and its params.
+
+  dt_div: the solver runs at dt / dt_div, frames `substeps` solver steps apart (dt_div
+  times closer in time), after dt_div x burn_in steps (the same burn-in time)."""
   fam = family(name)
   rng = np.random.default_rng(seed)
+  d = int(dt_div)
+  if d < 1:
+    raise ValueError(f"dt_div={dt_div} for {name} must be an integer >= 1")
   # exponax relies on implicit rank promotion; allow it inside the solver even where a
   # caller (the test suite) makes it an error.
   with jax.numpy_rank_promotion("allow"):
-    stepper, params = fam.make(rng, n)
+    stepper, params = fam.make(rng, n, fam.dt / d)
     u0 = fam.ic(jax.random.PRNGKey(seed), n)
-    traj = np.asarray(_rollout(stepper, u0, frames, fam.substeps, fam.burn_in), np.float32)
+    traj = np.asarray(_rollout(stepper, u0, frames, fam.substeps, fam.burn_in * d),
+                      np.float32)
   traj = np.moveaxis(traj, 1, -1)
   if not np.all(np.isfinite(traj)):
     raise FloatingPointError(f"{name} trajectory (seed {seed}) is not finite: the solver "
@@ -188,15 +197,19 @@ def _seed(name: str, split: str, i: int, base: int) -> int:
 
 
 def generate(names, split: str, count: int, n: int, frames: int, base_seed: int = 0,
-             progress: bool = True):
-  """{name: array [count, frames, N, N, C]} for the families, with a progress bar."""
+             progress: bool = True, dt_div=None):
+  """{name: array [count, frames, N, N, C]} for the families, with a progress bar.
+
+  dt_div: one divisor per family (None: 1 for every family; see `trajectory`)."""
+  divs = dict(zip(names, dt_div)) if dt_div else {}
   out = {}
   total = len(names) * count
   t0, done = time.perf_counter(), 0
   for name in names:
     rows = []
     for i in range(count):
-      rows.append(trajectory(name, _seed(name, split, i, base_seed), n, frames)[0])
+      rows.append(trajectory(name, _seed(name, split, i, base_seed), n, frames,
+                             divs.get(name, 1))[0])
       done += 1
       if progress:
         el = time.perf_counter() - t0
@@ -211,16 +224,19 @@ def generate(names, split: str, count: int, n: int, frames: int, base_seed: int 
 
 
 def cached(cache_dir: str, names, split: str, count: int, n: int, frames: int,
-           base_seed: int = 0, progress: bool = True):
+           base_seed: int = 0, progress: bool = True, dt_div=None):
   """`generate`, stored as `cache_dir/<key>.npz` and read back on the next call."""
   spec = dict(names=list(names), split=split, count=count, n=n, frames=frames,
               base_seed=base_seed, version=2)
+  divs = [int(v) for v in dt_div] if dt_div else []
+  if any(v != 1 for v in divs):  # the default corpus keeps its earlier cache key
+    spec["dt_div"] = divs
   key = hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:16]
   path = os.path.join(cache_dir, f"corpus_{split}_{n}_{key}.npz")
   if os.path.exists(path):
     with np.load(path) as z:
       return {k: z[k] for k in names}
-  data = generate(names, split, count, n, frames, base_seed, progress)
+  data = generate(names, split, count, n, frames, base_seed, progress, divs or None)
   os.makedirs(cache_dir, exist_ok=True)
   tmp = path + ".tmp.npz"
   np.savez(tmp, **data)
