@@ -445,15 +445,25 @@ def _mqar_plot(workdir, out):
   axes[0].set_xlabel("key-value pairs")
   axes[0].set_ylabel("test accuracy")
   axes[0].legend(fontsize=6)
-  for name, c in out["mqar"]["curves"].items():
-    if c:
-      axes[1].plot([x[0] for x in c], [x[1] for x in c], label=name)
   axes[1].set_yscale("log")
-  axes[1].set_xlabel("step")
-  axes[1].set_ylabel("train loss at the queries (chosen LR, seed mean)")
-  axes[1].legend(fontsize=6)
+  _curves_panel(axes[1], out["mqar"]["curves"], "step",
+                "train loss at the queries (chosen LR, seed mean)")
+  _save(fig, plt, os.path.join(workdir, "mqar.png"))
+
+
+def _curves_panel(ax, curves, xlabel, ylabel):
+  """One line per run of its (step, value) points."""
+  for name, c in curves.items():
+    if c:
+      ax.plot([p[0] for p in c], [p[1] for p in c], label=name)
+  ax.set_xlabel(xlabel)
+  ax.set_ylabel(ylabel)
+  ax.legend(fontsize=6)
+
+
+def _save(fig, plt, path):
   fig.tight_layout()
-  fig.savefig(os.path.join(workdir, "mqar.png"), dpi=110)
+  fig.savefig(path, dpi=110)
   plt.close(fig)
 
 
@@ -473,15 +483,9 @@ def _convert_plot(workdir, out):
   axes[0].set_yscale("log")
   axes[0].set_ylabel("test bits per byte")
   axes[0].legend(fontsize=6)
-  for name, c in out["convert"]["curves"].items():
-    if c:
-      axes[1].plot([p[0] for p in c], [p[1] for p in c], label=name)
-  axes[1].set_xlabel("continuation step")
-  axes[1].set_ylabel("train loss (nats; chosen LR, seed mean)")
-  axes[1].legend(fontsize=6)
-  fig.tight_layout()
-  fig.savefig(os.path.join(workdir, "convert.png"), dpi=110)
-  plt.close(fig)
+  _curves_panel(axes[1], out["convert"]["curves"], "continuation step",
+                "train loss (nats; chosen LR, seed mean)")
+  _save(fig, plt, os.path.join(workdir, "convert.png"))
 
 
 def _plots(workdir, out):
