@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from jaxpapers.core import config as config_lib
-from jaxpapers.papers.lgs import frame_rule, pdes, textbook_fno
+from jaxpapers.papers.lgs import frame_rule, pdes, textbook_fno, vae_diversity
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -100,3 +100,21 @@ def test_textbook_fno_learns_a_shift_and_rolls_out():
   assert float(np.mean(losses[-20:])) < 0.1 * ident, (float(np.mean(losses[-20:])), ident)
   r = np.asarray(textbook_fno.rollout(p, x[:, :2], mask, 3))
   assert r.shape == (6, 3, 8, 8, 1) and np.all(np.isfinite(r))
+
+
+def test_diversity_ablation_scores_the_shared_first_trajectories():
+  """vae_diversity's `train_first`: the first n trajectories of a larger training split
+  are the n-trajectory split (a trajectory is keyed by its index), and per_family's
+  `first` averages exactly those, per seed, by hand."""
+  small = pdes.generate(["adv_diff"], "train", 2, 16, 3, progress=False)["adv_diff"]
+  big = pdes.generate(["adv_diff"], "train", 3, 16, 3, progress=False)["adv_diff"]
+  np.testing.assert_array_equal(big[:2], small)
+  err = np.arange(2 * 6 * 2, dtype=np.float64).reshape(2, 6, 2)  # [seeds, B, S]
+  fam = np.array([0, 0, 0, 1, 1, 1])
+  rows = vae_diversity.per_family(err, fam, 2, first=2)
+  want0 = [err[s, :2].mean() for s in (0, 1)]
+  want1 = [err[s, 3:5].mean() for s in (0, 1)]
+  assert rows[0]["mean"] == pytest.approx(np.mean(want0))
+  assert rows[0]["std"] == pytest.approx(np.std(want0))
+  assert rows[1]["mean"] == pytest.approx(np.mean(want1))
+  assert vae_diversity.per_family(err, fam, 2)[1]["mean"] == pytest.approx(err[:, 3:].mean())
