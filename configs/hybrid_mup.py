@@ -37,9 +37,11 @@ global Adam's optimum drifts -0.32 octaves per width doubling (detectable 0.08; 
 Claim 2's axes (SP beside muP at width 64, `width_seq=32`, `width_batch=4`,
 `width_pattern=MMMA` / `M-M-M-*-`): sequence length moves neither optimum (SP too, so the
 design cannot separate them), halving the batch moves both by -0.38 octaves, the 1:3
-ratio cell moves muP's by -0.58 (SP's not), the Nemotron-H shape neither (detectable
-~0.7-1.0 octave). Item 5's spectral ratio ||dW||_2/||W||_2 is width-flat under muP
-(|slope| <= 0.08 but B/C -0.15/-0.19) and grows under SP's Mamba matrices.
+ratio cell moves muP's by -0.58 (SP's not) but doubles the depth: at the same 4 blocks
+('MAMA' -> 'MMMA') muP's stays (-0.02) and SP's moves +0.42 (marginally resolved), the
+Nemotron-H shape neither (detectable ~0.7-1.0 octave). Item 5's spectral ratio
+||dW||_2/||W||_2 is width-flat under muP (|slope| <= 0.08 but B/C -0.15/-0.19) and grows
+under SP's Mamba matrices.
 Coordinate check (issue 43, microsoft/mup's protocol, widths 32-512, `:study=coord`,
 ~80 s): SP's activations, SSM parts included, grow with width; muP's stay flat (SSM parts
 within |slope| 0.14). The first study (commit 143d914, widths 16-64, 80 steps, bigram-level

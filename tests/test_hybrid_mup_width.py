@@ -379,25 +379,32 @@ def test_axis_shift_tells_a_shifting_control_from_a_fixed_optimum():
 
 def test_committed_axes_summary_is_rebuilt_from_its_rows():
   """Claim 2: the committed axis cells (`results/width_t32`, `width_b4`, `width_t32_mmma`,
-  `width_t32_nemotron`, beside the committed `results/width` base) rebuild
-  `results/width_axes/axes_summary.json` exactly; every cell has SP and muP at width 64
-  with >= 5 LR points each, its best points inside their grids, and beats the bigram."""
+  `width_t32_nemotron`, beside the committed `results/width` base; the same-depth ratio
+  `width_t32_mama` -> `width_t32_mmma`) rebuild `results/width_axes/axes_summary.json`
+  exactly; every cell has SP and muP at width 64 with >= 5 LR points each, its best
+  points inside their grids, and beats the bigram."""
   import json, os  # pylint: disable=g-import-not-at-top,multiple-imports
   res_dir = os.path.join(os.path.dirname(__file__), "..", "jaxpapers", "papers", "hybrid_mup",
                          "results")
   load = lambda n: json.load(open(os.path.join(res_dir, n, "width_rows.json")))
   with open(os.path.join(res_dir, "width_axes", "axes_summary.json")) as f:
     want = json.load(f)
-  cells = {r["cell"]: r for r in want}
-  assert {"width_t32", "width_b4"} <= set(cells)
-  base_of = {"width_t32": "width", "width_b4": "width", "width_t32_mmma": "width_t32",
-             "width_t32_nemotron": "width_t32"}
+  assert {"width_t32", "width_b4"} <= {r["cell"] for r in want}
+  # axis -> (base cell, axis cell); the ratio is read twice: from 'MA' (depth doubles too)
+  # and from 'MAMA' (the same 4 blocks)
+  cells_of = {"sequence": ("width", "width_t32"), "batch": ("width", "width_b4"),
+              "ratio": ("width_t32", "width_t32_mmma"),
+              "ratio_same_depth": ("width_t32_mama", "width_t32_mmma"),
+              "nemotron": ("width_t32", "width_t32_nemotron")}
   got = []
-  for cell in dict.fromkeys(r["cell"] for r in want):
-    c = load(cell)
-    assert min(r["test_bpb"] for r in c["rows"]) < 3.0 < c["bigram"]["test_bpb"]
-    got += [{"cell": cell, **r} for r in ws.axis_shift(load(base_of[cell])["rows"], c["rows"], 64)]
-  assert [(r["cell"], r["method"]) for r in got] == [(r["cell"], r["method"]) for r in want]
+  for axis in dict.fromkeys(r["axis"] for r in want):
+    base, cell = cells_of[axis]
+    b, c = load(base), load(cell)
+    for x in (b, c):
+      assert min(r["test_bpb"] for r in x["rows"]) < 3.0 < x["bigram"]["test_bpb"]
+    got += [{"axis": axis, "cell": cell, **r} for r in ws.axis_shift(b["rows"], c["rows"], 64)]
+  assert [(r["axis"], r["cell"], r["method"]) for r in got] == [
+      (r["axis"], r["cell"], r["method"]) for r in want]
   for g, w in zip(got, want):
     lo, hi = map(int, g["grid_k"].split(".."))
     assert hi - lo >= 4 and not g["edge"] and g["best_k"] == w["best_k"], g
