@@ -189,6 +189,8 @@ def test_combine_joins_pieces_by_lr_and_seed(tmp_path):
   np.testing.assert_allclose(r["quarter_drop_by_seed"], [4.5 - 4.3, 4.5 - 4.4, 4.5 - 4.5])
   np.testing.assert_allclose(r["eighth_drop_by_seed"], [0.1, 0.0, -0.1], atol=1e-12)
   assert combine.summarize([a, b], bigram=4.0)["edge"]      # without the extension: an edge
+  one = combine.summarize([e], bigram=4.0)                  # a single LR: carried, not tuned
+  assert not one["tuned"] and not one["edge"] and r["tuned"]
   with pytest.raises(ValueError, match="in two pieces"):
     combine.summarize([a, a], bigram=4.0)
   with pytest.raises(ValueError, match="missing"):

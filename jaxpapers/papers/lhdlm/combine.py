@@ -55,7 +55,9 @@ def summarize(paths, bigram):
   q = P - 1 - P // 4                                   # the point a quarter before the end
   quarter, eighth = cv[:, q] - cv[:, -1], cv[:, -2] - cv[:, -1]
   return {"lrs": lrs, "seeds": seeds, "val_by_lr": [val[lr] for lr in lrs], "best_lr": best,
-          "edge": best in (lrs[0], lrs[-1]), "test_bpb": float(test.mean()),
+          # one LR is a carried-over choice, not a tuned one: no edge to sit on
+          "tuned": len(lrs) > 1, "edge": len(lrs) > 1 and best in (lrs[0], lrs[-1]),
+          "test_bpb": float(test.mean()),
           "test_std": float(test.std()), "test_by_seed": test.tolist(),
           "mc_se": float(np.mean([rows[(best, s)]["test_mc_se"] for s in seeds])),
           "val_step": steps, "val_curve": cv.mean(0).tolist(),
@@ -83,7 +85,7 @@ def main(argv=None):
     r = out[name] = summarize(paths, _bigram(paths[0]))
     print(f"{name:12s} val by LR " + "/".join(f"{v:.3f}" for v in r["val_by_lr"])
           + " (" + "/".join(f"{x:g}" for x in r["lrs"]) + f") -> {r['best_lr']:g}"
-          + (" (EDGE)" if r["edge"] else "")
+          + (" (EDGE)" if r["edge"] else "") + ("" if r["tuned"] else " (one LR: not tuned)")
           + f": test {r['test_bpb']:.3f} +- {r['test_std']:.3f} (MC s.e. {r['mc_se']:.3f},"
           f" {len(r['seeds'])} seeds), {r['under_bigram']:.3f} under the bigram")
     print(f"{'':12s} val curve {r['val_step'][0]}..{r['val_step'][-1]}: "
