@@ -183,6 +183,20 @@ def decode_all(config, vae_params_one, z):
   return np.asarray(_JITS[("dec", sp)](vae_params_one, jnp.asarray(z)))
 
 
+def recon_errors(config, vae_params, split, xs, mean, std):
+  """L2RE [seeds, B, S] of decode(encode(x)) on frames K..K+S-1: the PhyVAE's floor
+  under every latent model's error (the study's vae cell)."""
+  K, S = config.model.context, config.eval.rollout_steps
+  M = jax.tree.leaves(vae_params)[0].shape[0]
+  rec = []
+  for i in range(M):
+    p = jax.tree.map(lambda v: v[i], vae_params)
+    z = encode_all(config, p, xs)[:, K:K + S]
+    dec = decode_all(config, p, z.reshape((-1,) + z.shape[2:]))
+    rec.append(dec.reshape(xs[:, K:K + S].shape) * split["mask"][:, None, None, None])
+  return errors(np.stack(rec), split, mean, std, K)
+
+
 def train_dynamics(config, workdir, kind, data_x, mask, res, seeds, lrs, tag, log=print,
                    steps=None, init=None, batch=None):
   """Members = (seed, lr) for lr in lrs for seed in seeds; returns (state, curve, members).

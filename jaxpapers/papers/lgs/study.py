@@ -128,12 +128,7 @@ def _run(config, workdir, commit, cell, log, t_start):
 
   def vae_cell():
     # Reconstruction L2RE of the test frames: the floor under every latent model's error.
-    rec = []
-    for i in seeds:
-      dec = E.decode_all(config, _pick(vae["params"], i), zs[i]["test"][:, K:K + S].reshape(
-          (-1,) + zs[i]["test"].shape[2:]))
-      rec.append(dec.reshape(xs["test"][:, K:K + S].shape) * masks["test"][:, None, None, None])
-    rec_err = E.errors(np.stack(rec), data["test"], mean, std, K)
+    rec_err = E.recon_errors(config, vae["params"], data["test"], xs["test"], mean, std)
     log(f"[vae] test reconstruction L2RE {rec_err.mean():.4f}")
     return dict(curve=vcurve, recon_l2re=float(rec_err.mean()),
                 recon_per_family=[float(rec_err[:, data["test"]["fam"] == f].mean())

@@ -2,7 +2,7 @@
 
 In the close setting the PhyVAE's test reconstruction L2RE floors every latent model.
 This trains (or restores, from the workdir's checkpoint) the PhyVAE of a config and scores
-its reconstruction with the study's metric (`study._run`'s vae cell: physical-unit L2RE
+its reconstruction with the study's metric (`experiment.recon_errors`, the study's vae cell: physical-unit L2RE
 per trajectory and frame over the frames K..K+S-1, `experiment.errors`) on the training
 split as well as the test split, per family and seed. Run it once with the study's
 trajectory count and once with more (`n_train=256`): a floor set by data diversity shows
@@ -20,24 +20,10 @@ import argparse
 import json
 import time
 
-import jax
 import numpy as np
 
 from jaxpapers.core import config as config_lib
 from jaxpapers.papers.lgs import experiment as E
-
-
-def recon_errors(config, vae_params, split, xs, mean, std):
-  """L2RE [seeds, B, S] of decode(encode(x)) on frames K..K+S-1, as the study's vae cell."""
-  K, S = config.model.context, config.eval.rollout_steps
-  M = jax.tree.leaves(vae_params)[0].shape[0]
-  rec = []
-  for i in range(M):
-    p = jax.tree.map(lambda v: v[i], vae_params)
-    z = E.encode_all(config, p, xs)[:, K:K + S]
-    dec = E.decode_all(config, p, z.reshape((-1,) + z.shape[2:]))
-    rec.append(dec.reshape(xs[:, K:K + S].shape) * split["mask"][:, None, None, None])
-  return E.errors(np.stack(rec), split, mean, std, K)
 
 
 def per_family(err, fam, n_fam, first=None):
@@ -76,7 +62,7 @@ def main():
   out["train_loss"] = {str(curve[j][0]): float(np.mean(curve[j][1]))
                        for j in (len(curve) // 2 - 1, 3 * len(curve) // 4 - 1, len(curve) - 1)}
   for split in ("train", "test"):
-    err = recon_errors(config, vae["params"], data[split], xs[split], mean, std)
+    err = E.recon_errors(config, vae["params"], data[split], xs[split], mean, std)
     fam = data[split]["fam"]
     out[split] = dict(mean=float(err.mean(axis=(1, 2)).mean()),
                       per_family=per_family(err, fam, len(fams)))
