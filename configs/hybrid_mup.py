@@ -23,17 +23,19 @@ over learning rates and seeds.
   # one saved file per (method, width, LR): rerun until nothing is missing):
   python launch/study.py --config=configs/hybrid_mup.py:study=width --workdir=/tmp/hm_width
 
-Width sweep (issue 43, `:study=width`, ~71 single-core minutes; widths 32-256 at base 32,
-400 steps of 8 x 64, 2^(1/2) LR grid, 3 seeds): muP's optimum moves -0.26 / -0.15 / +0.21
-octaves at 2x / 4x / 8x width while SP's moves -0.93 / -1.80 / -2.56; best runs 2.58-2.85
+Width sweep (issue 43, `:study=width`, ~71 + 25 single-core minutes (the 256 grids completed
+later); widths 32-256 at base 32,
+400 steps of 8 x 64, 2^(1/2) LR grid of 7-11 points, 3 seeds): muP's optimum moves -0.26 /
+-0.15 / +0.20 octaves at 2x / 4x / 8x width (+0.07 per doubling) while SP's moves -0.93 /
+-1.80 / -2.67 (-0.89 per doubling); best runs 2.58-2.85
 test bits per byte (bigram 3.62); muP's best is 0.03-0.06 bpb worse than SP tuned per
 width; curves not flat at 400 steps. Depth 4 ('MAMA', `width_pattern=MAMA`, widths 32 and
 128): SP drifts -1.94 octaves, muP +0.02 (detectable 0.46); depth 8 only at width 32
 (budget). Claim 3's ablations (muP with
-global Adam / SGD, SGD also without weight decay, widths 32, 64, 128, same setting):
-global Adam's optimum drifts -0.32 octaves per width doubling (detectable 0.08; muP/AdamW
-+0.07, SP -0.86), SGD's -0.06 with decay and -0.21 without (detectable 0.37 / 0.36), gaps
-<= 0.010 bpb; without decay SGD is 0.21-0.24 bpb better, still 0.08-0.11 worse than AdamW.
+global Adam at widths 32-256, SGD (also without weight decay) at 32, 64, 128, same
+setting): global Adam's optimum drifts -0.25 octaves per width doubling (detectable 0.07;
+muP/AdamW +0.07, SP -0.89), SGD's -0.06 with decay and -0.21 without (detectable 0.37 /
+0.36), gaps <= 0.017 bpb; without decay SGD is 0.21-0.24 bpb better, still 0.08-0.11 worse than AdamW.
 Claim 2's axes (SP beside muP at width 64, `width_seq=32`, `width_batch=4`,
 `width_pattern=MMMA` / `M-M-M-*-`): sequence length moves neither optimum (SP too, so the
 design cannot separate them), halving the batch moves both by -0.38 octaves, the 1:3
@@ -112,7 +114,12 @@ def get_config(arg=None):
                   # the middle width for both, and muP SGD without weight decay (the decay
                   # confound: SGD's lr x wd at its best LR is 6-12x Adam's)
                   "mup_adam_global:64:-3:3", "mup_sgd:64:-9:-3",
-                  "mup_sgd_wd0:32:-9:-1", "mup_sgd_wd0:64:-7:-1", "mup_sgd_wd0:128:-7:-1"))
+                  "mup_sgd_wd0:32:-9:-1", "mup_sgd_wd0:64:-7:-1", "mup_sgd_wd0:128:-7:-1",
+                  # width 256 completed to 7 points (SP -7..-1 around its fitted optimum
+                  # k ~ -4; muP -2..4 as at 64 and 128) and global Adam at 256 (-4..2:
+                  # centred on k ~ -1, where its -0.32 octave per doubling puts it)
+                  "sp:256:-7:-6", "sp:256:-2:-1", "mup:256:-2:-1", "mup:256:4:4",
+                  "mup_adam_global:256:-4:2"))
   c = ml_collections.ConfigDict()
   c.experiment = "jaxpapers.papers.hybrid_mup.experiment"
   c.seed = arg.seed

@@ -165,12 +165,15 @@ def test_committed_width_summary_is_rebuilt_from_its_rows():
   # claim 3's ablations are in the committed rows (widths 32, 64 and 128, >= 7 LRs each,
   # the best point inside its grid; SGD also without decay) and item 5's optimizer
   # contrast is rebuilt from them
-  for m in ("mup_sgd", "mup_adam_global", "mup_sgd_wd0"):
+  # SP, muP and global Adam at 32-256 (8x; width 256 completed to 7 points)
+  for m in ("mup_sgd", "mup_adam_global", "mup_sgd_wd0", "sp", "mup"):
     got = {r["width"]: r for r in summary if r["method"] == m}
-    assert set(got) >= {32, 64, 128}, m
+    assert set(got) >= ({32, 64, 128} if "sgd" in m else {32, 64, 128, 256}), m
     for r in got.values():
       lo, hi = map(int, r["grid_k"].split(".."))
-      assert hi - lo >= 6 and not r["edge"], r
+      n_k = len({q["k"] for q in saved["rows"] if (q["method"], q["dim"]) == (m, r["width"])}
+                 ) if r["width"] != 32 or m != "sp" else hi - lo + 1   # SP at 32: muP's alias
+      assert hi - lo >= 6 and n_k == hi - lo + 1 and not r["edge"], r
   with open(os.path.join(d, "width_drift_slopes.json")) as f:
     slopes = json.load(f)
   assert [(r["method"], r["widths"]) for r in res["drift_slopes"]] == [
