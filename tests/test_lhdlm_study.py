@@ -195,3 +195,16 @@ def test_combine_joins_pieces_by_lr_and_seed(tmp_path):
     combine.summarize([a, a], bigram=4.0)
   with pytest.raises(ValueError, match="missing"):
     combine.summarize([a, e], bigram=4.0)
+
+
+def test_combine_reads_the_last_quarter_and_eighth_of_a_16_point_curve(tmp_path):
+  """16 validation points (every 1000 of 16000 steps): the quarter starts at step 12000 and
+  the eighth at 14000, not at the last point but one."""
+  from jaxpapers.papers.lhdlm import combine
+  steps = list(range(1000, 17000, 1000))
+  curve = [5.0 - 0.01 * i - (0.5 if i == 15 else 0.0) for i in range(16)]  # a last-step drop
+  p = _piece(tmp_path / "a", [(1e-3, 0)], [3.0], [3.1], [curve], steps)
+  r = combine.summarize([p], bigram=4.0)
+  assert r["quarter_from_step"] == 12000 and r["eighth_from_step"] == 14000
+  np.testing.assert_allclose(r["quarter_drop"], 0.04 + 0.5)
+  np.testing.assert_allclose(r["eighth_drop"], 0.02 + 0.5)

@@ -53,7 +53,8 @@ def summarize(paths, bigram):
   cv = np.array([curves[(best, s)] for s in seeds])    # seeds x points
   P = len(steps)
   q = P - 1 - P // 4                                   # the point a quarter before the end
-  quarter, eighth = cv[:, q] - cv[:, -1], cv[:, -2] - cv[:, -1]
+  e = P - 1 - max(1, P // 8)                           # ... an eighth before (8 points: the last but one)
+  quarter, eighth = cv[:, q] - cv[:, -1], cv[:, e] - cv[:, -1]
   return {"lrs": lrs, "seeds": seeds, "val_by_lr": [val[lr] for lr in lrs], "best_lr": best,
           # one LR is a carried-over choice, not a tuned one: no edge to sit on
           "tuned": len(lrs) > 1, "edge": len(lrs) > 1 and best in (lrs[0], lrs[-1]),
@@ -63,6 +64,7 @@ def summarize(paths, bigram):
           "val_step": steps, "val_curve": cv.mean(0).tolist(),
           "val_curve_by_seed": cv.tolist(), "quarter_from_step": steps[q],
           "quarter_drop": float(quarter.mean()), "quarter_drop_by_seed": quarter.tolist(),
+          "eighth_from_step": steps[e],
           "eighth_drop": float(eighth.mean()), "eighth_drop_by_seed": eighth.tolist(),
           "under_bigram": float(bigram - test.mean()), "pieces": list(paths)}
 
@@ -92,7 +94,7 @@ def main(argv=None):
           + " ".join(f"{v:.3f}" for v in r["val_curve"])
           + f"; drop from step {r['quarter_from_step']}: {r['quarter_drop']:.3f} (seeds "
           + "/".join(f"{v:.3f}" for v in r["quarter_drop_by_seed"])
-          + f"), last eighth {r['eighth_drop']:.3f} (seeds "
+          + f"), from step {r['eighth_from_step']}: {r['eighth_drop']:.3f} (seeds "
           + "/".join(f"{v:.3f}" for v in r["eighth_drop_by_seed"]) + ")", flush=True)
   if a.out:
     with open(a.out, "w") as f:

@@ -10,6 +10,11 @@ of that workdir puts them in its tables).
 
   python -m jaxpapers.papers.lhdlm.gen_cell --ar_workdir=/tmp/lh38/study \
       --workdir=/tmp/lh38/study_udlm_hi --model=udlm --lrs=0.004+0.01+0.025
+
+A cell trained for longer than its AR cell (`study_steps=16000`) names its own settings in
+`--cell_extra` (they apply to the cell only: the AR cell is restored with the default
+study settings, so its finished checkpoint is read back, never trained further); the
+sampler step counts may be given there too (`study_sample_steps=16+128+512`).
 """
 from __future__ import annotations
 
@@ -31,9 +36,11 @@ def main(argv=None):
   ap.add_argument("--model", required=True, help="the cell's study model name (e.g. udlm)")
   ap.add_argument("--lrs", required=True, help="the cell's LR grid, '+'-joined")
   ap.add_argument("--extra", default="", help="config args before study_lrs ('smoke,')")
+  ap.add_argument("--cell_extra", default="",
+                  help="config args of the cell only ('study_steps=16000,'), after --extra")
   a = ap.parse_args(argv)
   base = config_lib.load(f"configs/lhdlm.py:{a.extra}")
-  grid = config_lib.load(f"configs/lhdlm.py:{a.extra}study_lrs={a.lrs}")
+  grid = config_lib.load(f"configs/lhdlm.py:{a.extra}{a.cell_extra}study_lrs={a.lrs}")
   corpus = "synthetic"
   cfg_b, cfg_g = study_lib._corpus_config(base, corpus), study_lib._corpus_config(grid, corpus)
   data, labels = data_lib.load(cfg_b)
