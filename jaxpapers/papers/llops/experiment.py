@@ -51,11 +51,12 @@ def validate(config) -> None:
   for name in config.study.lm_methods:
     if name not in METHODS:
       raise ValueError(f"study.lm_methods has {name!r}; expected names from {list(METHODS)}")
-  for run in config.mqar.runs:
-    name, _, state = run.partition("@")
-    if name not in METHODS or (state and not state.isdigit()):
-      raise ValueError(f"mqar.runs has {run!r}; expected 'method' or 'map@state' with a "
-                       f"method from {list(METHODS)}")
+  for part in ("mqar", "longrange"):
+    for run in config[part].runs:
+      name, _, state = run.partition("@")
+      if name not in METHODS or (state and not state.isdigit()):
+        raise ValueError(f"{part}.runs has {run!r}; expected 'method' or 'map@state' with a "
+                         f"method from {list(METHODS)}")
   c = config.convert
   for name in (c.source,) + tuple(c.maps):
     if name not in METHODS or name == "window":
@@ -68,6 +69,9 @@ def validate(config) -> None:
   if q.seq_len % 2 or q.vocab <= q.seq_len or 4 * max(q.kv) > q.seq_len:
     raise ValueError(f"mqar: seq_len={q.seq_len} must be even, vocab={q.vocab} > seq_len, "
                      f"and 4 * max kv ({max(q.kv)}) <= seq_len (Zoology's conditions)")
+  q = config.longrange
+  from jaxpapers.papers.llops import mqar  # pylint: disable=g-import-not-at-top
+  mqar.far_layout(q.seq_len, q.vocab, max(q.kv))  # raises naming the limit
 
 
 def train_and_evaluate(config, workdir: str):

@@ -11,6 +11,11 @@ IGNORE. The filler positions are uniform random tokens over the whole vocabulary
 Gumbel top-k trick (the same law as numpy's sequential `choice(replace=False, p=...)`),
 with a numpy Generator instead of the global seed.
 
+`generate_far` is the long-range variant of part 2 (associative recall with the relevant
+tokens far apart): the pairs sit in the first quarter of the sequence, the queries in the
+last quarter, only noise tokens (their own range of the vocabulary) between them, so every
+answer is fixed by tokens at distance > seq_len / 2 and nothing nearer carries it.
+
 `task` trains one LM of `model.build` (any method of the study) on fresh MQAR batches
 through core.loop (population-ready: the peak LR may be traced); a batch mixes the kv
 counts of `kv` in equal parts (Zoology trains on a mixture of kv counts too), and
@@ -66,10 +71,54 @@ def generate(rng: np.random.Generator, n: int, seq_len: int, vocab: int, n_kv: i
   return inputs.astype(np.int32), labels.astype(np.int32)
 
 
-def mixture(rng: np.random.Generator, n: int, seq_len: int, vocab: int, kv, **kw):
-  """n rows split as evenly as possible over the kv counts (in order)."""
+def far_layout(seq_len: int, vocab: int, n_kv: int):
+  """(keys range, noise range, values range) of `generate_far`; errors name the limit."""
+  half, n_noise = vocab // 2, vocab // 8
+  if seq_len % 4 or 8 * n_kv > seq_len:
+    raise ValueError(f"long-range recall: seq_len={seq_len} must be a multiple of 4 and "
+                     f">= 8 * n_kv ({8 * n_kv}): the pairs must fit in its first quarter")
+  if half - n_noise - 1 < n_kv or n_noise < 1:
+    raise ValueError(f"long-range recall: vocab={vocab} has {half - n_noise - 1} keys for "
+                     f"n_kv={n_kv} (keys [1, {half - n_noise}), noise [{half - n_noise}, "
+                     f"{half}), values [{half}, {vocab}))")
+  return (1, half - n_noise), (half - n_noise, half), (half, vocab)
+
+
+def generate_far(rng: np.random.Generator, n: int, seq_len: int, vocab: int, n_kv: int):
+  """Long-range recall: (inputs (n, L) int32, labels (n, L) int32, IGNORE off the queries).
+
+  The n_kv pairs k_1 v_1 ... k_n v_n form one block at a random offset inside [0, L/4);
+  each key is queried once, in random order, at n_kv random positions of [3L/4, L); every
+  other position is a noise token. Keys, noise and values come from disjoint ranges
+  (`far_layout`), keys and values distinct within a row. The label at a query position is
+  its key's value, whose pair lies more than L/2 back; the last L/2 tokens before a query
+  hold only noise and other queries, independent of every value (so a model without
+  memory of the far half is at chance, 1 / (number of values))."""
+  (k0, k1), (z0, z1), (v0, v1) = far_layout(seq_len, vocab, n_kv)
+  L, q = seq_len, seq_len // 4
+  keys = np.argsort(rng.random((n, k1 - k0)), axis=1)[:, :n_kv] + k0
+  values = np.argsort(rng.random((n, v1 - v0)), axis=1)[:, :n_kv] + v0
+  x = rng.integers(z0, z1, size=(n, L))
+  rows = np.arange(n)[:, None]
+  start = rng.integers(0, q - 2 * n_kv + 1, size=(n, 1))
+  x[rows, start + 2 * np.arange(n_kv)] = keys
+  x[rows, start + 2 * np.arange(n_kv) + 1] = values
+  where = np.sort(np.argsort(rng.random((n, q)), axis=1)[:, :n_kv], axis=1) + L - q
+  order = np.argsort(rng.random((n, n_kv)), axis=1)
+  x[rows, where] = np.take_along_axis(keys, order, 1)
+  y = np.full((n, L), IGNORE, np.int64)
+  y[rows, where] = np.take_along_axis(values, order, 1)
+  return x.astype(np.int32), y.astype(np.int32)
+
+
+GENERATORS = {"mqar": generate, "longrange": generate_far}
+
+
+def mixture(rng: np.random.Generator, n: int, seq_len: int, vocab: int, kv, gen=generate,
+            **kw):
+  """n rows split as evenly as possible over the kv counts (in order), drawn by `gen`."""
   parts = np.array_split(np.arange(n), len(kv))
-  xs, ys = zip(*(generate(rng, len(p), seq_len, vocab, k, **kw) for p, k in zip(parts, kv)))
+  xs, ys = zip(*(gen(rng, len(p), seq_len, vocab, k, **kw) for p, k in zip(parts, kv)))
   return np.concatenate(xs), np.concatenate(ys)
 
 
@@ -83,13 +132,14 @@ def masked_ce(logits_BxTxV, labels_BxT):
 
 
 def task(config, lm_model: lm.LMModel, kv, seq_len: int, vocab: int, val_n: int,
-         *, seed: int | None = None, hparams: dict | None = None) -> loop.Task:
-  """MQAR training as a core.loop Task (AdamW + schedule of `lm.optimizer`)."""
+         *, seed: int | None = None, hparams: dict | None = None, gen=generate) -> loop.Task:
+  """MQAR (or, gen=generate_far, long-range recall) training as a core.loop Task (AdamW +
+  schedule of `lm.optimizer`)."""
   seed = config.seed if seed is None else seed
   hp = {"lr": config.optim.lr, **(hparams or {})}
   opt = lm.optimizer(config, lm_model, hp["lr"])
   B = config.train.batch_size
-  vx, vy = mixture(np.random.default_rng([10 ** 6, 1]), val_n, seq_len, vocab, kv)
+  vx, vy = mixture(np.random.default_rng([10 ** 6, 1]), val_n, seq_len, vocab, kv, gen)
 
   def init(rng):
     p = lm_model.init(rng)
@@ -114,7 +164,7 @@ def task(config, lm_model: lm.LMModel, kv, seq_len: int, vocab: int, val_n: int,
     return {"count": jnp.sum(m), "loss": jnp.sum(m * s / n_kv), "acc": jnp.sum(m * h / n_kv)}
 
   def train_batch(step, rows):
-    x, y = mixture(np.random.default_rng([seed, step]), B, seq_len, vocab, kv)
+    x, y = mixture(np.random.default_rng([seed, step]), B, seq_len, vocab, kv, gen)
     return {"inputs": x[rows], "labels": y[rows]}
 
   def eval_batches(rows):

@@ -1,6 +1,7 @@
 """llops study: (2) downstream LMs on Shakespeare, then (1) kernel approximation on the
-q/k of SmolLM2-135M and of our own softmax LM, MQAR, and (3) conversion of a trained LM to
-each map (convert.py). Tables, rows and plots into the workdir.
+q/k of SmolLM2-135M and of our own softmax LM, MQAR, long-range recall, and (3)
+conversion of a trained LM to each map (convert.py). Tables, rows and plots into the
+workdir.
 
 Part 2 runs first because its trained softmax LM supplies the "own LM" q/k of part 1.
 """
@@ -207,8 +208,9 @@ def _select(rows, key, metric, sign=1.0, seed=None):
   return chosen, log
 
 
-def mqar_config(config, state: int):
-  q = config.mqar
+def mqar_config(config, state: int, part: str = "mqar"):
+  """config with the model and training fields of a recall part ('mqar' or 'longrange')."""
+  q = config[part]
   return config_lib.override(config, {
       "model.dim": q.dim, "model.n_heads": q.n_heads, "model.n_layers": 2,
       "model.window": q.window, "model.block": q.block, "model.state": state,
@@ -223,27 +225,29 @@ def parse_run(run: str):
   return name, int(state or 0)
 
 
-def mqar_sets(config):
+def mqar_sets(config, part: str = "mqar"):
   """{kv: ((val inputs, labels), (test inputs, labels))}: held-out draws per kv count."""
-  q = config.mqar
+  q, gen = config[part], mqar_lib.GENERATORS[part]
   out = {}
   for kv in q.kv:
-    out[kv] = tuple(mqar_lib.generate(np.random.default_rng([10 ** 6, split, kv]),
-                                      q.eval_examples, q.seq_len, q.vocab, kv)
+    out[kv] = tuple(gen(np.random.default_rng([10 ** 6, split, kv]),
+                        q.eval_examples, q.seq_len, q.vocab, kv)
                     for split in (2, 3))  # the task's own progress-line set uses [1e6, 1]
   return out
 
 
-def mqar_part(config, workdir: str):
-  """MQAR accuracy per kv count for each run (method, state); LR chosen on validation."""
-  q, s = config.mqar, config.study
-  sets = mqar_sets(config)
+def mqar_part(config, workdir: str, part: str = "mqar"):
+  """Recall accuracy per kv count for each run (method, state); LR chosen on validation.
+  part: 'mqar' (Zoology's MQAR) or 'longrange' (mqar.generate_far, pairs > L/2 back)."""
+  q, s = config[part], config.study
+  gen = mqar_lib.GENERATORS[part]
+  sets = mqar_sets(config, part)
   seeds = [config.seed + i for i in range(s.seeds)]
   rows = []
   for run_name in q.runs:
     t0 = time.time()
     method, state = parse_run(run_name)
-    cfg = mqar_config(config, state or config.model.state)
+    cfg = mqar_config(config, state or config.model.state, part)
     model, lm_model, mp = model_lib.build(cfg, q.vocab, method)
     acc = mqar_lib.accuracy_fn(model.apply)
 
@@ -260,13 +264,14 @@ def mqar_part(config, workdir: str):
 
     def run(pop, run_name=run_name, cfg=cfg, lm_model=lm_model, row=row):
       return _population_rows(
-          cfg, _member_dir(os.path.join(workdir, "mqar", run_name.replace("@", "_")), pop),
+          cfg, _member_dir(os.path.join(workdir, part, run_name.replace("@", "_")), pop),
           lambda seed, hp: mqar_lib.task(cfg, lm_model, tuple(q.kv), q.seq_len, q.vocab,
-                                         q.eval_examples, seed=seed, hparams=hp), pop, row)
+                                         q.eval_examples, seed=seed, hparams=hp, gen=gen),
+          pop, row)
 
     rows += staged(run, q.lrs, seeds, lambda rs: -np.mean([r["val_acc"] for r in rs]),
                    stage1=s.lm_stage1, max_ext=s.lm_max_ext)
-    print(f"[llops] MQAR {run_name}: {time.time() - t0:.0f}s", flush=True)
+    print(f"[llops] {part} {run_name}: {time.time() - t0:.0f}s", flush=True)
   chosen, log = _select(rows, "run", "val_acc", sign=-1.0,
                         seed=seeds[0] if s.lm_stage1 else None)
   table = []
@@ -282,6 +287,20 @@ def mqar_part(config, workdir: str):
     row["final_loss"] = float(np.mean([r["curve"][-1][1] for r in rs if r["curve"]]))
     row["seeds"] = len(rs)
     table.append(row)
+  if part == "longrange":
+    # Two exact baselines: no memory of the far half (chance over the values), and a
+    # memory of which values occurred but not of their keys (uniform over the row's n_kv
+    # values: the pairing is a uniformly random bijection, so nothing better without it).
+    (_, _), (_, _), (v0, v1) = mqar_lib.far_layout(q.seq_len, q.vocab, max(q.kv))
+    for name, acc in (("chance (no memory)", {kv: 1 / (v1 - v0) for kv in q.kv}),
+                      ("value set, no pairing (1/kv)", {kv: 1 / kv for kv in q.kv})):
+      table.append({"run": name, "state": 0, "params": 0, "lr": 0.0,
+                    **{f"{a}_kv{kv}": b for kv in q.kv
+                       for a, b in (("acc", acc[kv]), ("std", 0.0))},
+                    "acc_mean": float(np.mean(list(acc.values()))),
+                    "val_acc": float(np.mean(list(acc.values()))),
+                    "final_loss": float(np.mean([-math.log(a) for a in acc.values()])),
+                    "seeds": 0})
   curves = {n: _mean_curve([r for r in chosen if r["run"] == n]) for n in q.runs}
   rows = [{k: v for k, v in r.items() if k != "curve"} for r in rows]
   return table, rows, log, curves
@@ -393,6 +412,19 @@ def run(config, workdir: str):
            f"on {q.eval_examples} held-out draws per kv count. Commit {commit}.")
     out["mqar"] = {"table": table, "selection": log, "curves": curves}
     _report(workdir, "mqar", table, rows, log, hdr)
+  if "longrange" in parts:
+    table, rows, log, curves = mqar_part(config, workdir, "longrange")
+    q = config.longrange
+    hdr = (f"Long-range recall (mqar.generate_far): length {q.seq_len}, vocab {q.vocab}, kv "
+           f"pairs {list(q.kv)} (one model per run on their mixture) in the first quarter, "
+           f"queries in the last quarter, noise between (every answer > {q.seq_len // 2} "
+           f"tokens back); 'W' (window {q.window}) + global layer, d={q.dim}, {q.n_heads} "
+           f"head(s), degree {config.model.degree}; {q.steps} steps of {q.batch_size}; LR "
+           f"on validation accuracy from {list(q.lrs)} (stage 1: seed {config.seed}, "
+           f"extended past an edge); {s.seeds} seeds; test accuracy on {q.eval_examples} "
+           f"held-out draws per kv count. Commit {commit}.")
+    out["longrange"] = {"table": table, "selection": log, "curves": curves}
+    _report(workdir, "longrange", table, rows, log, hdr)
   if "convert" in parts:
     out["convert"] = _convert(config, workdir, commit)
   out["seconds"] = time.time() - t0
@@ -431,11 +463,11 @@ def _report(workdir, name, table, rows, log, hdr):
   study_lib.write_table(workdir, f"{name}_rows", rows, digits=5)
 
 
-def _mqar_plot(workdir, out):
+def _mqar_plot(workdir, out, part="mqar"):
   import matplotlib  # pylint: disable=g-import-not-at-top
   matplotlib.use("Agg")
   import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
-  tab = out["mqar"]["table"]
+  tab = out[part]["table"]
   kvs = sorted(int(k[6:]) for k in tab[0] if k.startswith("acc_kv"))
   fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
   for r in tab:
@@ -446,9 +478,9 @@ def _mqar_plot(workdir, out):
   axes[0].set_ylabel("test accuracy")
   axes[0].legend(fontsize=6)
   axes[1].set_yscale("log")
-  _curves_panel(axes[1], out["mqar"]["curves"], "step",
+  _curves_panel(axes[1], out[part]["curves"], "step",
                 "train loss at the queries (chosen LR, seed mean)")
-  _save(fig, plt, os.path.join(workdir, "mqar.png"))
+  _save(fig, plt, os.path.join(workdir, f"{part}.png"))
 
 
 def _curves_panel(ax, curves, xlabel, ylabel):
@@ -489,8 +521,9 @@ def _convert_plot(workdir, out):
 
 
 def _plots(workdir, out):
-  if "mqar" in out:
-    _mqar_plot(workdir, out)
+  for part in ("mqar", "longrange"):
+    if part in out:
+      _mqar_plot(workdir, out, part)
   if "convert" in out:
     _convert_plot(workdir, out)
   if not out["approx"] and not out["lm"]["table"]:
