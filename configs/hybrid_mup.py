@@ -32,10 +32,10 @@ test bits per byte (bigram 3.62); muP's best is 0.03-0.06 bpb worse than SP tune
 width; curves not flat at 400 steps. Depth 4 ('MAMA', `width_pattern=MAMA`, widths 32 and
 128): SP drifts -1.94 octaves, muP +0.02 (detectable 0.46); depth 8 only at width 32
 (budget). Claim 3's ablations (muP with
-global Adam at widths 32-256, SGD (also without weight decay) at 32, 64, 128, same
+global Adam and SGD at widths 32-256, SGD without weight decay at 32, 64, 128, same
 setting): global Adam's optimum drifts -0.25 octaves per width doubling (detectable 0.07;
-muP/AdamW +0.07, SP -0.89), SGD's -0.06 with decay and -0.21 without (detectable 0.37 /
-0.36), gaps <= 0.017 bpb; without decay SGD is 0.21-0.24 bpb better, still 0.08-0.11 worse than AdamW.
+muP/AdamW +0.07, SP -0.89), SGD's -0.10 with decay (32-256, detectable 0.20) and -0.21
+without (32-128, detectable 0.36), gaps <= 0.017 bpb; without decay SGD is 0.21-0.24 bpb better, still 0.08-0.11 worse than AdamW.
 Claim 2's axes (SP beside muP at width 64, `width_seq=32`, `width_batch=4`,
 `width_pattern=MMMA` / `M-M-M-*-`): sequence length moves neither optimum (SP too, so the
 design cannot separate them), halving the batch moves both by -0.38 octaves, the 1:3
@@ -119,7 +119,11 @@ def get_config(arg=None):
                   # k ~ -4; muP -2..4 as at 64 and 128) and global Adam at 256 (-4..2:
                   # centred on k ~ -1, where its -0.32 octave per doubling puts it)
                   "sp:256:-7:-6", "sp:256:-2:-1", "mup:256:-2:-1", "mup:256:4:4",
-                  "mup_adam_global:256:-4:2"))
+                  "mup_adam_global:256:-4:2",
+                  # SGD (with decay) at 256: -9..-3 as at 64 and 128; its fitted optima
+                  # (k -6.4 / -6.6 / -6.6 at 32 / 64 / 128, -0.06 octave per doubling)
+                  # put 256's at k ~ -6.7, inside
+                  "mup_sgd:256:-9:-3"))
   c = ml_collections.ConfigDict()
   c.experiment = "jaxpapers.papers.hybrid_mup.experiment"
   c.seed = arg.seed
