@@ -16,6 +16,11 @@ U-Net; fine-tuning on a held-out Kolmogorov flow at 2x resolution.
   python launch/train.py --config=configs/lgs.py:real_path=/data/shear_flow_train_0.hdf5,real_format=well --workdir=/tmp/lgs_well
   # issue 41's close setting (frames 4-8x closer, 64 trajectories a family, latent x16):
   python launch/study.py --config=configs/lgs.py:setting=close --workdir=/tmp/lgs_close
+  # every dynamics and training step timed beside a NumPy FNO forward (issue 41):
+  python launch/benchmark.py --config=configs/lgs.py:setting=close --workdir=/tmp/lgs_bench
+  # the PhyVAE whose reconstruction no longer floors the latent models (issue 41: one
+  # down/up stage fewer, an 8x8x4 latent, sub-pixel decoder; README "Why the PhyVAE floored"):
+  python launch/study.py --config=configs/lgs.py:setting=close,vae_widths=16+24,latent=4,vae_up=shuffle --workdir=/tmp/lgs_close_v
   # the paper-size plan (PFlowFT step, 128^2 -> 32^2 x 16 latent, DiT-B-like, 8 devices):
   python launch/plan.py --config=configs/lgs.py:paper --devices=8 --platform=h100
 
@@ -101,7 +106,8 @@ def _defaults():
       smoke=False, paper=False, seed=0, setting="base",
       study="main", families=STUDY_FAMILIES, resolution=16, ft_resolution=32, frames=24,
       n_train=8, n_val=2, n_test=4, n_ft=4, n_ft_test=2, cache_dir="", real_path="",
-      real_format="well", context=2, latent=4, vae_widths=(16, 24, 32), beta=1e-3,
+      real_format="well", context=2, latent=4, vae_widths=(16, 24, 32), vae_up="nearest",
+      beta=1e-3,
       width=48, depth=2, heads=4, patch=4, stages=2, flow_steps=4, sigma_max=0.3,
       sigma_inf=0.1, fno_width=16, fno_modes=6, unet_widths=(8, 16, 32), batch_size=8,
       vae_steps=300, steps=300, vae_lr=1e-3, lr=1e-3, chunk=50, seeds=3,
@@ -109,7 +115,7 @@ def _defaults():
       bf16=False, plan_trajectories=1024, batch_parallel=False, microbatches=1,
       kinds=STUDY_KINDS, budget_s=0.0, finetune=True, lrs_lgs=(), lrs_latent_mse=(),
       lrs_latent_dpot=(), lrs_pixel_fm=(), lrs_fno=(), lrs_unet=(), dt_div=(),
-      ft_dt_div=1)
+      ft_dt_div=1, bench_min_time=1.0)
 
 
 def _build(arg):
@@ -118,6 +124,7 @@ def _build(arg):
   config.seed = arg.seed
   config.bf16 = arg.bf16  # bf16 matmuls in the transformer (compute dtype)
   config.plan_trajectories = arg.plan_trajectories  # latent trajectories resident in plan
+  config.bench_min_time = arg.bench_min_time  # launch/benchmark.py: seconds per timing
 
   config.data = ml_collections.ConfigDict()
   config.data.families = tuple(arg.families)  # pdes.FAMILY_NAMES
@@ -138,8 +145,10 @@ def _build(arg):
 
   config.model = ml_collections.ConfigDict()
   config.model.context = arg.context  # K context frames (updated on own predictions)
-  config.model.latent = arg.latent  # PhyVAE latent channels (grid = resolution / 4)
+  config.model.latent = arg.latent  # PhyVAE latent channels (grid: resolution halved per
+  # stage after the first of vae_widths: / 4 for three widths)
   config.model.vae_widths = tuple(arg.vae_widths)
+  config.model.vae_up = arg.vae_up  # decoder upsampling: nearest | shuffle (sub-pixel conv)
   config.model.beta = arg.beta  # KL weight per latent element
   config.model.width = arg.width  # transformer width (PFlowFT and its baselines)
   config.model.depth = arg.depth

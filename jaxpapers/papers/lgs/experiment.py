@@ -41,6 +41,8 @@ def validate(config):
   if d.resolution % 4 or d.resolution < 8:
     raise ValueError(f"data.resolution={d.resolution} must be a multiple of 4 (>= 8): "
                      "the VAE halves it twice")
+  if m.vae_up not in ("nearest", "shuffle"):
+    raise ValueError(f"model.vae_up={m.vae_up!r}; expected 'nearest' or 'shuffle'")
   if d.ft_resolution % 4:
     raise ValueError(f"data.ft_resolution={d.ft_resolution} must be a multiple of 4")
   if d.frames < m.context + max(config.eval.rollout_steps, config.eval.val_steps):
@@ -68,8 +70,8 @@ def spec(config, kind: str, steps: int | None = None, batch: int | None = None) 
   if kind == "vae":
     steps = t.vae_steps if steps is None else steps
   return T.Spec(kind=kind, context=m.context, latent=m.latent, vae_widths=tuple(m.vae_widths),
-                beta=m.beta, width=m.width, depth=m.depth, heads=m.heads, patch=m.patch,
-                stages=m.stages, flow_steps=m.flow_steps, sigma_max=m.sigma_max,
+                vae_up=m.vae_up, beta=m.beta, width=m.width, depth=m.depth, heads=m.heads,
+                patch=m.patch, stages=m.stages, flow_steps=m.flow_steps, sigma_max=m.sigma_max,
                 sigma_inf=m.sigma_inf, fno_width=m.fno_width, fno_modes=m.fno_modes,
                 unet_widths=tuple(m.unet_widths), batch=batch or t.batch_size,
                 steps=t.steps if steps is None else steps, bf16=config.bf16,
@@ -183,6 +185,21 @@ def decode_all(config, vae_params_one, z):
   return np.asarray(_JITS[("dec", sp)](vae_params_one, jnp.asarray(z)))
 
 
+def latents(config, vae_params, xs, splits=None, train="train"):
+  """Every split encoded by each seed's PhyVAE (posterior means), scaled to unit std by
+  that seed's training latents: (lat {split: [M, N, T, h, w, d]}, z_std [M], res [M], the
+  std of the training latents' frame-to-frame residual). The one preparation the study,
+  the fine-tuning cell, train_and_evaluate and latent_eval share."""
+  M = jax.tree.leaves(vae_params)[0].shape[0]
+  splits = list(xs) if splits is None else list(splits)
+  zs = [{s: encode_all(config, jax.tree.map(lambda a: a[i], vae_params), xs[s])
+         for s in splits} for i in range(M)]
+  z_std = np.array([z[train].std() for z in zs], np.float32)
+  lat = {s: np.stack([z[s] / z_std[i] for i, z in enumerate(zs)]) for s in splits}
+  res = np.array([residual_std(lat[train][i]) for i in range(M)], np.float32)
+  return lat, z_std, res
+
+
 def recon_errors(config, vae_params, split, xs, mean, std):
   """L2RE [seeds, B, S] of decode(encode(x)) on frames K..K+S-1: the PhyVAE's floor
   under every latent model's error (the study's vae cell)."""
@@ -287,11 +304,7 @@ def train_and_evaluate(config, workdir):
   seeds = list(range(config.train.seeds))
   vae, vcurve = train_vae(config, workdir, xs["train"], data["train"]["mask"], seeds)
   K, S = config.model.context, config.eval.rollout_steps
-  zs = [{s: encode_all(config, jax.tree.map(lambda a: a[i], vae["params"]), xs[s])
-         for s in xs} for i in range(len(seeds))]
-  z_std = np.array([z["train"].std() for z in zs], np.float32)
-  lat = {s: np.stack([z[s] / z_std[i] for i, z in enumerate(zs)]) for s in xs}
-  res = np.array([residual_std(lat["train"][i]) for i in range(len(seeds))], np.float32)
+  lat, z_std, res = latents(config, vae["params"], xs)
   out, _, _ = train_dynamics(config, workdir, "lgs", lat["train"], data["train"]["mask"],
                              res, seeds, [config.train.lr], tag="lgs")
   params = out["params"]
@@ -327,6 +340,14 @@ def run_study(config, workdir):
     raise ValueError(f"unknown study {config.study.name!r}; declared: main")
   metrics_lib.write_config(workdir, config)
   return study.run(config, workdir, commit=study_lib.git_commit(PATHS))
+
+
+def benchmark(config, workdir):
+  """launch/benchmark.py: every dynamics step and training step timed (FLOPs, achieved
+  GFLOP/s against the measured matmul peak) and a NumPy FNO forward as the reference."""
+  from jaxpapers.papers.lgs import benchmark as bench_lib  # pylint: disable=g-import-not-at-top
+  validate(config)
+  return bench_lib.run(config, workdir)
 
 
 def plan(config):

@@ -55,11 +55,7 @@ def main():
   K, S = config.model.context, config.eval.rollout_steps
   vae, _ = E.train_vae(config, a.workdir, xs["train"], masks["train"], seeds, log=quiet)
   pick = lambda tree, i: jax.tree.map(lambda v: v[i], tree)
-  zs = [{s: E.encode_all(config, pick(vae["params"], i), xs[s]) for s in ("train", "test")}
-        for i in seeds]
-  z_std = [z["train"].std() for z in zs]
-  lat = {s: np.stack([z[s] / z_std[i] for i, z in enumerate(zs)]) for s in ("train", "test")}
-  res = np.array([E.residual_std(lat["train"][i]) for i in seeds], np.float32)
+  lat, _, res = E.latents(config, vae["params"], xs, splits=("train", "test"))
   keys = E.rollout_keys(seeds)
   fam = data["test"]["fam"]
   true = lat["test"][:, :, K:K + S]

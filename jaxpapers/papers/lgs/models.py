@@ -49,16 +49,33 @@ class Encoder(nn.Module):
     return mu, jnp.clip(logvar, -12.0, 6.0)
 
 
+def depth_to_space(x):
+  """[B, H, W, 4C] -> [B, 2H, 2W, C]: out[2i + k, 2j + l, c] = x[i, j, (2k + l) C + c]."""
+  b, h, w, c4 = x.shape
+  c = c4 // 4
+  return x.reshape(b, h, w, 2, 2, c).transpose(0, 1, 3, 2, 4, 5).reshape(b, 2 * h, 2 * w, c)
+
+
 class Decoder(nn.Module):
   widths: tuple = (32, 48, 64)
   channels: int = 2
+  # "nearest": nearest-neighbour upsampling, then convolutions (every cell of a 2x2
+  # block starts from the same features); "shuffle": a 2x2 stride-2 transposed
+  # convolution (a 1x1 conv to 4x the channels, then depth-to-space), so each of the
+  # four sub-cells gets its own weights (Shi et al. 2016's sub-pixel convolution).
+  up: str = "nearest"
 
   @nn.compact
   def __call__(self, z):
     h = nn.gelu(nn.Conv(self.widths[-1], (3, 3), padding=PAD)(z))
     for w in reversed(self.widths[:-1]):
       b, hh, ww, c = h.shape
-      h = jax.image.resize(h, (b, 2 * hh, 2 * ww, c), "nearest")
+      if self.up == "shuffle":
+        h = depth_to_space(nn.Conv(4 * c, (1, 1))(h))
+      elif self.up == "nearest":
+        h = jax.image.resize(h, (b, 2 * hh, 2 * ww, c), "nearest")
+      else:
+        raise ValueError(f"Decoder.up={self.up!r}; expected 'nearest' or 'shuffle'")
       h = nn.gelu(nn.Conv(w, (3, 3), padding=PAD)(h))
       h = nn.gelu(nn.Conv(w, (3, 3), padding=PAD)(h)) + h
     return nn.Conv(self.channels, (3, 3), padding=PAD)(h)
@@ -68,10 +85,11 @@ class PhyVAE(nn.Module):
   widths: tuple = (32, 48, 64)
   latent: int = 4
   channels: int = 2
+  up: str = "nearest"  # the decoder's upsampling (Decoder.up)
 
   def setup(self):
     self.enc = Encoder(self.widths, self.latent)
-    self.dec = Decoder(self.widths, self.channels)
+    self.dec = Decoder(self.widths, self.channels, self.up)
 
   def encode(self, x):
     return self.enc(x)

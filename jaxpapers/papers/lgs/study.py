@@ -119,11 +119,7 @@ def _run(config, workdir, commit, cell, log, t_start):
 
   # 1. PhyVAE (its checkpoint holds the parameters; a finished fit restores at once).
   vae, vcurve = E.train_vae(config, workdir, xs["train"], masks["train"], seeds, log=log)
-  zs = [{s: E.encode_all(config, _pick(vae["params"], i), xs[s]) for s in xs}
-        for i in range(n_s)]
-  z_std = np.array([z["train"].std() for z in zs], np.float32)
-  lat = {s: np.stack([z[s] / z_std[i] for i, z in enumerate(zs)]) for s in xs}
-  res_lat = np.array([E.residual_std(lat["train"][i]) for i in seeds], np.float32)
+  lat, z_std, res_lat = E.latents(config, vae["params"], xs)
   res_pix = E.residual_std(xs["train"])
 
   def vae_cell():
@@ -182,7 +178,7 @@ def _run(config, workdir, commit, cell, log, t_start):
                              for k in E.REPORT_STEPS if k <= S}
       log(f"[noise] {noise}")
       out["noise"] = noise
-    shape = (R // 4, R // 4, config.model.latent) if kind in T.LATENT else (R, R, 2)
+    shape = lat["train"].shape[-3:] if kind in T.LATENT else (R, R, 2)
     out["flops"] = dynamics_flops(config, kind, shape, _pick(vae["params"], 0))
     log(f"[{kind}] test L2RE@1/5/10/20 "
         f"{[round(float(err[:, :, k - 1].mean()), 4) for k in E.REPORT_STEPS if k <= S]}"
@@ -267,12 +263,7 @@ def finetune(config, workdir, vae, trained, chosen, seeds, log):
 
   # LGS: the pretrained PhyVAE and PFlowFT zero-shot at 2x resolution, then 5 epochs of
   # VAE fine-tuning followed by 5 epochs of PFlowFT on the fine-tuned latents.
-  def latents(vparams):
-    zs = [{s: E.encode_all(config, _pick(vparams, i), xf[s]) for s in xf} for i in range(M)]
-    z_std = np.array([z["finetune"].std() for z in zs], np.float32)
-    lat = {s: np.stack([z[s] / z_std[i] for i, z in enumerate(zs)]) for s in xf}
-    res = np.array([E.residual_std(lat["finetune"][i]) for i in range(M)], np.float32)
-    return lat, z_std, res
+  latents = lambda vparams: E.latents(config, vparams, xf, train="finetune")
   lat, z_std0, res0 = latents(vae["params"])
   before = one_step("lgs", trained["lgs"], lat["ft_test"][:, :, :K], res0,
                     (vae["params"], z_std0))

@@ -11,6 +11,9 @@ an lr grid chosen on validation. If it beats the study's FNO, ours is handicappe
 
   python -m jaxpapers.papers.lgs.textbook_fno --config=configs/lgs.py:setting=close \\
       --workdir=/tmp/lg41/close --out=/tmp/lg41/close/textbook_fno.json
+
+The same loop trains the textbook U-Net (`--model=unet`, or `python -m
+jaxpapers.papers.lgs.textbook_unet`), through `train`'s `net` argument.
 """
 from __future__ import annotations
 
@@ -70,12 +73,15 @@ def rel_l2(pred, true, mask):
   return jnp.mean(num / jnp.maximum(jnp.sqrt(jnp.sum((true * m) ** 2, axis=(1, 2, 3))), 1e-8))
 
 
-def train(x, mask, key, lr, steps, batch, context, width, modes):
-  """One model, x [N, T, H, W, C] normalized frames; returns (params, losses [steps])."""
+def train(x, mask, key, lr, steps, batch, context, width, modes, net=None):
+  """One model, x [N, T, H, W, C] normalized frames; returns (params, losses [steps]).
+  net: (init(key, c_in, c_out), apply) of another textbook model (textbook_unet); the
+  default is this FNO at `width` and `modes`."""
+  net_init, net_apply = net or (lambda k, i, o: init(k, i, o, width, modes), apply)
   x, mask = jnp.asarray(x), jnp.asarray(mask)
   n, t = x.shape[:2]
   c = x.shape[-1]
-  p = init(jax.random.fold_in(key, 0), context * c, c, width, modes)
+  p = net_init(jax.random.fold_in(key, 0), context * c, c)
   sched = optax.piecewise_constant_schedule(lr, {int(steps * f): 0.5 for f in (.2, .4, .6, .8)})
   tx = optax.chain(optax.add_decayed_weights(1e-4), optax.adam(sched))
   opt = tx.init(p)
@@ -87,7 +93,7 @@ def train(x, mask, key, lr, steps, batch, context, width, modes):
     s = jax.random.randint(kt, (batch,), 0, t - context)
     win = jax.vmap(lambda a, b: jax.lax.dynamic_slice_in_dim(x[a], b, context + 1))(idx, s)
     loss, g = jax.value_and_grad(
-        lambda q: rel_l2(apply(q, win[:, :context]) * mask[idx][:, None, None, :],
+        lambda q: rel_l2(net_apply(q, win[:, :context]) * mask[idx][:, None, None, :],
                          win[:, context], mask[idx]))(p)
     upd, opt = tx.update(g, opt, p)
     return (optax.apply_updates(p, upd), opt), loss
@@ -95,18 +101,20 @@ def train(x, mask, key, lr, steps, batch, context, width, modes):
   return p, losses
 
 
-def rollout(p, ctx, mask, steps):
+def rollout(p, ctx, mask, steps, net_apply=apply):
   """[B, steps, H, W, C]: the context follows the predictions."""
   def body(c, _):
-    nxt = apply(p, c) * mask[:, None, None, :]
+    nxt = net_apply(p, c) * mask[:, None, None, :]
     return jnp.concatenate([c[:, 1:], nxt[:, None]], 1), nxt
   return jnp.moveaxis(jax.lax.scan(body, ctx, None, length=steps)[1], 0, 1)
 
 
-def main():
+def main(model="fno"):
   from jaxpapers.core import config as config_lib  # pylint: disable=g-import-not-at-top
   from jaxpapers.papers.lgs import experiment as E  # pylint: disable=g-import-not-at-top
+  from jaxpapers.papers.lgs import textbook_unet  # pylint: disable=g-import-not-at-top
   ap = argparse.ArgumentParser()
+  ap.add_argument("--model", default=model, choices=("fno", "unet"))
   ap.add_argument("--config", required=True)  # configs/lgs.py:ARGS, as for the study
   ap.add_argument("--workdir", required=True)  # the study's (its corpus cache)
   ap.add_argument("--lrs", default="3e-4,1e-3,3e-3")
@@ -122,14 +130,20 @@ def main():
   members = [(s, lr) for lr in lrs for s in seeds]
   mtr = jnp.asarray(data["train"]["mask"])
   t0 = time.perf_counter()
+  net = None
+  if a.model == "unet":  # the study's U-Net widths
+    widths = tuple(config.model.unet_widths)
+    net = (lambda k, i, o: textbook_unet.init(k, i, o, widths), textbook_unet.apply)
+  net_apply = net[1] if net else apply
   fit = jax.jit(jax.vmap(lambda k, lr: train(
       xs["train"], mtr, k, lr, config.train.steps, config.train.batch_size, K,
-      config.model.fno_width, config.model.fno_modes)))
+      config.model.fno_width, config.model.fno_modes, net)))
   keys = jnp.stack([jax.random.PRNGKey(5000 + s) for s, _ in members])
   params, losses = fit(keys, jnp.asarray([lr for _, lr in members], jnp.float32))
-  print(f"[textbook fno] trained {len(members)} members in {time.perf_counter() - t0:.0f} s",
+  print(f"[textbook {a.model}] trained {len(members)} members in {time.perf_counter() - t0:.0f} s",
         flush=True)
-  roll = jax.jit(jax.vmap(rollout, in_axes=(0, None, None, None)), static_argnums=3)
+  roll = jax.jit(jax.vmap(lambda p, c, m, s: rollout(p, c, m, s, net_apply),
+                          in_axes=(0, None, None, None)), static_argnums=3)
   def err(split, idx, steps):
     pr = roll(jax.tree.map(lambda v: v[np.asarray(idx)], params), xs[split][:, :K],
               jnp.asarray(data[split]["mask"]), steps)
@@ -141,7 +155,7 @@ def main():
   per_fam = np.stack([test[:, fam == f].mean(1) for f in range(len(fams))], 1)  # [M, F, S]
   q = losses.shape[1] // 4
   lc = np.asarray(losses)[best * len(seeds):(best + 1) * len(seeds)]
-  out = dict(grid=lrs, val_l2re=val.mean(1).tolist(), chosen=lrs[best],
+  out = dict(model=a.model, grid=lrs, val_l2re=val.mean(1).tolist(), chosen=lrs[best],
              edge=best in (0, len(lrs) - 1), errors=np.round(test, 5).tolist(),
              l2re={str(k): [float(v) for v in per_fam[:, :, k - 1].mean(1)]
                    for k in (1, 5, 10, 20) if k <= S},

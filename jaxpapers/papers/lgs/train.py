@@ -44,6 +44,7 @@ class Spec:
   context: int = 2
   latent: int = 4
   vae_widths: tuple = (32, 48, 64)
+  vae_up: str = "nearest"  # the PhyVAE decoder's upsampling (models.Decoder.up)
   beta: float = 1e-3
   width: int = 64
   depth: int = 3
@@ -65,7 +66,7 @@ class Spec:
   def net(self):
     dt = jnp.bfloat16 if self.bf16 else jnp.float32
     if self.kind == "vae":
-      return models.PhyVAE(self.vae_widths, self.latent)
+      return models.PhyVAE(self.vae_widths, self.latent, up=self.vae_up)
     if self.kind in LATENT:
       return models.FlowTransformer(self.width, self.depth, self.heads, self.latent, 1,
                                     max(self.stages, 1), dt)
