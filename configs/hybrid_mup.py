@@ -29,7 +29,9 @@ later); widths 32-256 at base 32,
 -0.15 / +0.20 octaves at 2x / 4x / 8x width (+0.07 per doubling) while SP's moves -0.93 /
 -1.80 / -2.67 (-0.89 per doubling); best runs 2.58-2.85
 test bits per byte (bigram 3.62); muP's best is 0.03-0.06 bpb worse than SP tuned per
-width; curves not flat at 400 steps. Depth 4 ('MAMA', `width_pattern=MAMA`, widths 32 and
+width; curves not flat at 400 steps, nor at 800 (widths 32 and 128, `width_steps=800,
+width_loss_bins=32`, README "Training length"), where SP still drifts -1.45 octaves and muP
++0.63 (marginally resolved; the base optimum falls 0.49 octave with the length). Depth 4 ('MAMA', `width_pattern=MAMA`, widths 32 and
 128): SP drifts -1.94 octaves, muP +0.02 (detectable 0.46); depth 8 only at width 32
 (budget). Claim 3's ablations (muP with
 global Adam and SGD at widths 32-256, SGD without weight decay at 32, 64, 128, same
@@ -101,7 +103,7 @@ def get_config(arg=None):
       # rows (the two are the same computation there, tested)
       width_base=32, width_steps=400, width_seeds=3, width_eval=512, width_seq=64,
       width_batch=8, width_pattern="MA", width_program_s=300, width_budget_s=320,
-      width_restore="",
+      width_restore="", width_loss_bins=10,
       width_plan=("mup:32:-4:6", "mup:64:-2:4", "sp:64:-3:3", "mup:128:-2:4", "sp:128:-6:0",
                   # width 256: three or four points per method around the optimum
                   # found at 128 (muP's k = 2, then 3, added while the best was the top)
@@ -237,6 +239,8 @@ def get_config(arg=None):
   c.width.pattern = arg.width_pattern  # the sweep's stack: 'MA' (depth 2), 'MAMA', ...
   c.width.program_s = arg.width_program_s  # estimated seconds per compiled program
   c.width.budget_s = arg.width_budget_s    # no new program after this (rerun to continue)
+  c.width.loss_bins = arg.width_loss_bins  # training-loss curve bins per member (the
+  #                                          400-step sweeps: 10; the 800-step check: 32)
   c.width.restore = arg.width_restore  # a committed width_rows.json of the same setting:
   #                                      its points stand in for unsaved planned points
   return config_lib.lock(c)

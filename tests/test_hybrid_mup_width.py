@@ -441,3 +441,100 @@ def test_committed_spectral_table_is_rebuilt_from_its_rows():
   for g, w in zip(got, want):
     assert g["spec_ratio"] == w["spec_ratio"] and g["upd_ratio"] == w["upd_ratio"]
     assert g["spec_slope"] == pytest.approx(w["spec_slope"], rel=1e-9, abs=1e-9)
+
+
+def test_tail_drops_and_the_flat_rule_on_known_curves():
+  """Training length: the drop over the last quarter / eighth of a known curve (32 bins,
+  two bins per end), the 10-bin rows' fifth / tenth, and the flat verdict of
+  `length_summary` (fixed thresholds) on a falling and a flat curve."""
+  t = np.arange(32.0)
+  seeds = np.array([[0.0], [0.003], [-0.003]])
+  d = {x["frac"]: x for x in ws.tail_drops(2.0 - 0.01 * t + seeds, 800)}
+  assert set(d) == {1 / 4, 1 / 8} and d[1 / 8]["steps"] == 100 and d[1 / 8]["avg_steps"] == 50
+  assert d[1 / 4]["drop"] == pytest.approx(0.08) and d[1 / 8]["drop"] == pytest.approx(0.04)
+  assert d[1 / 4]["std"] == pytest.approx(0.0, abs=1e-12)   # a level offset cancels
+  noisy = np.array([[0.0] * 31 + [x] for x in (-0.01, 0.0, 0.01)])
+  e = {x["frac"]: x for x in ws.tail_drops(noisy, 800)}[1 / 8]
+  assert e["drop"] == pytest.approx(0.0, abs=1e-12) and e["se"] == pytest.approx(
+      0.005 * np.sqrt(2 / 3) / np.sqrt(2))
+  assert not ws.tail_drops(np.linspace(3, 2, 10)[None], 400)   # 10 bins: no quarter edge
+  f = ws.tail_drops(np.linspace(3, 2, 10)[None], 400, (1 / 5, 1 / 10))
+  assert [(x["frac"], x["steps"]) for x in f] == [(1 / 5, 80.0), (1 / 10, 40.0)]
+  assert f[0]["drop"] == pytest.approx(2 / 9)
+
+  def rows(slope):   # muP at 32 and 128, 3 seeds, optimum k = 0; loss falls `slope`/bin
+    out = _rows({32: 0.0, 128: 0.0}, noise=0.1)
+    for r in out:
+      r["loss_bins"] = list(2.0 - slope * t)
+    return out
+  for slope, flat in ((0.002, False), (0.0005, True)):   # eighth 0.008 / 0.002 nats
+    tab = ws.length_summary({800: rows(slope)}, 32, methods=("mup",), n_boot=50)["table"]
+    assert [r["flat"] for r in tab] == [flat, flat], slope
+  tab = ws.length_summary({400: _rows({32: 0.0, 128: 0.0}, noise=0.1)}, 32,
+                          methods=("mup",), n_boot=50)["table"]
+  assert [r["flat"] for r in tab] == [None, None]   # 2 bins: no quarter, no verdict
+
+
+def test_length_summary_shift_with_run_length_on_known_curves():
+  """The optimum's shift with the run length at each width: a known -1 grid step (-0.5
+  octave) from 400 to 800 steps at width 32 and none at 128, recovered within the paired
+  bootstrap's interval; each length's drift 32 -> 128 from `analyse`."""
+  short = _rows({32: 0.0, 128: 0.0}, noise=0.2, seeds=12, seed=4)
+  long = _rows({32: -1.0, 128: 0.0}, noise=0.2, seeds=12, seed=5)
+  res = ws.length_summary({400: short, 800: long}, 32, methods=("mup",), n_boot=300)
+  got = {(r["steps"], r["width"]): r for r in res["shift"]}
+  assert got[(400, 32)]["shift_log2"] is None
+  for w, want in ((32, -0.5), (128, 0.0)):
+    r = got[(800, w)]
+    lo, hi = r["shift_ci95"]
+    assert abs(r["shift_log2"] - want) < 0.15 and lo <= r["shift_log2"] <= hi
+  drift = {r["steps"]: r["drift_log2"] for r in res["table"] if r["width"] == 128}
+  assert abs(drift[400]) < 0.15 and abs(drift[800] - 0.5) < 0.15
+
+
+def test_committed_800_step_sweep_and_length_summary_are_rebuilt_from_their_rows():
+  """Training length: the committed 800-step SP / muP sweep (widths 32 and 128) and the
+  400-vs-800 length summary are rebuilt exactly from the committed rows; every grid has
+  >= 5 LR points with its best point inside, and the 800-step rows carry 32 loss bins."""
+  import json, os  # pylint: disable=g-import-not-at-top,multiple-imports
+  res_dir = os.path.join(os.path.dirname(__file__), "..", "jaxpapers", "papers", "hybrid_mup",
+                         "results")
+  d = os.path.join(res_dir, "width_s800")
+  with open(os.path.join(d, "width_rows.json")) as f:
+    saved = json.load(f)
+  assert "800 steps of 8 x 64, 3 seeds" in saved["header"] and saved["sched"]["steps"] == 800
+  assert {len(r["loss_bins"]) for r in saved["rows"]} == {32}
+  with open(os.path.join(d, "width_summary.json")) as f:
+    summary = json.load(f)
+  res = ws.analyse(ws.alias_sp_base(saved["rows"], 32), 32, sched=saved["sched"])
+  assert [(r["method"], r["width"]) for r in res["table"]] == [
+      (r["method"], r["width"]) for r in summary] == [
+      ("sp", 32), ("sp", 128), ("mup", 32), ("mup", 128)]
+  for got, want in zip(res["table"], summary):
+    assert (got["best_k"], got["edge"], got["grid_k"]) == (
+        want["best_k"], want["edge"], want["grid_k"])
+    for k in ("log2_lr_opt", "best_val", "best_test", "drift_log2", "detectable_log2", "gap"):
+      assert (got[k] is None) == (want[k] is None), k
+      if want[k] is not None:
+        assert got[k] == pytest.approx(want[k], rel=1e-9, abs=1e-9), (k, got, want)
+    assert got["drift_ci95"] == want["drift_ci95"]
+    n_k = len({q["k"] for q in saved["rows"] if q["dim"] == got["width"] and
+               q["method"] == ("mup" if got["width"] == 32 else got["method"])})
+    assert n_k >= 5 and not got["edge"], got
+  with open(os.path.join(res_dir, "width", "width_rows.json")) as f:
+    short = json.load(f)["rows"]
+  with open(os.path.join(d, "length_summary.json")) as f:
+    want_len = json.load(f)
+  with open(os.path.join(d, "length_shift.json")) as f:
+    want_shift = json.load(f)
+  got = ws.length_summary({400: short, 800: saved["rows"]}, 32)
+  assert [(r["steps"], r["method"], r["width"]) for r in got["table"]] == [
+      (r["steps"], r["method"], r["width"]) for r in want_len]
+  for g, w in zip(got["table"], want_len):
+    assert g["flat"] == w["flat"] and g["tail"] == w["tail"] and g["loss_bins"] == w["loss_bins"]
+    assert g["log2_lr_opt"] == pytest.approx(w["log2_lr_opt"], rel=1e-9, abs=1e-9)
+  for g, w in zip(got["shift"], want_shift):
+    assert (g["steps"], g["method"], g["width"]) == (w["steps"], w["method"], w["width"])
+    assert g["shift_ci95"] == w["shift_ci95"]
+  # the tail verdicts exist for the 800-step rows only (32 bins: quarter and eighth)
+  assert {r["steps"] for r in got["table"] if r["flat"] is not None} == {800}

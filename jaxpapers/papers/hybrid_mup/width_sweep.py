@@ -143,7 +143,8 @@ def run_program(config, data, width, points) -> dict:
         f"params={model_lib.n_params(hybrid):,}: {took:.0f} s", flush=True)
   steps = s.steps
   curve = res["loss_curve"]
-  bins = np.stack([np.nanmean(c, 1) for c in np.array_split(curve, LOSS_BINS, axis=1)], 1)
+  nb = s.get("loss_bins", LOSS_BINS)
+  bins = np.stack([np.nanmean(c, 1) for c in np.array_split(curve, nb, axis=1)], 1)
   upd = {k[4:]: _phase_means(v, steps) for k, v in res["stats"].items() if k.startswith("upd/")}
   out = {}
   r4 = lambda x: float(f"{x:.5g}")
@@ -440,6 +441,76 @@ def depth_summary(rows_by_depth: dict, base_width: int, widths=(32, 128),
   across = [r for m in methods for w in widths for r in across_depth(
       {d: alias_sp_base(rows, base_width) for d, rows in rows_by_depth.items()}, w, m, n_boot)]
   return {"table": table, "across_depth": across}
+
+
+# Training length (issue 43 item 3, "more steps if the curve has not flattened"): the rule
+# was fixed before the 800-step rows were seen. A cell's best run is FLAT when its
+# seed-mean training loss (fresh windows every step: a held-out estimate) falls by at
+# most FLAT_EIGHTH_NATS over the last eighth of training and FLAT_QUARTER_NATS over the
+# last quarter; 0.005 nats (0.007 bpb) is the size of the validation differences between
+# neighbouring grid points near an optimum, so a curve falling less than that per eighth
+# is past the point where its tail could reorder them at that rate. The verdict is on the
+# point estimates; `tail_drops` gives the seed standard error beside them (a drop within
+# 2 se of the threshold is called flat or not by noise).
+FLAT_EIGHTH_NATS, FLAT_QUARTER_NATS = 0.005, 0.010
+
+
+def tail_drops(bins, steps: int, fracs=(1 / 4, 1 / 8), avg: float = 1 / 16) -> list[dict]:
+  """Drop of a loss curve over its last fractions. bins: (n_seeds, nb), steps / nb steps
+  each. The drop over the last f = the mean over the `avg` x steps ending at (1 - f) x
+  steps minus the mean over the last `avg` x steps (one bin per end where avg x nb is not
+  a whole number of bins), per seed; mean, seed std and the standard error of the mean
+  (std / sqrt(n - 1)). A fraction that does not fall on a bin edge is left out (the
+  400-step rows have 10 bins: their fifth and tenth, one bin per end)."""
+  b = np.asarray(bins, float)
+  n, nb = b.shape
+  a = int(round(avg * nb)) if abs(avg * nb - round(avg * nb)) < 1e-9 and avg * nb >= 1 else 1
+  out = []
+  for f in fracs:
+    j = (1 - f) * nb
+    if abs(j - round(j)) > 1e-9 or round(j) < a:
+      continue
+    j = int(round(j))
+    d = b[:, j - a:j].mean(1) - b[:, nb - a:].mean(1)
+    out.append({"frac": f, "steps": f * steps, "avg_steps": a * steps / nb,
+                "drop": float(d.mean()), "std": float(d.std()),
+                "se": float(d.std() / math.sqrt(max(n - 1, 1)))})
+  return out
+
+
+def length_summary(rows_by_steps: dict, base_width: int, widths=(32, 128),
+                   methods=("sp", "mup"), n_boot: int = 2000) -> dict:
+  """Training length: the width sweep's SP / muP rows at several run lengths ({steps:
+  rows}, the same seeds, held-out windows and schedule shape) analysed alike. `table`:
+  `analyse` per length on `widths` and `methods` (the optimum, the drift base ->
+  widths[-1], the best test) with the tail of the best run's curve (`tail_drops`: the
+  last quarter and eighth where the bins allow, else the last fifth and tenth) and the
+  flat verdict where both quarter and eighth exist; `shift`: the optimum's shift with the
+  run length at each (method, width) (`across_depth`'s paired seed bootstrap: a seed's
+  first steps see the same windows at every length)."""
+  table = []
+  for n, rows in sorted(rows_by_steps.items()):
+    sel = [r for r in alias_sp_base(rows, base_width)
+           if r["dim"] in widths and r["method"] in methods]
+    for r in analyse(sel, base_width, n_boot=n_boot)["table"]:
+      rs = [q for q in sel if (q["method"], q["dim"], q["k"]) == (r["method"], r["width"],
+                                                                   r["best_k"])]
+      lb = np.array([q["loss_bins"] for q in sorted(rs, key=lambda q: q["seed"])])
+      drops = tail_drops(lb, n) or tail_drops(lb, n, (1 / 5, 1 / 10))
+      by_f = {d["frac"]: d["drop"] for d in drops}
+      flat = (by_f[1 / 8] <= FLAT_EIGHTH_NATS and by_f[1 / 4] <= FLAT_QUARTER_NATS
+              if {1 / 4, 1 / 8} <= set(by_f) else None)
+      table.append({"steps": n, **{k: v for k, v in r.items() if k != "loss_bins"},
+                    "tail": [{k: (round(v, 5) if isinstance(v, float) else v)
+                              for k, v in d.items()} for d in drops], "flat": flat,
+                    "loss_bins": [round(float(x), 5) for x in lb.mean(0)]})
+  shift = []
+  for m in methods:
+    for w in widths:
+      got = across_depth({n: alias_sp_base(rows, base_width)
+                          for n, rows in rows_by_steps.items()}, w, m, n_boot)
+      shift += [{"steps": r.pop("depth"), **r} for r in got]
+  return {"table": table, "shift": shift}
 
 
 def analyse(rows, base_width: int, *, bigram: dict | None = None, n_boot: int = 2000,
