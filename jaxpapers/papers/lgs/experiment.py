@@ -38,19 +38,26 @@ def validate(config):
                      f"({len(d.families)}: {', '.join(d.families)}), or empty (all 1)")
   if d.ft_dt_div < 1:
     raise ValueError(f"data.ft_dt_div={d.ft_dt_div} must be >= 1")
-  if d.resolution % 4 or d.resolution < 8:
-    raise ValueError(f"data.resolution={d.resolution} must be a multiple of 4 (>= 8): "
-                     "the VAE halves it twice")
+  f = vae_factor(config)  # the VAE halves the grid once per width after the first
+  for key, r in (("resolution", d.resolution), ("ft_resolution", d.ft_resolution)):
+    if r % f or r < 2 * f:
+      raise ValueError(f"data.{key}={r} must be a multiple of {f} (>= {2 * f}): the "
+                       f"PhyVAE (vae_widths={tuple(m.vae_widths)}) halves it "
+                       f"{len(m.vae_widths) - 1} times")
+  # Families whose solver diverges or degenerates below a grid (pdes.MIN_POINTS).
+  low = [n for n in d.families if d.resolution < pdes.MIN_POINTS.get(n, 0)]
+  if low and not d.real_path:
+    raise ValueError(f"data.families {low} need data.resolution >= "
+                     f"{max(pdes.MIN_POINTS[n] for n in low)} (got {d.resolution}): "
+                     "pdes.MIN_POINTS says why")
   if m.vae_up not in ("nearest", "shuffle"):
     raise ValueError(f"model.vae_up={m.vae_up!r}; expected 'nearest' or 'shuffle'")
-  if d.ft_resolution % 4:
-    raise ValueError(f"data.ft_resolution={d.ft_resolution} must be a multiple of 4")
   if d.frames < m.context + max(config.eval.rollout_steps, config.eval.val_steps):
     raise ValueError(f"data.frames={d.frames} must be >= model.context + "
                      f"eval.rollout_steps ({m.context} + {config.eval.rollout_steps})")
   if m.stages not in (1, 2):
     raise ValueError(f"model.stages={m.stages} must be 1 (plain flow matching) or 2")
-  if (d.resolution // 4) % (2 ** (m.stages - 1)):
+  if (d.resolution // f) % (2 ** (m.stages - 1)):
     raise ValueError(f"model.stages={m.stages}: the latent grid must halve evenly")
   if d.resolution % m.patch:
     raise ValueError(f"model.patch={m.patch} must divide data.resolution={d.resolution}")
@@ -63,6 +70,11 @@ def validate(config):
     raise ValueError(f"study.kinds: unknown {bad}; known: {', '.join(T.DYNAMICS)}")
   if d.real_path and d.real_format not in ("well", "pdebench"):
     raise ValueError(f"data.real_format={d.real_format!r}; expected 'well' or 'pdebench'")
+
+
+def vae_factor(config) -> int:
+  """How many times smaller the latent grid is than the pixel grid (per side)."""
+  return 2 ** (len(config.model.vae_widths) - 1)
 
 
 def spec(config, kind: str, steps: int | None = None, batch: int | None = None) -> T.Spec:
@@ -355,7 +367,7 @@ def plan(config):
   train.batch_parallel (the :paper config) every batch split over the devices."""
   from jaxpapers.core import planner  # pylint: disable=g-import-not-at-top
   sp = spec(config, "lgs")
-  h = config.data.resolution // 4
+  h = config.data.resolution // vae_factor(config)
   shape = (h, h, config.model.latent)
   M = config.train.seeds
   mem = jax.eval_shape(lambda: T.stack([T.init_member(sp, s, 1e-4, shape) for s in range(M)]))
