@@ -687,3 +687,16 @@ def write(workdir, res, rows, header):
   from jaxpapers.papers.hybrid_mup import plots  # pylint: disable=g-import-not-at-top
   plots.width_sweep(workdir, res)
   print(md, flush=True)
+
+
+def load_committed_rows(results_dir: str, dirs: dict):
+  """{key: rows}, {key: header} of the committed `<results_dir>/<name>/width_rows.json` for
+  each key -> name of `dirs` (missing folders skipped): the cross-sweep tables' input."""
+  rows, headers = {}, {}
+  for key, name in dirs.items():
+    p = os.path.join(results_dir, name, "width_rows.json")
+    if os.path.exists(p):
+      with open(p) as f:
+        saved = json.load(f)
+      rows[key], headers[key] = saved["rows"], saved["header"]
+  return rows, headers

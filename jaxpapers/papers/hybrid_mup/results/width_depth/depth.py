@@ -20,14 +20,7 @@ DIRS = {2: "width", 4: "width_d4", 8: "width_d8"}
 
 
 def load():
-  rows, headers = {}, {}
-  for d, name in DIRS.items():
-    p = os.path.join(HERE, "..", name, "width_rows.json")
-    if os.path.exists(p):
-      with open(p) as f:
-        saved = json.load(f)
-      rows[d], headers[d] = saved["rows"], saved["header"]
-  return rows, headers
+  return ws.load_committed_rows(os.path.join(HERE, ".."), DIRS)
 
 
 if __name__ == "__main__":

@@ -23,14 +23,7 @@ DIRS = {400: "width", 800: "width_s800"}
 
 
 def load():
-  rows, headers = {}, {}
-  for n, name in DIRS.items():
-    p = os.path.join(HERE, "..", name, "width_rows.json")
-    if os.path.exists(p):
-      with open(p) as f:
-        saved = json.load(f)
-      rows[n], headers[n] = saved["rows"], saved["header"]
-  return rows, headers
+  return ws.load_committed_rows(os.path.join(HERE, ".."), DIRS)
 
 
 def display(table):
