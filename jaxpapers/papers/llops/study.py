@@ -470,6 +470,8 @@ def _mqar_plot(workdir, out, part="mqar"):
   tab = out[part]["table"]
   kvs = sorted(int(k[6:]) for k in tab[0] if k.startswith("acc_kv"))
   fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
+  for ax in axes:  # up to 14 lines: the default cycle's 10 colours would repeat
+    ax.set_prop_cycle(color=plt.get_cmap("tab20").colors)
   for r in tab:
     axes[0].errorbar(kvs, [r[f"acc_kv{k}"] for k in kvs], yerr=[r[f"std_kv{k}"] for k in kvs],
                      marker="o", label=f"{r['run']} (lr {r['lr']:.2g})")
