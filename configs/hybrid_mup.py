@@ -29,11 +29,12 @@ later); widths 32-256 at base 32,
 -0.15 / +0.20 octaves at 2x / 4x / 8x width (+0.07 per doubling) while SP's moves -0.93 /
 -1.80 / -2.67 (-0.89 per doubling); best runs 2.58-2.85
 test bits per byte (bigram 3.62); muP's best is 0.03-0.06 bpb worse than SP tuned per
-width; curves not flat at 400 steps, nor at 800 (widths 32 and 128, `width_steps=800,
-width_loss_bins=32`, README "Training length"), where SP still drifts -1.45 octaves and muP
-+0.63 (marginally resolved; the base optimum falls 0.49 octave with the length). Depth 4 ('MAMA', `width_pattern=MAMA`, widths 32 and
-128): SP drifts -1.94 octaves, muP +0.02 (detectable 0.46); depth 8 only at width 32
-(budget). Claim 3's ablations (muP with
+width; curves not flat at 400 steps, nor at 800 or 1600 (widths 32 and 128,
+`width_steps=800` / `1600, width_loss_bins=32`, README "Training length"), where SP still
+drifts -1.45 / -1.94 octaves and muP +0.63 (marginally resolved) / an unresolved -0.63 (a level
+valley whose fitted vertex sits at the grid's lower end, detectable 1.1). Depth 4 ('MAMA', `width_pattern=MAMA`) and 8 ('MAMAMAMA'),
+widths 32 and 128: SP drifts -1.94 / -1.95 octaves, muP +0.02 / +0.14 (detectable 0.46 /
+0.41). Claim 3's ablations (muP with
 global Adam and SGD at widths 32-256, SGD without weight decay at 32, 64, 128, same
 setting): global Adam's optimum drifts -0.25 octaves per width doubling (detectable 0.07;
 muP/AdamW +0.07, SP -0.89), SGD's -0.10 with decay (32-256, detectable 0.20) and -0.21

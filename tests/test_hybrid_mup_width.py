@@ -304,17 +304,16 @@ def test_across_depth_shift_on_known_curves():
 
 
 def test_committed_depth_sweeps_are_rebuilt_from_their_rows():
-  """Claim 1's depth half: the committed depth-4 (and depth-8, where run) width sweeps and
-  the depth summary are rebuilt exactly from their committed rows; depth 4 has >= 7 LR
-  points per (method, width) with every best point inside its grid."""
+  """Claim 1's depth half: the committed depth-4 and depth-8 width sweeps and the depth
+  summary (drift per depth, shift across depths) are rebuilt exactly from their committed
+  rows; depth 4 has >= 7 LR points per (method, width) and depth 8 at width 128 >= 5, every
+  best point there inside its grid."""
   import json, os  # pylint: disable=g-import-not-at-top,multiple-imports
   res_dir = os.path.join(os.path.dirname(__file__), "..", "jaxpapers", "papers", "hybrid_mup",
                          "results")
   by_depth = {}
   for depth, name in ((2, "width"), (4, "width_d4"), (8, "width_d8")):
     d = os.path.join(res_dir, name)
-    if depth == 8 and not os.path.exists(d):
-      continue
     with open(os.path.join(d, "width_rows.json")) as f:
       saved = json.load(f)
     by_depth[depth] = saved["rows"]
@@ -333,13 +332,16 @@ def test_committed_depth_sweeps_are_rebuilt_from_their_rows():
         if want[k] is not None:
           assert got[k] == pytest.approx(want[k], rel=1e-9, abs=1e-9), (k, got, want)
       assert got["drift_ci95"] == want["drift_ci95"]
+      lo, hi = map(int, got["grid_k"].split(".."))
       if depth == 4:
-        lo, hi = map(int, got["grid_k"].split(".."))
         assert hi - lo >= 6 and not got["edge"], got
+      if depth == 8 and got["width"] == 128:   # depth 8 at 128: 5 points, the best inside
+        assert hi - lo >= 4 and not got["edge"], got
     assert min(r["best_test"] for r in summary) < 3.0 < saved["bigram"]["test_bpb"]
   with open(os.path.join(res_dir, "width_depth", "depth_summary.json")) as f:
     want = json.load(f)
-  got = ws.depth_summary(by_depth, 32)["table"]
+  both = ws.depth_summary(by_depth, 32)
+  got = both["table"]
   assert [(r["depth"], r["method"], r["width"]) for r in got] == [
       (r["depth"], r["method"], r["width"]) for r in want]
   for g, w in zip(got, want):
@@ -347,6 +349,14 @@ def test_committed_depth_sweeps_are_rebuilt_from_their_rows():
     if w["drift_log2"] is not None:
       assert g["drift_log2"] == pytest.approx(w["drift_log2"], rel=1e-9, abs=1e-9)
       assert g["drift_ci95"] == w["drift_ci95"]
+  assert {(r["depth"], r["width"]) for r in got} == {(d, w) for d in (2, 4, 8) for w in (32, 128)}
+  with open(os.path.join(res_dir, "width_depth", "depth_across.json")) as f:
+    want = json.load(f)
+  got = both["across_depth"]
+  assert [(r["method"], r["width"], r["depth"]) for r in got] == [
+      (r["method"], r["width"], r["depth"]) for r in want]
+  for g, w in zip(got, want):
+    assert g["shift_ci95"] == w["shift_ci95"] and g["opt_ci95"] == w["opt_ci95"]
 
 
 def test_axis_shift_tells_a_shifting_control_from_a_fixed_optimum():
@@ -492,17 +502,21 @@ def test_length_summary_shift_with_run_length_on_known_curves():
   assert abs(drift[400]) < 0.15 and abs(drift[800] - 0.5) < 0.15
 
 
-def test_committed_800_step_sweep_and_length_summary_are_rebuilt_from_their_rows():
-  """Training length: the committed 800-step SP / muP sweep (widths 32 and 128) and the
-  400-vs-800 length summary are rebuilt exactly from the committed rows; every grid has
-  >= 5 LR points with its best point inside, and the 800-step rows carry 32 loss bins."""
+LENGTHS = {400: "width", 800: "width_s800", 1600: "width_s1600"}
+
+
+@pytest.mark.parametrize("steps", [800, 1600])
+def test_committed_long_sweep_is_rebuilt_from_its_rows(steps):
+  """Training length: the committed 800- and 1600-step SP / muP sweeps (widths 32 and 128)
+  are rebuilt exactly from their committed rows; every grid has >= 5 LR points with its
+  best point inside, and the rows carry 32 loss bins."""
   import json, os  # pylint: disable=g-import-not-at-top,multiple-imports
-  res_dir = os.path.join(os.path.dirname(__file__), "..", "jaxpapers", "papers", "hybrid_mup",
-                         "results")
-  d = os.path.join(res_dir, "width_s800")
+  d = os.path.join(os.path.dirname(__file__), "..", "jaxpapers", "papers", "hybrid_mup",
+                   "results", LENGTHS[steps])
   with open(os.path.join(d, "width_rows.json")) as f:
     saved = json.load(f)
-  assert "800 steps of 8 x 64, 3 seeds" in saved["header"] and saved["sched"]["steps"] == 800
+  assert f"{steps} steps of 8 x 64, 3 seeds" in saved["header"]
+  assert saved["sched"]["steps"] == steps
   assert {len(r["loss_bins"]) for r in saved["rows"]} == {32}
   with open(os.path.join(d, "width_summary.json")) as f:
     summary = json.load(f)
@@ -521,20 +535,40 @@ def test_committed_800_step_sweep_and_length_summary_are_rebuilt_from_their_rows
     n_k = len({q["k"] for q in saved["rows"] if q["dim"] == got["width"] and
                q["method"] == ("mup" if got["width"] == 32 else got["method"])})
     assert n_k >= 5 and not got["edge"], got
-  with open(os.path.join(res_dir, "width", "width_rows.json")) as f:
-    short = json.load(f)["rows"]
-  with open(os.path.join(d, "length_summary.json")) as f:
-    want_len = json.load(f)
-  with open(os.path.join(d, "length_shift.json")) as f:
-    want_shift = json.load(f)
-  got = ws.length_summary({400: short, 800: saved["rows"]}, 32)
+
+
+def test_committed_length_summary_is_rebuilt_from_its_rows():
+  """Training length: the 400 / 800 / 1600-step tables of `results/width_s800/length.py`
+  (`length_summary`, `length_shift` from 400 steps, `length_shift_step` from each length
+  to the next) are rebuilt exactly from the committed rows; the flat verdicts exist for
+  the 32-bin rows (800 and 1600 steps) only."""
+  import json, os  # pylint: disable=g-import-not-at-top,multiple-imports
+  res_dir = os.path.join(os.path.dirname(__file__), "..", "jaxpapers", "papers", "hybrid_mup",
+                         "results")
+  rows, _ = ws.load_committed_rows(res_dir, LENGTHS)
+  assert set(rows) == set(LENGTHS)
+  d = os.path.join(res_dir, "width_s800")
+  want = {}
+  for name in ("length_summary", "length_shift", "length_shift_step"):
+    with open(os.path.join(d, name + ".json")) as f:
+      want[name] = json.load(f)
+  got = ws.length_summary(rows, 32)
   assert [(r["steps"], r["method"], r["width"]) for r in got["table"]] == [
-      (r["steps"], r["method"], r["width"]) for r in want_len]
-  for g, w in zip(got["table"], want_len):
+      (r["steps"], r["method"], r["width"]) for r in want["length_summary"]]
+  for g, w in zip(got["table"], want["length_summary"]):
     assert g["flat"] == w["flat"] and g["tail"] == w["tail"] and g["loss_bins"] == w["loss_bins"]
     assert g["log2_lr_opt"] == pytest.approx(w["log2_lr_opt"], rel=1e-9, abs=1e-9)
-  for g, w in zip(got["shift"], want_shift):
-    assert (g["steps"], g["method"], g["width"]) == (w["steps"], w["method"], w["width"])
+    assert (g["drift_ci95"], g["best_k"]) == (w["drift_ci95"], w["best_k"])
+  assert [(r["steps"], r["method"], r["width"]) for r in got["shift"]] == [
+      (r["steps"], r["method"], r["width"]) for r in want["length_shift"]]
+  for g, w in zip(got["shift"], want["length_shift"]):
     assert g["shift_ci95"] == w["shift_ci95"]
-  # the tail verdicts exist for the 800-step rows only (32 bins: quarter and eighth)
-  assert {r["steps"] for r in got["table"] if r["flat"] is not None} == {800}
+  # the step from 800 to 1600 (the paired bootstrap on the two lengths alone)
+  for w in want["length_shift_step"]:
+    if w["from_steps"] != 800:
+      continue
+    g = [r for r in ws.across_depth({n: ws.alias_sp_base(rows[n], 32) for n in (800, 1600)},
+                                    w["width"], w["method"]) if r["depth"] == 1600][0]
+    assert g["shift_log2"] == pytest.approx(w["shift_log2"], rel=1e-9, abs=1e-9)
+    assert g["shift_ci95"] == w["shift_ci95"]
+  assert {r["steps"] for r in got["table"] if r["flat"] is not None} == {800, 1600}
