@@ -32,7 +32,7 @@ test bits per byte (bigram 3.62); muP's best is 0.03-0.06 bpb worse than SP tune
 width; curves not flat at 400 steps, nor at 800 or 1600 (widths 32 and 128,
 `width_steps=800` / `1600, width_loss_bins=32`, README "Training length"), where SP still
 drifts -1.45 / -1.94 octaves and muP +0.63 (marginally resolved) / an unresolved -0.63 (a level
-valley whose fitted vertex sits at the grid's lower end, detectable 1.1). Depth 4 ('MAMA', `width_pattern=MAMA`) and 8 ('MAMAMAMA'),
+valley, detectable 1.1). Depth 4 ('MAMA', `width_pattern=MAMA`) and 8 ('MAMAMAMA'),
 widths 32 and 128: SP drifts -1.94 / -1.95 octaves, muP +0.02 / +0.14 (detectable 0.46 /
 0.41). Claim 3's ablations (muP with
 global Adam and SGD at widths 32-256, SGD without weight decay at 32, 64, 128, same
