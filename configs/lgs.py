@@ -14,8 +14,11 @@ U-Net; fine-tuning on a held-out Kolmogorov flow at 2x resolution.
   python launch/study.py --config=configs/lgs.py:budget_s=360 --workdir=/tmp/lgs_study
   # real data instead of the generated corpus (The Well or PDEBench HDF5, 2-D):
   python launch/train.py --config=configs/lgs.py:real_path=/data/shear_flow_train_0.hdf5,real_format=well --workdir=/tmp/lgs_well
-  # issue 41's eight families at 32^2 (the corpus only; the models as in the base study):
-  python launch/study.py --config=configs/lgs.py:setting=families8 --workdir=/tmp/lgs_f8
+  # issue 41's eight-family study at 32^2 (closer frames, sub-pixel PhyVAE, 1500 / 800
+  # steps, per-model lr grids; in pieces: budget_s stops it before a new cell):
+  python launch/study.py --config=configs/lgs.py:setting=families8,finetune=false,budget_s=1200 --workdir=/tmp/lgs_f8
+  # its first look (the corpus with the base study's models, 300 steps):
+  python launch/study.py --config=configs/lgs.py:setting=families8_look --workdir=/tmp/lgs_f8_look
   # issue 41's close setting (frames 4-8x closer, 64 trajectories a family, latent x16):
   python launch/study.py --config=configs/lgs.py:setting=close --workdir=/tmp/lgs_close
   # every dynamics and training step timed beside a NumPy FNO forward (issue 41):
@@ -28,9 +31,10 @@ U-Net; fine-tuning on a held-out Kolmogorov flow at 2x resolution.
 
 Expected on the shared 2-core CPU: `:smoke` in under a minute; the study (the defaults:
 4 families at 16^2, 300 steps per model, fine-tuning off with finetune=false) ~7.5
-minutes of one core; `setting=close` ~25 minutes; `setting=families8` (8 families at
-32^2): the corpus, PhyVAE, FNO and PFlowFT 6.7 minutes, the full pass in the README
-("Eight families at 32^2"); the numbers of all are in jaxpapers/papers/lgs/README.md.
+minutes of one core; `setting=close` ~25 minutes; `setting=families8_look` (8 families
+at 32^2, the base models) 14.6 minutes; `setting=families8` (the study) ~60 minutes
+without fine-tuning (README "The eight-family study" has the measured pieces); the
+numbers of all are in jaxpapers/papers/lgs/README.md.
 """
 import ml_collections
 
@@ -60,12 +64,28 @@ STUDY_FAMILIES = ("adv_diff", "burgers", "cahn_hilliard", "navier_stokes")
 # lr; every dynamics model 8/3x longer; each model's lr grid centred on its base choice
 # (PFlowFT, latent MSE and pixel FM extended to 3e-2: their first choices sat on the top
 # edge of the 3-value grids; U-Net's moved up twice, 1e-2..1e-1 -> ..3e-1 -> 1e-1..1).
-# families8: issue 41's corpus, all eight families at 32^2 (Kuramoto-Sivashinsky and
+# families8_look: issue 41's corpus, all eight families at 32^2 (Kuramoto-Sivashinsky and
 # Swift-Hohenberg diverge at 16^2, Gray-Scott's second species dies out in some 16^2
-# trajectories: README "Choices"), the held-out Kolmogorov flow at 2x (64^2). Only the
-# corpus changes: the models keep the base setting's sizes (PhyVAE 16/24/32, so an
-# 8x8x4 latent), frames are not brought closer (dt_div all 1).
-SETTINGS = dict(base={}, families8=dict(families=FAMILIES, resolution=32, ft_resolution=64),
+# trajectories: README "Choices"), the held-out Kolmogorov flow at 2x (64^2); the models
+# keep the base setting's sizes (PhyVAE 16/24/32, nearest upsampling, an 8x8x4 latent),
+# frames are not brought closer (dt_div all 1). Its one pass is the README's first look.
+# families8: the eight-family study (README "The eight-family study"), each change by the
+# close setting's rules: frames closer by the frame rule's per-family pick (`frame_rule
+# --n=32 --divs=1,2,4,8,16 --target=0.05`, no model involved), 64 training trajectories
+# a family, the sub-pixel PhyVAE (16/24/32: an 8x8x4 latent as in the close setting's
+# rerun, here from 32^2) at the close lengths (1500 PhyVAE / 800 dynamics steps), each
+# model's 4-value lr grid centred on its close-setting choice (latent DPOT's extended
+# down twice: its first choice, 3e-3, sat on the lower edge); U-Net's spans decades from
+# its first-look choice (1e-3) to past its close one (0.3): a 300-step pilot ranked 1e-3,
+# 1, 1e-2, 1e-1 (README "The eight-family study").
+_F8 = dict(families=FAMILIES, resolution=32, ft_resolution=64)
+SETTINGS = dict(base={}, families8_look=_F8,
+                families8=dict(
+    _F8, dt_div=(8, 8, 8, 8, 1, 2, 4, 4), n_train=64, n_val=4, n_test=8, vae_up="shuffle",
+    vae_steps=1500, vae_lr=2e-3, steps=800, chunk=50,
+    lrs_lgs=(1e-3, 3e-3, 1e-2, 3e-2), lrs_latent_mse=(1e-3, 3e-3, 1e-2, 3e-2),
+    lrs_fno=(1e-3, 3e-3, 1e-2, 3e-2), lrs_latent_dpot=(3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 1e-1),
+    lrs_pixel_fm=(1e-3, 3e-3, 1e-2, 3e-2), lrs_unet=(1e-3, 1e-2, 1e-1, 1.0)),
                 close=dict(
     dt_div=(8, 4, 4, 4), n_train=64, n_val=4, n_test=8, latent=16, vae_steps=1500,
     vae_lr=2e-3, steps=800,

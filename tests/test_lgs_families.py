@@ -49,9 +49,19 @@ def test_family_at_32_is_stable_and_nontrivial(name):
 
 
 def test_resolution_checks_follow_the_vae_and_the_families():
+  look = _config("setting=families8_look")  # the first look: the corpus only
+  assert look.data.families == pdes.FAMILY_NAMES and look.data.resolution == 32
+  assert look.data.ft_resolution == 64 and look.data.dt_div == ()
+  assert look.model.vae_up == "nearest" and look.train.steps == 300
+  experiment.validate(look)
+  # the eight-family study: the frame rule's per-family pick, one divisor per family
   c = _config("setting=families8")
   assert c.data.families == pdes.FAMILY_NAMES and c.data.resolution == 32
-  assert c.data.ft_resolution == 64 and c.data.dt_div == ()
+  assert dict(zip(c.data.families, c.data.dt_div)) == dict(
+      adv_diff=8, burgers=8, ks=8, kdv=8, gray_scott=1, swift_hohenberg=2,
+      navier_stokes=4, cahn_hilliard=4)
+  assert c.model.vae_up == "shuffle" and experiment.vae_factor(c) == 4  # 32^2 -> 8x8x4
+  assert (c.train.vae_steps, c.train.steps, c.data.n_train) == (1500, 800, 64)
   experiment.validate(c)
   experiment.validate(_config("setting=families8,resolution=64,ft_resolution=128"))
   with pytest.raises(ValueError, match="need data.resolution >= 32"):
@@ -118,3 +128,16 @@ def test_corpus_stats_by_hand():
   assert rows["c0 std last/first"] == (2.0, 2.0)
   assert rows["c0 change/frame min/med/max"] == (0.5, 0.5, 0.5)
   assert rows["c0 mean drift/std"] == pytest.approx(0.5 / 1.5, rel=1e-2)
+
+
+def test_lowest_counts_by_hand():
+  """Per family and step, the model with the lowest seed-mean error wins it (numbers
+  chosen so that the seed mean, not any one seed, decides family 0 at step 1)."""
+  from jaxpapers.papers.lgs import study  # pylint: disable=g-import-not-at-top
+  # [seeds=2, families=3, steps=2]
+  a = np.array([[[0.1, 0.5], [0.3, 0.3], [0.2, 0.9]],
+                [[0.5, 0.5], [0.3, 0.3], [0.2, 0.9]]])  # family 0 @1: mean 0.3
+  b = np.array([[[0.2, 0.4], [0.1, 0.4], [0.5, 0.1]],
+                [[0.2, 0.4], [0.1, 0.4], [0.5, 0.1]]])  # family 0 @1: 0.2 (one seed > a's)
+  got = study.lowest_counts(dict(a=a, b=b), ["a", "b"], [1, 2])
+  assert got == {"a": {1: 1, 2: 1}, "b": {1: 2, 2: 2}}

@@ -308,6 +308,19 @@ def _chosen_members(r, kind):
   return np.arange(b * n_s, (b + 1) * n_s)
 
 
+def lowest_counts(per_fam, kinds, steps):
+  """{kind: {s: families on which `kind` has the lowest seed-mean L2RE at step s}} among
+  `kinds` (the claim "lowest error on most systems", asked of every model, not only
+  LGS). per_fam: {kind: [seeds, families, steps]}."""
+  out = {k: {} for k in kinds}
+  for s in steps:
+    m = np.stack([np.asarray(per_fam[k])[:, :, s - 1].mean(axis=0) for k in kinds])
+    best = m.argmin(axis=0)  # [families]
+    for i, k in enumerate(kinds):
+      out[k][s] = int((best == i).sum())
+  return out
+
+
 def report(r, workdir, config):
   """Tables (markdown), the plot and the verdict rows from the raw study rows."""
   fams = r["families"]
@@ -346,11 +359,17 @@ def report(r, workdir, config):
     for s in steps:
       m = {k: per_fam[k][:, :, s - 1].mean(axis=0) for k in kinds}
       wins[s] = int(sum(m["lgs"][f] < min(m[b][f] for b in base) for f in range(len(fams))))
+  counts = lowest_counts(per_fam, dyn, steps)
+  lowest = [dict(model=NAMES[k], **{f"lowest @{s}": f"{counts[k][s]}/{len(fams)}"
+                                    for s in steps}) for k in dyn]
   header = (f"### LGS study: test L2RE (mean ± std over {n_s} seeds), commit "
             f"{r['commit']}")
   md = study_lib.write_table(workdir, "lgs_summary", summary, header=header)
   md += "\n" + study_lib.write_table(workdir, "lgs_per_family", rows,
                                      header="### Per family")
+  md += "\n" + study_lib.write_table(
+      workdir, "lgs_lowest", lowest,
+      header="### Families on which each trained model has the lowest test L2RE")
   sel = [dict(model=NAMES[k], grid=str(v["grid"]), val_l2re=str([round(x, 4) for x in v["val_l2re"]]),
               chosen=v["chosen"], edge=v["edge"]) for k, v in r["selection"].items()]
   md += "\n" + study_lib.write_table(workdir, "lgs_selection", sel,
