@@ -563,12 +563,11 @@ def test_committed_length_summary_is_rebuilt_from_its_rows():
       (r["steps"], r["method"], r["width"]) for r in want["length_shift"]]
   for g, w in zip(got["shift"], want["length_shift"]):
     assert g["shift_ci95"] == w["shift_ci95"]
-  # the step from 800 to 1600 (the paired bootstrap on the two lengths alone)
-  for w in want["length_shift_step"]:
-    if w["from_steps"] != 800:
-      continue
-    g = [r for r in ws.across_depth({n: ws.alias_sp_base(rows[n], 32) for n in (800, 1600)},
-                                    w["width"], w["method"]) if r["depth"] == 1600][0]
+  # the step from each length to the next (the paired bootstrap on two lengths alone)
+  got_step = ws.length_shift_steps(rows, 32)
+  assert [(r["from_steps"], r["steps"], r["method"], r["width"]) for r in got_step] == [
+      (r["from_steps"], r["steps"], r["method"], r["width"]) for r in want["length_shift_step"]]
+  for g, w in zip(got_step, want["length_shift_step"]):
     assert g["shift_log2"] == pytest.approx(w["shift_log2"], rel=1e-9, abs=1e-9)
     assert g["shift_ci95"] == w["shift_ci95"]
   assert {r["steps"] for r in got["table"] if r["flat"] is not None} == {800, 1600}

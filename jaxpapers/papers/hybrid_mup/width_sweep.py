@@ -513,6 +513,21 @@ def length_summary(rows_by_steps: dict, base_width: int, widths=(32, 128),
   return {"table": table, "shift": shift}
 
 
+def length_shift_steps(rows_by_steps: dict, base_width: int, widths=(32, 128),
+                       methods=("sp", "mup"), n_boot: int = 2000) -> list[dict]:
+  """The optimum's shift from each run length to the next (`across_depth`'s paired seed
+  bootstrap on the two lengths alone), per (method, width): rows with `from_steps`."""
+  ns = sorted(rows_by_steps)
+  out = []
+  for a, b in zip(ns, ns[1:]):
+    pair = {n: alias_sp_base(rows_by_steps[n], base_width) for n in (a, b)}
+    for m in methods:
+      for w in widths:
+        out += [{"from_steps": a, "steps": r.pop("depth"), **r}
+                for r in across_depth(pair, w, m, n_boot) if r["depth"] == b]
+  return out
+
+
 def analyse(rows, base_width: int, *, bigram: dict | None = None, n_boot: int = 2000,
             sched: dict | None = None) -> dict:
   """Tables from the rows; `sched` (steps, schedule, warmup_frac, min_lr_frac, weight_decay,

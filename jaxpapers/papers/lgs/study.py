@@ -352,14 +352,9 @@ def report(r, workdir, config):
       row["FLOPs / LGS"] = f"{fl['step'] / lgs_flops:.2f}" if lgs_flops else ""
       row["lr"] = r["selection"][k]["chosen"]
     summary.append(row)
-  # Wins: families where LGS has the lowest mean L2RE among the trained baselines.
-  base = [k for k in dyn if k != "lgs"]
-  wins = {}
-  if "lgs" in dyn and base:
-    for s in steps:
-      m = {k: per_fam[k][:, :, s - 1].mean(axis=0) for k in kinds}
-      wins[s] = int(sum(m["lgs"][f] < min(m[b][f] for b in base) for f in range(len(fams))))
   counts = lowest_counts(per_fam, dyn, steps)
+  # Wins: families where LGS has the lowest mean L2RE among the trained models.
+  wins = {s: counts["lgs"][s] for s in steps} if "lgs" in dyn and len(dyn) > 1 else {}
   lowest = [dict(model=NAMES[k], **{f"lowest @{s}": f"{counts[k][s]}/{len(fams)}"
                                     for s in steps}) for k in dyn]
   header = (f"### LGS study: test L2RE (mean ± std over {n_s} seeds), commit "

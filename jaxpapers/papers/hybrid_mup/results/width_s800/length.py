@@ -85,12 +85,6 @@ if __name__ == "__main__":
   print(md)
   print(study_lib.write_table(HERE, "length_shift", res["shift"], header=h, digits=3))
   # the shift from each length to the next (the same paired bootstrap, two lengths at a time)
-  ns = sorted(rows)
-  step = []
-  for a, b in zip(ns, ns[1:]):
-    for m in ("sp", "mup"):
-      for w in (32, 128):
-        got = ws.across_depth({n: ws.alias_sp_base(rows[n], 32) for n in (a, b)}, w, m)
-        step += [{"from_steps": a, "steps": r.pop("depth"), **r} for r in got if r["depth"] == b]
+  step = ws.length_shift_steps(rows, 32)
   print(study_lib.write_table(HERE, "length_shift_step", step, header=h, digits=3))
   plot(res["table"], os.path.join(HERE, "length_curves.png"))
