@@ -277,6 +277,19 @@ def test_training_is_deterministic_and_resumes_exactly(tmp_path, trainer_case):
     np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
 
 
+def test_fit_runs_exactly_its_steps_when_the_chunk_does_not_divide_them(trainer_case,
+                                                                      one_device_reference):
+  """3 steps at chunk 2 run as a 2-step and a 1-step chunk (not 4 steps): the members
+  equal one 3-step chunk's, and the log counts 3 steps."""
+  data, mem = trainer_case
+  logs = []
+  out, curve = T.fit(_SP, mem, data, 1.0, chunk=2, log=logs.append)
+  assert "step 3/3" in logs[-1] and len(curve) == 2
+  for a, b in zip(jax.tree.leaves(out["params"]),
+                  jax.tree.leaves(one_device_reference["params"])):
+    np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=2e-5, atol=2e-6)
+
+
 def test_spread_over_8_devices_equals_one_device(trainer_case, one_device_reference):
   """The vmapped members (split over the 8 forced devices by core.sharding.spread, and
   run as 3 one-step chunks) give the numbers of a plain 1-device jit(vmap) of one 3-step
