@@ -314,6 +314,25 @@ def test_constrained_kmeans_respects_sizes_and_finds_planted_classes():
   assert adjusted_rand_score(labels, assign) > 0.9
 
 
+def test_constrained_kmeans_clusters_only_used_tokens():
+  """Tokens the text never uses (a byte vocabulary's unseen values) take no room: with 40
+  unused ids appended, the used ones are clustered as on their own (cap 6, the planted
+  classes found) and the unused ones are dealt round the clusters."""
+  tok, labels, Vs = data_lib.synthetic(20_000, classes=4, per_class=6, functions=0,
+                                       p_function=0.0)
+  V = Vs + 40
+  used = np.bincount(tok, minlength=V) > 0
+  assert used[:Vs].all() and not used[Vs:].any()
+  emb = dif.cooccurrence_embeddings(tok, V)
+  assign = dif.constrained_kmeans(emb, 4, used=used)
+  np.testing.assert_array_equal(
+      assign[:Vs], dif.constrained_kmeans(dif.cooccurrence_embeddings(tok, Vs), 4))
+  assert np.bincount(assign[:Vs], minlength=4).max() <= 6
+  from sklearn.metrics import adjusted_rand_score
+  assert adjusted_rand_score(labels, assign[:Vs]) > 0.9
+  assert np.bincount(assign[Vs:], minlength=4).tolist() == [10, 10, 10, 10]
+
+
 # --- samplers ----------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("kind,method", [("mdlm", "ancestral"), ("udlm", "tau_leaping"),

@@ -148,8 +148,10 @@ def build(config, V: int, train_tokens: np.ndarray, kind: str | None = None,
   fixed = None
   if kind == "hdlm":
     if assign is None:
-      emb = dif.cooccurrence_embeddings(train_tokens[:m.kmeans_tokens], V)
-      assign = dif.constrained_kmeans(emb, C, seed=config.seed)
+      sample = np.asarray(train_tokens[:m.kmeans_tokens])
+      emb = dif.cooccurrence_embeddings(sample, V)
+      used = np.bincount(sample, minlength=V)[:V] > 0
+      assign = dif.constrained_kmeans(emb, C, seed=config.seed, used=used)
     fixed = np.asarray(dif.log_gamma(dif.hard_gamma_logits(assign, C)))
   if kind == "lhdlm":
     init_std = m.gamma_init_std
