@@ -33,8 +33,9 @@ Expected on the shared 2-core CPU: `:smoke` in under a minute; the study (the de
 4 families at 16^2, 300 steps per model, fine-tuning off with finetune=false) ~7.5
 minutes of one core; `setting=close` ~25 minutes; `setting=families8_look` (8 families
 at 32^2, the base models) 14.6 minutes; `setting=families8` (the study) ~60 minutes
-without fine-tuning (README "The eight-family study" has the measured pieces); the
-numbers of all are in jaxpapers/papers/lgs/README.md.
+without fine-tuning (README "The eight-family study" has the measured pieces), its 64^2
+fine-tuning cell 11 minutes more (669 s when it ran 100 steps; its 55-step rerun took 1097 s
+on a loaded machine); the numbers of all are in jaxpapers/papers/lgs/README.md.
 """
 import ml_collections
 
