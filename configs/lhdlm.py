@@ -61,7 +61,9 @@ def get_config(arg=None):
       study_steps=1000, study_seeds=3, study_lrs=(6e-4, 1.5e-3, 4e-3), study_dim=32,
       study_layers=2, study_heads=2, study_seq=32, study_batch=32,
       study_kinds="ar+mdlm+lhdlm+lhdlm_noreg+hdlm+hdlm_planted+udlm",
-      study_kinds_shakespeare="ar+mdlm+hdlm+lhdlm", study_kinds_overlap="hdlm+lhdlm+mdlm",
+      # Shakespeare bytes: every model, as run in the README's "Shakespeare bytes" section
+      # (with clusters=8,study_steps=4000,study_lrs=0.00075+0.0015+0.003 on the command line)
+      study_kinds_shakespeare="ar+mdlm+hdlm+lhdlm+udlm", study_kinds_overlap="hdlm+lhdlm+mdlm",
       study_overlap=0.3, study_corpora="synthetic+synthetic_overlap",
       study_eval_windows=128, study_samples=64, study_sample_steps=(16, 128),
       study_tau_steps=(128,), study_shakespeare_chars=400000,

@@ -472,3 +472,22 @@ def test_training_resumes_exactly(tmp_path, capsys):
     np.testing.assert_array_equal(a, b)
   from tests import _runs  # pylint: disable=g-import-not-at-top
   _runs.assert_same_metrics(tmp_path / "cut", tmp_path / "full")
+
+
+def test_combine_reads_the_bigram_of_the_cells_own_corpus(tmp_path):
+  """A Shakespeare cell's margin is under Shakespeare's bigram (it read the synthetic one)."""
+  import json
+  from jaxpapers.papers.lhdlm import combine
+  trivial = {"synthetic": {"bigram": 4.49}, "shakespeare": {"bigram": 3.41}}
+  (tmp_path / "study_rows.json").write_text(json.dumps({"trivial": trivial}))
+  for corpus in trivial:
+    assert combine._bigram(str(tmp_path / corpus / "mdlm")) == trivial[corpus]["bigram"]
+  with pytest.raises(ValueError, match="no trivial rows"):
+    combine._bigram(str(tmp_path / "overlap" / "mdlm"))
+  a = {"seeds": [0, 1, 2], "test_bpb": 3.0, "test_std": 0.0, "mc_se": 0.03,
+       "quarter_drop": 0.01, "test_by_seed": [3.0] * 3}
+  b = {**a, "test_bpb": 3.1, "test_by_seed": [3.1] * 3, "quarter_drop": 0.2}
+  g = combine.gaps({"a": a, "b": b})["a-b"]
+  np.testing.assert_allclose([g["diff"], g["two_se"]], [-0.1, 2 * np.sqrt(2 * 0.03 ** 2 / 3)])
+  assert not g["concluded"]                                  # beyond 2 s.e., inside b's drop
+  assert combine.gaps({"a": a, "b": {**b, "quarter_drop": 0.05}})["a-b"]["concluded"]

@@ -7,7 +7,9 @@ number (as `study._cell` does), and prints per model: validation by LR, the choi
 when it is the grid's first or last), the test mean +- std over seeds, the chosen LR's
 validation curve (mean over seeds), its change over the last quarter and last eighth of
 training (per seed too: > 0 means still falling) and the margin under the add-k bigram (read
-from the first piece's study_rows.json). Nothing is trained.
+from the first piece's study_rows.json, for the cell's own corpus), then every pair's gap
+(2 s.e. of the difference and the larger last-quarter drop; the models in the order given).
+Nothing is trained.
 
   python -m jaxpapers.papers.lhdlm.combine --out=/tmp/rows.json \
       --cell=mdlm=/tmp/a/synthetic/mdlm,/tmp/b/synthetic/mdlm --cell=hdlm=/tmp/c/synthetic/hdlm
@@ -70,8 +72,36 @@ def summarize(paths, bigram):
 
 
 def _bigram(cell_path):
-  with open(os.path.join(cell_path, "..", "..", "study_rows.json")) as f:
-    return json.load(f)["trivial"]["synthetic"]["bigram"]
+  """The add-k bigram of the cell's own corpus (a cell lives in WORKDIR/CORPUS/MODEL; the
+  trivial rows are in WORKDIR/study_rows.json): Shakespeare's cells get Shakespeare's."""
+  corpus_dir = os.path.dirname(os.path.normpath(cell_path))
+  corpus = os.path.basename(corpus_dir)
+  with open(os.path.join(os.path.dirname(corpus_dir), "study_rows.json")) as f:
+    trivial = json.load(f)["trivial"]
+  if corpus not in trivial:
+    raise ValueError(f"{cell_path}: no trivial rows for corpus {corpus!r} (has {sorted(trivial)})")
+  return trivial[corpus]["bigram"]
+
+
+def gaps(summaries):
+  """Every pair a - b (the names in the order given): the difference of the 3-seed test
+  means, 2 s.e. of it (the per-seed MC s.e. / sqrt n and the seed std / sqrt n of both,
+  combined), the larger last-quarter drop, and whether the gap is concluded (beyond both)."""
+  out, names = {}, list(summaries)
+  for i, a in enumerate(names):
+    for b in names[i + 1:]:
+      A, B = summaries[a], summaries[b]
+      n_a, n_b = len(A["seeds"]), len(B["seeds"])
+      d = A["test_bpb"] - B["test_bpb"]
+      two_se = 2 * float(np.sqrt(A["mc_se"] ** 2 / n_a + B["mc_se"] ** 2 / n_b
+                                 + A["test_std"] ** 2 / n_a + B["test_std"] ** 2 / n_b))
+      qd = max(A["quarter_drop"], B["quarter_drop"])
+      per_seed = ([x - y for x, y in zip(A["test_by_seed"], B["test_by_seed"])]
+                  if A["seeds"] == B["seeds"] else [])
+      out[f"{a}-{b}"] = {"diff": d, "two_se": two_se, "max_quarter_drop": qd,
+                         "concluded": bool(abs(d) > two_se and abs(d) > qd),
+                         "per_seed": per_seed}
+  return out
 
 
 def main(argv=None):
@@ -96,6 +126,12 @@ def main(argv=None):
           + "/".join(f"{v:.3f}" for v in r["quarter_drop_by_seed"])
           + f"), from step {r['eighth_from_step']}: {r['eighth_drop']:.3f} (seeds "
           + "/".join(f"{v:.3f}" for v in r["eighth_drop_by_seed"]) + ")", flush=True)
+  if len(out) > 1:
+    out["gaps"] = gaps({k: v for k, v in out.items()})
+    for k, g in out["gaps"].items():
+      print(f"{k:25s} {g['diff']:+.4f} (2 s.e. {g['two_se']:.4f}, larger last-quarter drop "
+            f"{g['max_quarter_drop']:.4f}): {'concluded' if g['concluded'] else 'level'}"
+            + ("; seeds " + "/".join(f"{v:+.3f}" for v in g["per_seed"]) if g["per_seed"] else ""))
   if a.out:
     with open(a.out, "w") as f:
       json.dump(out, f, indent=1)
