@@ -112,7 +112,8 @@ _SP_PINS = {
 
 @pytest.mark.parametrize("name", sorted(_SP_PINS))
 def test_sp_models_are_bitwise_unchanged(name):
-  """(Recorded under the suite's XLA flags, conftest.py; one jitted program.)"""
+  """(Recorded under the suite's XLA flags, conftest.py; one jitted program.) The name is
+  historical: the losses are compared to float rounding across machines (below)."""
   import hashlib  # pylint: disable=g-import-not-at-top
   from jaxpapers.nn import lm  # pylint: disable=g-import-not-at-top
 
@@ -148,8 +149,15 @@ def test_sp_models_are_bitwise_unchanged(name):
     return p, jnp.stack(losses)
 
   p, losses = run(p)
-  assert (init_digest, digest(p),
-          [float(x).hex() for x in np.asarray(losses)]) == _SP_PINS[name]
+  want_init, _, want_losses = _SP_PINS[name]
+  # The initial parameters bitwise; the losses of the three steps to 2e-6 relative: the
+  # recording machine reproduced them bitwise (and the final parameters' digest, pinned
+  # beside them), but another CPU's XLA code generation reassociates the update's sums
+  # (seen 2026-12-07: the last 1-3 bits of the float32 losses from step 2 on). A changed
+  # init, decay rule or multiplier moves these losses by far more than that.
+  assert init_digest == want_init
+  np.testing.assert_allclose(np.asarray(losses, np.float64),
+                             [float.fromhex(x) for x in want_losses], rtol=2e-6, atol=0)
 
 
 def test_workbench_mup_equals_sp_at_the_base_width():
