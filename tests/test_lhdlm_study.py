@@ -208,3 +208,33 @@ def test_combine_reads_the_last_quarter_and_eighth_of_a_16_point_curve(tmp_path)
   assert r["quarter_from_step"] == 12000 and r["eighth_from_step"] == 14000
   np.testing.assert_allclose(r["quarter_drop"], 0.04 + 0.5)
   np.testing.assert_allclose(r["eighth_drop"], 0.02 + 0.5)
+
+
+def test_map_bytes_reads_a_hand_built_map():
+  """Whitespace and upper case one-hot, punctuation spread evenly over two clusters."""
+  from jaxpapers.papers.lhdlm import map_bytes
+  V, C = 128, 4
+  counts = np.zeros(V)
+  byte = {" ": 40, "a": 30, "b": 10, "A": 5, ".": 8, ",": 7}
+  for ch, n in byte.items():
+    counts[ord(ch)] = n
+  g = np.full((C, V), 1.0 / C)                              # unused bytes: uniform columns
+  for ch, c in {" ": 0, "a": 1, "b": 1, "A": 2}.items():
+    g[:, ord(ch)] = np.eye(C)[c]
+  for ch in ".,":
+    g[:, ord(ch)] = [0, 0, 0.5, 0.5]
+  assign = np.zeros(V, np.int64)
+  assign[[ord("a"), ord("b")]] = 1
+  assign[[ord("A"), ord("."), ord(",")]] = 2
+  r = map_bytes.read_map(g, counts, assign, top=3)
+  assert r["by_group"]["whitespace"]["mean"] == pytest.approx(0.0, abs=1e-6)
+  assert r["by_group"]["punct"]["mean"] == pytest.approx(math.log(2), rel=1e-5)
+  assert r["by_group"]["punct"]["n"] == 2 and "digit" not in r["by_group"]
+  assert r["by_group"]["lower"]["mass"] == pytest.approx(40 / 100)
+  assert [n for n, _, _ in r["most_diffuse"][:2]] == [".", ","]
+  assert r["argmax_clusters"][0] == "[space]" and r["argmax_clusters"][1] == "ab"
+  assert r["n_used_clusters"] == 3
+  # the argmax map (ties to cluster 2) equals the k-means partition on the used bytes
+  assert r["ari_to_kmeans"] == pytest.approx(1.0)
+  assert 0.0 < r["mi"] < math.log(C)
+  assert map_bytes.byte_group(ord("\n")) == "whitespace" and map_bytes.byte_name(10) == "[\\n]"

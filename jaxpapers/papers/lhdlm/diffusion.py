@@ -225,6 +225,15 @@ def constrained_kmeans(emb_VxD: np.ndarray, n_clusters: int, iters: int = 30,
   return assign
 
 
+def hdlm_assign(train_tokens: np.ndarray, V: int, n_clusters: int, n_tokens: int,
+                seed: int) -> np.ndarray:
+  """HDLM's fixed clusters (V,): k-means over the tokens the first `n_tokens` training tokens use."""
+  sample = np.asarray(train_tokens[:n_tokens])
+  used = np.bincount(sample, minlength=V)[:V] > 0
+  return constrained_kmeans(cooccurrence_embeddings(sample, V), n_clusters, seed=seed,
+                            used=used)
+
+
 def cooccurrence_embeddings(tokens: np.ndarray, V: int) -> np.ndarray:
   """Distributional token vectors: log(1 + counts) of left and right neighbours (V, 2V)."""
   tokens = np.asarray(tokens, np.int64)

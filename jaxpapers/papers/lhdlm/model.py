@@ -148,10 +148,7 @@ def build(config, V: int, train_tokens: np.ndarray, kind: str | None = None,
   fixed = None
   if kind == "hdlm":
     if assign is None:
-      sample = np.asarray(train_tokens[:m.kmeans_tokens])
-      emb = dif.cooccurrence_embeddings(sample, V)
-      used = np.bincount(sample, minlength=V)[:V] > 0
-      assign = dif.constrained_kmeans(emb, C, seed=config.seed, used=used)
+      assign = dif.hdlm_assign(train_tokens, V, C, m.kmeans_tokens, config.seed)
     fixed = np.asarray(dif.log_gamma(dif.hard_gamma_logits(assign, C)))
   if kind == "lhdlm":
     init_std = m.gamma_init_std
