@@ -64,7 +64,7 @@ def get_config(arg=None):
       # Shakespeare bytes: every model, as run in the README's "Shakespeare bytes" section
       # (with clusters=8,study_steps=4000,study_lrs=0.00075+0.0015+0.003 on the command line)
       study_kinds_shakespeare="ar+mdlm+hdlm+lhdlm+udlm", study_kinds_overlap="hdlm+lhdlm+mdlm",
-      study_overlap=0.3, study_corpora="synthetic+synthetic_overlap",
+      study_overlap=0.3, study_corpora="synthetic+synthetic_overlap", study_syn_clusters=0,
       study_eval_windows=128, study_samples=64, study_sample_steps=(16, 128),
       study_tau_steps=(128,), study_shakespeare_chars=400000,
       study_val_points=8, study_val_windows=64, study_val_samples=4, study_only="",
@@ -149,6 +149,9 @@ def get_config(arg=None):
   c.study.kinds_shakespeare = arg.study_kinds_shakespeare  # the models run on Shakespeare
   c.study.kinds_overlap = arg.study_kinds_overlap  # ... on 'synthetic_overlap'
   c.study.overlap = arg.study_overlap   # 'synthetic_overlap': no hard partition planted
+  # C on the synthetic corpora; 0 = K + 1 (a cluster per class and one for the function
+  # words). C = K leaves the function words no cluster of their own.
+  c.study.syn_clusters = arg.study_syn_clusters
   c.study.dim = arg.study_dim
   c.study.layers = arg.study_layers
   c.study.n_heads = arg.study_heads

@@ -238,3 +238,15 @@ def test_map_bytes_reads_a_hand_built_map():
   assert r["ari_to_kmeans"] == pytest.approx(1.0)
   assert 0.0 < r["mi"] < math.log(C)
   assert map_bytes.byte_group(ord("\n")) == "whitespace" and map_bytes.byte_name(10) == "[\\n]"
+
+
+def test_study_synthetic_cluster_count():
+  """C = K + 1 by default on the synthetic corpora; study_syn_clusters=K leaves the function
+  words no cluster of their own; Shakespeare keeps the model's clusters."""
+  base = config_lib.load("configs/lhdlm.py:smoke")
+  K = base.data.synthetic.classes
+  assert study._corpus_config(base, "synthetic").model.clusters == K + 1
+  c = config_lib.load(f"configs/lhdlm.py:smoke,study_syn_clusters={K}")
+  assert study._corpus_config(c, "synthetic").model.clusters == K
+  assert study._corpus_config(c, "synthetic_overlap").model.clusters == K
+  assert study._corpus_config(c, "shakespeare").model.clusters == c.model.clusters

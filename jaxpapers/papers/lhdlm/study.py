@@ -60,7 +60,7 @@ def _corpus_config(config, corpus):
   if corpus == "synthetic_overlap":
     over["data.synthetic.overlap"] = s.overlap
   if corpus.startswith("synthetic"):
-    over["model.clusters"] = config.data.synthetic.classes + 1
+    over["model.clusters"] = s.syn_clusters or config.data.synthetic.classes + 1
   else:
     over["data.max_chars"] = s.shakespeare_chars
   return config_lib.override(config, over)
