@@ -51,7 +51,7 @@ def get_config(arg=None):
       kind="lhdlm", corpus="synthetic", path="", tokenizer="byte", vocab_size=256,
       max_chars=0, syn_tokens=200000, syn_classes=4, syn_per_class=8, syn_functions=6,
       syn_p_function=0.4, syn_overlap=0.0, syn_order=2,
-      dim=64, layers=2, n_heads=4, clusters=4, gamma=1.0, reg=1.0, gamma_init_std=1.0,
+      dim=64, layers=2, n_heads=4, clusters=4, gamma=1.0, reg=1.0, reg_target=0.0, gamma_init_std=1.0,
       gamma_lr_mult=10.0, kmeans_tokens=200000,
       lr=3e-3, weight_decay=0.0, steps=600, batch_size=32, microbatches=1, seq_len=64,
       seeds=1, lrs=(0.0,),
@@ -103,6 +103,7 @@ def get_config(arg=None):
   c.model.clusters = arg.clusters       # C (hdlm, lhdlm)
   c.model.gamma = arg.gamma             # alpha_t = (1 - t)^gamma for every diffusion
   c.model.reg = arg.reg                 # weight of -I(X;C) in LHDLM's loss (0: off)
+  c.model.reg_target = arg.reg_target   # > 0: reg * max(0, target - I(X;C)) instead (nats)
   c.model.gamma_init_std = arg.gamma_init_std  # std of Gamma's initial logits
   c.model.gamma_lr_mult = arg.gamma_lr_mult    # Gamma's LR / the denoiser's
   c.model.kmeans_tokens = arg.kmeans_tokens    # training tokens HDLM's k-means reads

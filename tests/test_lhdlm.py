@@ -288,6 +288,26 @@ def test_mutual_information_on_hand_built_maps():
   np.testing.assert_allclose(np.asarray(mt), 0.0, atol=1e-6)
 
 
+def test_hinge_regularizer_on_hand_built_maps():
+  """reg_target > 0: reg * max(0, target - I(X;C)): the plain term's value below the target
+  (up to the constant), zero above it; reg_target = 0 keeps -reg * I(X;C)."""
+  config = smoke("reg=2.0,reg_target=0.5")
+  data, _ = data_lib.load(config)
+  mdl = model_lib.build(config, data.vocab_size, data.train)
+  C, V = mdl.C, mdl.V
+  p = np.asarray(mdl.p_V, np.float64)
+  same = {"gamma": jnp.zeros((C, V))}                       # identical columns: I = 0
+  hard = {"gamma": 30.0 * jax.nn.one_hot(np.arange(V) % C, C).T}
+  pc = np.array([p[np.arange(V) % C == c].sum() for c in range(C)])
+  assert -np.sum(pc * np.log(pc)) > 0.5                     # the hard map is above the target
+  np.testing.assert_allclose(float(mdl.regularizer(same)), 2.0 * 0.5, rtol=1e-5)
+  assert float(mdl.regularizer(hard)) == 0.0
+  plain = model_lib.build(smoke("reg=2.0"), data.vocab_size, data.train)
+  np.testing.assert_allclose(float(plain.regularizer(hard)), -2.0 * -np.sum(pc * np.log(pc)),
+                             rtol=1e-4)
+  assert abs(float(plain.regularizer(same))) < 1e-6
+
+
 def test_gamma_stays_column_stochastic_under_training_updates():
   config = smoke("steps=3,gamma_lr_mult=100.0")
   data, _ = data_lib.load(config)

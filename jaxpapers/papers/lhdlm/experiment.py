@@ -41,6 +41,8 @@ def validate(config) -> None:
     raise ValueError(f"config model.gamma={m.gamma} must be > 0")
   if m.reg < 0:
     raise ValueError(f"config model.reg={m.reg} must be >= 0")
+  if m.reg_target < 0:
+    raise ValueError(f"config model.reg_target={m.reg_target} must be >= 0")
   if config.eval.samples < 1 or config.sample.steps < 1:
     raise ValueError("config eval.samples and sample.steps must be >= 1")
   if config.sample.method not in ("ancestral", "tau_leaping"):

@@ -70,6 +70,7 @@ class Diffusion:
   fixed_log_gamma: np.ndarray | None = None   # hdlm's one-hot map (logs)
   p_V: np.ndarray | None = None               # unigram marginal for I(X; C)
   probe: np.ndarray | None = None             # fixed windows: the two terms over training
+  reg_target: float = 0.0                     # > 0: hinge reg * max(0, target - I(X; C))
 
   @property
   def mask_id(self) -> int:
@@ -102,8 +103,14 @@ class Diffusion:
     return mt + ct
 
   def regularizer(self, params):
-    """-reg * I(X; C): the information-retention term (LHDLM only)."""
-    return -self.reg * dif.mutual_information(self.log_gamma(params), jnp.asarray(self.p_V))
+    """-reg * I(X; C): the information-retention term (LHDLM only). With reg_target > 0,
+    reg * max(0, target - I(X; C)): the same push away from collapse below the target and
+    none above it, so that the term does not reward a hard map (I(X; C) is largest when
+    every column is one-hot); the ablation of "Soft structure where a hard map cannot fit"."""
+    mi = dif.mutual_information(self.log_gamma(params), jnp.asarray(self.p_V))
+    if self.reg_target > 0:
+      return self.reg * jax.nn.relu(self.reg_target - mi)
+    return -self.reg * mi
 
   def train_metrics(self, params):
     if self.kind != "lhdlm":
@@ -170,7 +177,7 @@ def build(config, V: int, train_tokens: np.ndarray, kind: str | None = None,
   win = (np.asarray(train_tokens[:probe * T1], np.int32).reshape(probe, T1)[:, 1:]
          if probe and kind == "lhdlm" else None)
   return Diffusion(kind, V, C, net, lm_model, m.gamma, reg if kind == "lhdlm" else 0.0,
-                   fixed, p_V, win)
+                   fixed, p_V, win, m.reg_target)
 
 
 def make_task(config, data, model: Diffusion, **kw):
